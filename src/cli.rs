@@ -1,0 +1,173 @@
+//! Command-line interface: `kumaco run` and its flags (contract §3-§7).
+//!
+//! Flags are validated by clap into typed values where the type is simple; flags whose
+//! syntax is Go's (durations, selectors) are checked by kumaco's own Go-compatible
+//! parsers when the controller starts.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// kumaco: the Kubernetes Maintenance Controller.
+///
+/// Maintenance windows are ConfigMaps (a cron `startTime`, a Go `duration`, a label
+/// `nodeSelector`); kumaco sets the node condition `kured.dev/UnderMaintenance` on every
+/// node inside an active window and, optionally, `MaintenanceInProgress` on the nodes
+/// that may be disrupted now.
+#[derive(Debug, Parser)]
+#[command(name = "kumaco", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller.
+    Run(Box<RunArgs>),
+}
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Kubeconfig file; in-cluster configuration is used when neither this nor
+    /// KUBECONFIG is set.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace watched for window ConfigMaps (repeatable). Default: the namespace kumaco
+    /// runs in (POD_NAMESPACE), else `default`.
+    #[arg(long = "namespace", value_name = "NS")]
+    pub namespaces: Vec<String>,
+
+    /// Label selector a ConfigMap must match to be a window.
+    #[arg(long, value_name = "SEL", default_value = "kured.dev/maintenance-window")]
+    pub window_selector: String,
+
+    /// Label selector of the nodes this instance manages; kumaco never writes to another
+    /// node. Empty: every node.
+    #[arg(long, value_name = "SEL", default_value = "")]
+    pub node_selector: String,
+
+    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name).
+    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    pub default_timezone: String,
+
+    /// Exit when the window configuration changes, instead of regenerating state in
+    /// process (the original kumaco behaviour; Kubernetes restarts the pod).
+    #[arg(long)]
+    pub exit_on_config_change: bool,
+
+    /// Server-side apply field manager; give each instance its own.
+    #[arg(long, value_name = "NAME", default_value = "kumaco")]
+    pub field_manager: String,
+
+    /// Also decide `MaintenanceInProgress` (the nodes that may be disrupted now).
+    #[arg(long)]
+    pub in_progress: bool,
+
+    /// Node condition type that must be True before maintenance starts (repeatable),
+    /// e.g. kured.dev/RebootRequired.
+    #[arg(long = "require-condition", value_name = "TYPE")]
+    pub require_conditions: Vec<String>,
+
+    /// Node condition type that, when True, prevents maintenance from starting
+    /// (repeatable).
+    #[arg(long = "block-condition", value_name = "TYPE")]
+    pub block_conditions: Vec<String>,
+
+    /// Most nodes in progress at once: a number, or a percentage of the nodes in scope
+    /// (rounded down, at least 1).
+    #[arg(long, value_name = "N|P%", default_value = "1")]
+    pub max_in_progress: String,
+
+    /// End every in-progress maintenance when its window ends.
+    #[arg(long)]
+    pub stop_at_window_end: bool,
+
+    /// Start no new maintenance when less than this remains of the window (Go duration).
+    #[arg(long, value_name = "DURATION", default_value = "0s")]
+    pub start_cutoff: String,
+
+    /// Set MaintenancePlanned=True this long before a window starts (Go duration).
+    #[arg(long, value_name = "DURATION")]
+    pub planned_lead_time: Option<String>,
+
+    /// Elect a leader through a Lease; only the leader writes.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+
+    /// Name of the leader-election Lease, in kumaco's own namespace.
+    #[arg(long, value_name = "NAME", default_value = "kumaco")]
+    pub lease_name: String,
+
+    /// Address serving /metrics.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_address: SocketAddr,
+
+    /// Address serving /healthz and /readyz.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8081")]
+    pub health_address: SocketAddr,
+
+    /// Interval of the full resync that guards against missed events (Go duration).
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub resync_interval: String,
+
+    /// Log format (level by RUST_LOG).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn run_defaults() {
+        let cli = Cli::try_parse_from(["kumaco", "run"]).unwrap();
+        let Command::Run(args) = cli.command;
+        assert_eq!(args.window_selector, "kured.dev/maintenance-window");
+        assert_eq!(args.max_in_progress, "1");
+        assert!(args.leader_elect);
+        assert_eq!(args.log_format, LogFormat::Text);
+    }
+
+    #[test]
+    fn leader_elect_can_be_turned_off_and_lists_repeat() {
+        let cli = Cli::try_parse_from([
+            "kumaco",
+            "run",
+            "--leader-elect=false",
+            "--namespace=a",
+            "--namespace=b",
+            "--require-condition=kured.dev/RebootRequired",
+            "--block-condition=x",
+            "--block-condition=y",
+        ])
+        .unwrap();
+        let Command::Run(args) = cli.command;
+        assert!(!args.leader_elect);
+        assert_eq!(args.namespaces, ["a", "b"]);
+        assert_eq!(args.block_conditions, ["x", "y"]);
+    }
+
+    #[test]
+    fn bad_log_format_is_rejected() {
+        let err = Cli::try_parse_from(["kumaco", "run", "--log-format=xml"]).unwrap_err();
+        assert!(err.to_string().contains("xml"), "{err}");
+    }
+}

@@ -1,0 +1,239 @@
+//! A real kube-apiserver with etcd, started on loopback from the `testenv` Go program.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+use crate::gobuild::{Program, binary};
+
+/// How long a (re)start may take before the harness gives up. A cold start on 2 cores
+/// is a few seconds; the margin is for a loaded CI machine.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+#[derive(Debug, Deserialize)]
+struct Ready {
+    url: String,
+    kubeconfig: PathBuf,
+}
+
+/// A running API server. Dropping it stops it (SIGTERM, then waits).
+pub struct ApiServer {
+    dir: PathBuf,
+    url: String,
+    kubeconfig: PathBuf,
+    child: Option<Child>,
+    // Held open for the process's lifetime: when this test process dies, the pipe closes
+    // and testenv shuts itself down (`--exit-on-stdin-close`).
+    lifeline: Option<ChildStdin>,
+}
+
+impl ApiServer {
+    /// The API server shared by all tests of this test binary, started on first use.
+    /// Nodes are cluster-scoped: tests sharing it must keep apart with [`crate::Scope`].
+    pub fn shared() -> &'static ApiServer {
+        static SHARED: OnceLock<ApiServer> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            ApiServer::start_fresh().unwrap_or_else(|e| panic!("starting the test API server: {e:#}"))
+        })
+    }
+
+    /// A private API server in a new directory, for tests that kill or restart it.
+    pub fn start_fresh() -> Result<ApiServer> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let root = std::env::temp_dir().join("kumaco-testenv");
+        remove_stale(&root);
+        let dir = root.join(format!(
+            "{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir)?;
+        let mut server = ApiServer {
+            dir,
+            url: String::new(),
+            kubeconfig: PathBuf::new(),
+            child: None,
+            lifeline: None,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    fn spawn(&mut self) -> Result<()> {
+        let bin = binary(Program::ApiServer)?;
+        let log_path = self.dir.join("apiserver.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
+        let started = Instant::now();
+        let mut child = Command::new(&bin)
+            .arg("serve")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--exit-on-stdin-close")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(json) = line.strip_prefix("TESTENV_READY ") {
+                    let _ = tx.send(json.to_string());
+                }
+            }
+        });
+        let json = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(json) => json,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "the test API server did not become ready within {START_TIMEOUT:?}; its \
+                     log is {}:\n{}",
+                    log_path.display(),
+                    tail(&log_path, 40)
+                );
+            }
+        };
+        let ready: Ready = serde_json::from_str(&json)?;
+        eprintln!(
+            "testkit: API server ready at {} in {:.1}s (dir {})",
+            ready.url,
+            started.elapsed().as_secs_f64(),
+            self.dir.display()
+        );
+        self.url = ready.url;
+        self.kubeconfig = ready.kubeconfig;
+        self.lifeline = child.stdin.take();
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// An admin (system:masters) kubeconfig file.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The directory holding PKI, etcd data and the API server's log.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// An admin client. Make one per test: a client is tied to the tokio runtime that
+    /// created it, and each `#[tokio::test]` has its own.
+    pub async fn client(&self) -> Result<kube::Client> {
+        client_from_kubeconfig(&self.kubeconfig).await
+    }
+
+    /// Writes a kubeconfig for `user` in `groups` (client certificate auth) and returns
+    /// its path, for tests of what a given identity may do under RBAC.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<PathBuf> {
+        let out = self.dir.join(format!("{user}.kubeconfig"));
+        let mut cmd = Command::new(binary(Program::ApiServer)?);
+        cmd.arg("kubeconfig")
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--user")
+            .arg(user)
+            .arg("--out")
+            .arg(&out);
+        for g in groups {
+            cmd.arg("--group").arg(g);
+        }
+        let status = cmd.status()?;
+        if !status.success() {
+            bail!("testenv kubeconfig for {user} failed: {status}");
+        }
+        Ok(out)
+    }
+
+    /// SIGKILL: the API server and etcd die at once, as in a crash.
+    pub fn kill(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        self.lifeline = None;
+        Ok(())
+    }
+
+    /// Starts the API server again on the same data and address (after [`Self::kill`]).
+    pub fn restart(&mut self) -> Result<()> {
+        self.kill()?;
+        self.spawn()
+    }
+
+    /// Stops cleanly with SIGTERM and waits.
+    pub fn stop(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            // Closing stdin is testenv's shutdown signal (the same path as SIGTERM).
+            self.lifeline = None;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while child.try_wait()?.is_none() {
+                if Instant::now() > deadline {
+                    child.kill()?;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+
+    /// The last lines of the API server's log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.dir.join("apiserver.log"), lines)
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A kube client for a kubeconfig file.
+pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
+    let kc = kube::config::Kubeconfig::read_from(path)?;
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await?;
+    Ok(kube::Client::try_from(config)?)
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Removes directories left by test processes that no longer exist (crashed runs).
+fn remove_stale(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.split('-').next()) else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}

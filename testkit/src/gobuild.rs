@@ -1,0 +1,153 @@
+//! Building the Go test programs in `testenv/` once per machine.
+//!
+//! The binaries are cached outside the repository, keyed by a hash of the module's
+//! go.mod, go.sum and Go sources, so only the first build on a machine (or after a change
+//! to testenv/) pays. Concurrent test binaries coordinate through a file lock.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use sha2::{Digest, Sha256};
+
+/// The Go programs `testenv/` builds.
+#[derive(Clone, Copy, Debug)]
+pub enum Program {
+    /// `testenv/`: etcd + kube-apiserver in one process.
+    ApiServer,
+    /// `testenv/oracle`: the Go code kumaco's parsers must agree with.
+    Oracle,
+}
+
+impl Program {
+    fn package(self) -> &'static str {
+        match self {
+            Program::ApiServer => ".",
+            Program::Oracle => "./oracle",
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Program::ApiServer => "testenv",
+            Program::Oracle => "oracle",
+        }
+    }
+}
+
+/// The `testenv/` Go module in this repository.
+pub fn module_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testenv")
+}
+
+/// Where built programs are kept: `$KUMACO_CACHE_DIR`, else `$XDG_CACHE_HOME/kumaco`,
+/// else `~/.cache/kumaco`.
+pub fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KUMACO_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("kumaco");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
+    PathBuf::from(home).join(".cache/kumaco")
+}
+
+/// Returns the path of `program`, building it first if this version of testenv/ has not
+/// been built on this machine. `KUMACO_TESTENV_BIN` / `KUMACO_ORACLE_BIN` override.
+pub fn binary(program: Program) -> Result<PathBuf> {
+    let override_var = match program {
+        Program::ApiServer => "KUMACO_TESTENV_BIN",
+        Program::Oracle => "KUMACO_ORACLE_BIN",
+    };
+    if let Some(path) = std::env::var_os(override_var) {
+        return Ok(PathBuf::from(path));
+    }
+    let module = module_dir();
+    let hash = source_hash(&module)?;
+    let dir = cache_root().join(format!("testenv-{}", &hash[..16]));
+    let bin = dir.join(program.name());
+    if bin.exists() {
+        return Ok(bin);
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
+    let lock = File::create(dir.join(".lock"))?;
+    lock.lock().context("locking the testenv build cache")?;
+    if bin.exists() {
+        return Ok(bin); // another test binary built it while we waited
+    }
+    build(&module, program, &bin)?;
+    Ok(bin)
+}
+
+fn build(module: &Path, program: Program, out: &Path) -> Result<()> {
+    let go_version = Command::new("go").arg("version").output();
+    match go_version {
+        Ok(o) if o.status.success() => {}
+        _ => bail!(
+            "kumaco's tests need the Go toolchain (>= 1.26) to build the real kube-apiserver \
+             and the Go oracle in testenv/, and `go version` failed. Install Go \
+             (e.g. `apt-get install golang-1.26` or from go.dev) so that `go` is on PATH, \
+             or run `bash .ci/run`, which installs everything."
+        ),
+    }
+    let tmp = out.with_extension("tmp");
+    eprintln!(
+        "testkit: building {} from {} (first time on this machine; the API server takes \
+         several minutes)...",
+        program.name(),
+        module.display()
+    );
+    let status = Command::new("go")
+        .current_dir(module)
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+        .arg(&tmp)
+        .arg(program.package())
+        .status()
+        .context("running go build")?;
+    if !status.success() {
+        bail!(
+            "`go build {}` in {} failed ({status}); see the output above. To retry by hand: \
+             cd testenv && CGO_ENABLED=0 go build -o /tmp/{} {}",
+            program.package(),
+            module.display(),
+            program.name(),
+            program.package()
+        );
+    }
+    fs::rename(&tmp, out)?;
+    Ok(())
+}
+
+/// Hash of everything that decides what the Go module builds.
+fn source_hash(module: &Path) -> Result<String> {
+    let mut files = Vec::new();
+    collect(module, module, &mut files)?;
+    files.sort();
+    let mut h = Sha256::new();
+    for rel in files {
+        h.update(rel.to_string_lossy().as_bytes());
+        h.update([0]);
+        h.update(fs::read(module.join(&rel))?);
+        h.update([0]);
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in
+        fs::read_dir(dir).with_context(|| format!("reading {} (testenv/ missing?)", dir.display()))?
+    {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect(root, &path, out)?;
+        } else if let Some(name) = path.file_name().and_then(|n| n.to_str())
+            && (name.ends_with(".go") || name == "go.mod" || name == "go.sum")
+        {
+            out.push(path.strip_prefix(root)?.to_path_buf());
+        }
+    }
+    Ok(())
+}

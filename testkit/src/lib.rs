@@ -1,0 +1,52 @@
+//! Test harness for kumaco (dev-only).
+//!
+//! - [`ApiServer`]: a real kube-apiserver + etcd on loopback (built from `testenv/`).
+//! - [`Scope`]: keeps a test's nodes apart from other tests' on a shared API server.
+//! - [`nodes`]: create Nodes with labels and conditions (no kubelet), and wait for
+//!   conditions with a deadline.
+//! - [`oracle`]: the real Go code kumaco's parsers must agree with.
+
+pub mod apiserver;
+pub mod gobuild;
+pub mod nodes;
+pub mod oracle;
+
+pub use apiserver::{ApiServer, client_from_kubeconfig};
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The label key every test node carries, with a value unique to its test.
+pub const SCOPE_LABEL: &str = "test.kumaco.dev/scope";
+
+/// A test's own slice of a shared cluster: a unique label value that all its nodes carry,
+/// and a matching selector to confine watchers and kumaco (`--node-selector`) to them.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    value: String,
+}
+
+impl Scope {
+    /// `name` is a short test name; a process- and call-unique suffix is added.
+    pub fn new(name: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let mut value = format!("{name}-{}-{n}", std::process::id());
+        value.truncate(63);
+        Scope { value }
+    }
+
+    /// The label value.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// `test.kumaco.dev/scope=<value>`.
+    pub fn selector(&self) -> String {
+        format!("{SCOPE_LABEL}={}", self.value)
+    }
+
+    /// A node name inside this scope (node names are cluster-wide).
+    pub fn node_name(&self, short: &str) -> String {
+        format!("{}-{short}", self.value)
+    }
+}

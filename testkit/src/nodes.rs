@@ -1,0 +1,142 @@
+//! Nodes without kubelets: created through the API, conditions set on `nodes/status`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use serde_json::json;
+
+use crate::{SCOPE_LABEL, Scope};
+
+/// Creates node `scope.node_name(short)` carrying the scope label plus `labels`, then
+/// sets `conditions` (type, status) on its status as an outside agent would.
+pub async fn create_node(
+    client: &kube::Client,
+    scope: &Scope,
+    short: &str,
+    labels: &[(&str, &str)],
+    conditions: &[(&str, &str)],
+) -> Result<Node> {
+    let name = scope.node_name(short);
+    let mut all: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    all.insert(SCOPE_LABEL.into(), scope.value().into());
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": name, "labels": all },
+    }))?;
+    let api: Api<Node> = Api::all(client.clone());
+    let mut node = api
+        .create(&PostParams::default(), &node)
+        .await
+        .with_context(|| format!("creating node {name}"))?;
+    for (type_, status) in conditions {
+        node = set_condition(client, &name, type_, status, "test-agent").await?;
+    }
+    Ok(node)
+}
+
+/// Sets one condition on a node's status the way a node agent does (strategic merge
+/// patch keyed by condition type), as field manager `manager`. `lastTransitionTime` is
+/// now when the status changes, else kept.
+pub async fn set_condition(
+    client: &kube::Client,
+    node: &str,
+    type_: &str,
+    status: &str,
+    manager: &str,
+) -> Result<Node> {
+    let api: Api<Node> = Api::all(client.clone());
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let transition = match condition(&api.get_status(node).await?, type_) {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Some(now),
+    };
+    let patch = json!({
+        "status": { "conditions": [{
+            "type": type_,
+            "status": status,
+            "reason": "TestAgent",
+            "message": "set by the test harness",
+            "lastTransitionTime": transition,
+        }]}
+    });
+    api.patch_status(
+        node,
+        &PatchParams {
+            field_manager: Some(manager.into()),
+            ..Default::default()
+        },
+        &Patch::Strategic(patch),
+    )
+    .await
+    .with_context(|| format!("setting {type_}={status} on node {node}"))
+}
+
+/// Changes a node's labels (merge patch; a `None` value removes the label).
+pub async fn set_labels(
+    client: &kube::Client,
+    node: &str,
+    labels: &[(&str, Option<&str>)],
+) -> Result<Node> {
+    let api: Api<Node> = Api::all(client.clone());
+    let map: serde_json::Map<String, serde_json::Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    Ok(api
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": { "labels": map } })),
+        )
+        .await?)
+}
+
+/// The condition of `type_` on `node`, if any.
+pub fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Waits (watching, not polling) until `check` holds for the condition of `type_` on
+/// `node` (None = absent), or fails after `timeout` with the last state seen.
+pub async fn wait_for_condition(
+    client: &kube::Client,
+    node: &str,
+    type_: &str,
+    timeout: Duration,
+    check: impl Fn(Option<&NodeCondition>) -> bool,
+) -> Result<Node> {
+    let api: Api<Node> = Api::all(client.clone());
+    let type_owned = type_.to_string();
+    let cond = move |n: Option<&Node>| n.is_some_and(|n| check(condition(n, &type_owned)));
+    match tokio::time::timeout(timeout, await_condition(api.clone(), node, cond)).await {
+        Ok(Ok(Some(n))) => Ok(n),
+        Ok(Ok(None)) => bail!("node {node} was deleted while waiting for {type_}"),
+        Ok(Err(e)) => Err(e).context("watching node"),
+        Err(_) => {
+            let now = api.get(node).await.ok();
+            bail!(
+                "timed out after {timeout:?} waiting for condition {type_} on node {node}; it is \
+                 now {:?}",
+                now.as_ref().and_then(|n| condition(n, type_))
+            )
+        }
+    }
+}
+
+/// `status` is the condition's status ("True"/"False"/...), `None` absent.
+pub fn has_status(c: Option<&NodeCondition>, status: Option<&str>) -> bool {
+    c.map(|c| c.status.as_str()) == status
+}
