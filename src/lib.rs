@@ -10,10 +10,13 @@
 //! - [`schedule`]: cron schedules as robfig/cron v3 `ParseStandard` and `Next` compute
 //!   them, exactly, plus kumaco's extensions.
 //!
+//! - [`conditions`]: the node conditions kumaco owns and how their timestamps are kept.
+//!
 //! Shell:
 //! - [`cli`]: the command line.
 
 pub mod cli;
+pub mod conditions;
 pub mod duration;
 pub mod schedule;
 pub mod selector;

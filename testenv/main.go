@@ -155,7 +155,7 @@ func serve(args []string) error {
 		"--tls-private-key-file=" + p.servingKey,
 		"--client-ca-file=" + p.caCert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file=" + p.saKey,
+		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--authorization-mode=RBAC",
@@ -163,6 +163,9 @@ func serve(args []string) error {
 		// the ServiceAccount admission plugin to require.
 		"--disable-admission-plugins=ServiceAccount",
 		"--feature-gates=NodeLifecycleConditions=true",
+		// The kubernetes Service's endpoints may not point at loopback; nothing here
+		// routes to it anyway.
+		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=0",

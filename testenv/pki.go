@@ -20,7 +20,7 @@ import (
 
 // pki is the cluster's certificate authority plus the files kube-apiserver reads.
 type pki struct {
-	caCert, caKey, servingCert, servingKey, saKey string
+	caCert, caKey, servingCert, servingKey, saKey, saPub string
 
 	ca       *x509.Certificate
 	caSigner crypto.Signer
@@ -37,6 +37,7 @@ func ensurePKI(dir string) (pki, error) {
 		servingCert: filepath.Join(pd, "serving.crt"),
 		servingKey:  filepath.Join(pd, "serving.key"),
 		saKey:       filepath.Join(pd, "service-account.key"),
+		saPub:       filepath.Join(pd, "service-account.pub"),
 	}
 	if _, err := os.Stat(p.saKey); errors.Is(err, os.ErrNotExist) {
 		if err := createPKI(pd, p); err != nil {
@@ -115,7 +116,14 @@ func createPKI(pd string, p pki) error {
 	if err != nil {
 		return err
 	}
+	saPubDER, err := x509.MarshalPKIXPublicKey(saKey.Public())
+	if err != nil {
+		return err
+	}
 	for path, data := range map[string][]byte{
+		// The API server reads verification keys only as public keys (or SEC1/PKCS#1
+		// private keys), so the service-account public key gets its own file.
+		p.saPub:       pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
 		p.caCert:      certPEM(caDER),
 		p.caKey:       keyPEM(caKey),
 		p.servingCert: certPEM(servDER),

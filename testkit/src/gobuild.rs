@@ -98,11 +98,21 @@ fn build(module: &Path, program: Program, out: &Path) -> Result<()> {
         program.name(),
         module.display()
     );
+    // Without these the API server reports v0.0.0-master from /version.
+    let version = kubernetes_version(module)?;
+    let minor = version.split('.').nth(1).unwrap_or("0");
+    let ldflags = format!(
+        "-s -w -X k8s.io/component-base/version.gitVersion={version} \
+         -X k8s.io/component-base/version.gitMajor=1 \
+         -X k8s.io/component-base/version.gitMinor={minor}"
+    );
     let status = Command::new("go")
         .current_dir(module)
         .env("CGO_ENABLED", "0")
         .env("GOTOOLCHAIN", "local")
-        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+        .args(["build", "-trimpath"])
+        .arg(format!("-ldflags={ldflags}"))
+        .arg("-o")
         .arg(&tmp)
         .arg(program.package())
         .status()
@@ -119,6 +129,17 @@ fn build(module: &Path, program: Program, out: &Path) -> Result<()> {
     }
     fs::rename(&tmp, out)?;
     Ok(())
+}
+
+/// The k8s.io/kubernetes version testenv/go.mod requires (`v1.37.2`).
+fn kubernetes_version(module: &Path) -> Result<String> {
+    let gomod = fs::read_to_string(module.join("go.mod"))?;
+    gomod
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("k8s.io/kubernetes v"))
+        .map(|v| format!("v{}", v.split_whitespace().next().unwrap_or(v)))
+        .next()
+        .context("testenv/go.mod does not require k8s.io/kubernetes")
 }
 
 /// Hash of everything that decides what the Go module builds.

@@ -1,0 +1,29 @@
+# The two commands of the README:
+#   make demo   a local API server with sample nodes, kumaco working on them
+#   make test   every test (unit, differential against Go, integration against a real API server)
+
+CARGO ?= cargo
+
+.PHONY: demo test lint bench diff-long testenv
+
+demo:
+	$(CARGO) run -q -p testkit --bin kumaco-demo
+
+test:
+	$(CARGO) test --workspace --all-targets
+	$(CARGO) test --workspace --doc
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+bench:
+	$(CARGO) bench --bench schedule --bench selector --bench windows
+
+# The documented long differential run: 10^6 generated cases per parser.
+diff-long:
+	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_schedule -- --nocapture
+
+# Builds (or finds in the cache) the test API server and the Go oracle.
+testenv:
+	$(CARGO) run -q -p testkit --bin testenv-path
