@@ -10,6 +10,7 @@
 //! - [`schedule`]: cron schedules as robfig/cron v3 `ParseStandard` and `Next` compute
 //!   them, exactly, plus kumaco's extensions.
 //!
+//! - [`window`]: a validated window ConfigMap; active occurrences and next edges.
 //! - [`conditions`]: the node conditions kumaco owns and how their timestamps are kept.
 //!
 //! Shell:
@@ -20,3 +21,4 @@ pub mod conditions;
 pub mod duration;
 pub mod schedule;
 pub mod selector;
+pub mod window;

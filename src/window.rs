@@ -1,0 +1,311 @@
+//! A maintenance window: a validated window ConfigMap, and the questions the controller
+//! asks it (which occurrences are active now, when the next edge is).
+//!
+//! An occurrence starting at `s` is active on `[s, s + duration)`. Occurrences may
+//! overlap (a duration longer than the period); a window is active while any of its
+//! occurrences is.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp, ToSpan};
+
+use crate::duration::{self, GoDuration};
+use crate::schedule::{self, DstAnomalyKind, Schedule, ScheduleKind};
+use crate::selector::{self, Selector};
+
+/// The ConfigMap data keys kumaco reads.
+pub const KEY_START_TIME: &str = "startTime";
+pub const KEY_DURATION: &str = "duration";
+pub const KEY_NODE_SELECTOR: &str = "nodeSelector";
+pub const KEY_DESCRIPTION: &str = "description";
+pub const KEY_BLACKOUT: &str = "blackout";
+const KNOWN_KEYS: [&str; 5] = [
+    KEY_START_TIME,
+    KEY_DURATION,
+    KEY_NODE_SELECTOR,
+    KEY_DESCRIPTION,
+    KEY_BLACKOUT,
+];
+
+/// `namespace/name` of the window's ConfigMap.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WindowId {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for WindowId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A valid window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    pub id: WindowId,
+    pub schedule: Schedule,
+    pub duration: GoDuration,
+    pub selector: Selector,
+    pub description: Option<String>,
+    pub blackout: bool,
+    /// Data keys kumaco does not know (likely typos); reported, not fatal.
+    pub unknown_keys: Vec<String>,
+}
+
+/// One problem with one data key.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct FieldError {
+    pub key: &'static str,
+    pub message: String,
+}
+
+/// Every problem found in a window ConfigMap's data (never just the first).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct InvalidWindow(pub Vec<FieldError>);
+
+/// An occurrence, `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Occurrence {
+    pub start: Timestamp,
+    pub end: Timestamp,
+}
+
+impl Window {
+    /// Validates a ConfigMap's data. Schedules without a `CRON_TZ=`/`TZ=` prefix run in
+    /// `default_zone` (`--default-timezone`).
+    pub fn from_data(
+        id: WindowId,
+        data: &BTreeMap<String, String>,
+        default_zone: &TimeZone,
+    ) -> Result<Window, InvalidWindow> {
+        let mut errors = Vec::new();
+        let mut required = |key: &'static str, expected: &str| match data.get(key) {
+            Some(v) => Some(v.as_str()),
+            None => {
+                errors.push(FieldError {
+                    key,
+                    message: format!("missing; expected {expected}"),
+                });
+                None
+            }
+        };
+        let start = required(
+            KEY_START_TIME,
+            "a cron schedule such as \"0 2 * * 6\" or an RFC 3339 timestamp",
+        );
+        let dur = required(KEY_DURATION, "a Go duration such as \"90m\" or \"1h30m\"");
+        let sel = required(
+            KEY_NODE_SELECTOR,
+            "a label selector such as \"zone=a\" (\"\" selects every node)",
+        );
+
+        let schedule = start.and_then(|s| {
+            schedule::parse(s, default_zone)
+                .map_err(|e| errors.push(field(KEY_START_TIME, e)))
+                .ok()
+        });
+        let duration = dur.and_then(|d| match duration::parse(d) {
+            Ok(d) if d.as_nanos() > 0 => Some(d),
+            Ok(d) => {
+                errors.push(FieldError {
+                    key: KEY_DURATION,
+                    message: format!(
+                        "{d} is not positive; expected a duration above 0, such as \"90m\""
+                    ),
+                });
+                None
+            }
+            Err(e) => {
+                errors.push(field(KEY_DURATION, e));
+                None
+            }
+        });
+        let selector = sel.and_then(|s| {
+            selector::parse(s)
+                .map_err(|e| errors.push(field(KEY_NODE_SELECTOR, e)))
+                .ok()
+        });
+        let blackout = match data.get(KEY_BLACKOUT).map(|s| parse_bool(s)) {
+            None => Some(false),
+            Some(Some(b)) => Some(b),
+            Some(None) => {
+                errors.push(FieldError {
+                    key: KEY_BLACKOUT,
+                    message: format!(
+                        "{:?} is not a boolean; expected \"true\" or \"false\"",
+                        data[KEY_BLACKOUT]
+                    ),
+                });
+                None
+            }
+        };
+        match (schedule, duration, selector, blackout) {
+            (Some(schedule), Some(duration), Some(selector), Some(blackout))
+                if errors.is_empty() =>
+            {
+                Ok(Window {
+                    id,
+                    schedule,
+                    duration,
+                    selector,
+                    description: data.get(KEY_DESCRIPTION).cloned(),
+                    blackout,
+                    unknown_keys: data
+                        .keys()
+                        .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
+                        .cloned()
+                        .collect(),
+                })
+            }
+            _ => Err(InvalidWindow(errors)),
+        }
+    }
+
+    fn length(&self) -> SignedDuration {
+        self.duration.to_signed()
+    }
+
+    /// The first start strictly after `t`.
+    fn next_start(&self, t: Timestamp) -> Option<Timestamp> {
+        self.schedule.next_after(t)
+    }
+
+    /// The earliest occurrence still active at `t` (start in `(t - duration, t]`), if any.
+    fn earliest_active(&self, t: Timestamp) -> Option<Occurrence> {
+        let floor = t.checked_sub(self.length()).ok()?;
+        let start = self.next_start(floor)?;
+        (start <= t).then(|| self.occurrence(start))
+    }
+
+    fn occurrence(&self, start: Timestamp) -> Occurrence {
+        let end = start.checked_add(self.length()).unwrap_or(Timestamp::MAX);
+        Occurrence { start, end }
+    }
+
+    /// Whether an occurrence is active at `t`.
+    pub fn is_active(&self, t: Timestamp) -> bool {
+        self.earliest_active(t).is_some()
+    }
+
+    /// The latest-starting occurrence active at `t`: its end is when the window, as
+    /// known at `t`, closes (a later occurrence starting before then extends it).
+    pub fn latest_active(&self, t: Timestamp) -> Option<Occurrence> {
+        let first = self.earliest_active(t)?;
+        let last_start = match self.schedule.kind() {
+            ScheduleKind::Once(_) => first.start,
+            ScheduleKind::Every(_) | ScheduleKind::Cron => {
+                self.last_start_at_or_before(first.start, t)
+            }
+        };
+        Some(self.occurrence(last_start))
+    }
+
+    /// The last start in `[lo, t]`, given that `lo` is a start. Schedules only answer
+    /// "next after", so this bisects on whole seconds (starts are whole seconds): about
+    /// log2(duration in seconds) calls instead of one per occurrence.
+    fn last_start_at_or_before(&self, lo: Timestamp, t: Timestamp) -> Timestamp {
+        let (mut lo_s, mut hi_s) = (lo.as_second(), t.as_second());
+        // Invariant: next_after(lo_s) is a start <= t or lo_s itself is the answer;
+        // next_after(hi_s) > t.
+        let mut best = lo;
+        while lo_s < hi_s {
+            let mid = lo_s + (hi_s - lo_s) / 2;
+            let probe = Timestamp::from_second(mid)
+                .ok()
+                .and_then(|m| self.next_start(m));
+            match probe {
+                Some(s) if s <= t => {
+                    best = best.max(s);
+                    lo_s = s.as_second();
+                }
+                _ => hi_s = mid,
+            }
+        }
+        best
+    }
+
+    /// The next instant strictly after `t` at which this window opens or an occurrence
+    /// ends: when the controller must look again.
+    pub fn next_edge_after(&self, t: Timestamp) -> Option<Timestamp> {
+        let next_start = self.next_start(t);
+        let next_end = t
+            .checked_sub(self.length())
+            .ok()
+            .and_then(|floor| self.next_start(floor))
+            .map(|s| self.occurrence(s).end)
+            .filter(|end| *end > t);
+        match (next_start, next_end) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Warnings for the `WindowLoaded` event: the window loads, but probably not as its
+    /// author meant.
+    pub fn lint(&self, now: Timestamp) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for key in &self.unknown_keys {
+            warnings.push(format!(
+                "unknown key {key:?} is ignored; known keys: {}",
+                KNOWN_KEYS.join(", ")
+            ));
+        }
+        match self.schedule.kind() {
+            ScheduleKind::Once(at) => {
+                if self.occurrence(at).end <= now {
+                    warnings.push(format!(
+                        "{KEY_START_TIME}: the one-shot window at {at} is over; this ConfigMap can be deleted"
+                    ));
+                }
+            }
+            ScheduleKind::Cron => {
+                if self.next_start(now).is_none() {
+                    warnings.push(format!(
+                        "{KEY_START_TIME}: {:?} never fires (no matching date within 5 years)",
+                        self.schedule.spec()
+                    ));
+                }
+                let year_later = now.checked_add(8766.hours()).unwrap_or(Timestamp::MAX);
+                for a in self.schedule.dst_anomalies(now, year_later) {
+                    let what = match a.kind {
+                        DstAnomalyKind::Skipped => "does not happen (the clock skips it)",
+                        DstAnomalyKind::Repeated => "happens twice (the clock repeats it)",
+                    };
+                    warnings.push(format!(
+                        "{KEY_START_TIME}: the {} run on {} {what}: daylight saving time changes in {}",
+                        a.wall.time(),
+                        a.wall.date(),
+                        self.schedule.zone_name()
+                    ));
+                }
+            }
+            ScheduleKind::Every(_) => {}
+        }
+        warnings
+    }
+}
+
+fn field(key: &'static str, e: impl fmt::Display) -> FieldError {
+    FieldError {
+        key,
+        message: e.to_string(),
+    }
+}
+
+/// Go's `strconv.ParseBool`, which is what a Go-minded author expects a flag-like
+/// string to accept.
+fn parse_bool(s: &str) -> Option<bool> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

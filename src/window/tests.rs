@@ -1,0 +1,314 @@
+use super::*;
+use proptest::prelude::*;
+
+fn id() -> WindowId {
+    WindowId {
+        namespace: "ops".into(),
+        name: "w".into(),
+    }
+}
+
+fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn window(start: &str, duration: &str) -> Window {
+    Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, start),
+            (KEY_DURATION, duration),
+            (KEY_NODE_SELECTOR, ""),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap()
+}
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+#[test]
+fn valid_window_loads_with_every_field() {
+    let w = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "CRON_TZ=Europe/Berlin 0 2 * * sat"),
+            (KEY_DURATION, "3h"),
+            (KEY_NODE_SELECTOR, "zone in (a,b)"),
+            (KEY_DESCRIPTION, "weekly reboots"),
+            (KEY_BLACKOUT, "false"),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap();
+    assert_eq!(w.duration.to_string(), "3h0m0s");
+    assert_eq!(w.schedule.zone_name(), "Europe/Berlin");
+    assert_eq!(w.description.as_deref(), Some("weekly reboots"));
+    assert!(!w.blackout);
+    assert!(w.unknown_keys.is_empty());
+}
+
+#[test]
+fn every_error_is_reported_with_its_key() {
+    let err = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "0 0 2 * * 6"),
+            (KEY_DURATION, "1d"),
+            (KEY_BLACKOUT, "yes"),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap_err();
+    let keys: Vec<_> = err.0.iter().map(|e| e.key).collect();
+    assert_eq!(
+        keys,
+        [
+            KEY_NODE_SELECTOR,
+            KEY_START_TIME,
+            KEY_DURATION,
+            KEY_BLACKOUT
+        ]
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(
+            "startTime: expected 5 fields (minute hour day-of-month month day-of-week), found 6 in \"0 0 2 * * 6\""
+        ),
+        "{text}"
+    );
+    assert!(text.contains("nodeSelector: missing; expected"), "{text}");
+    assert!(
+        text.contains("blackout: \"yes\" is not a boolean"),
+        "{text}"
+    );
+}
+
+#[test]
+fn duration_must_be_positive() {
+    for d in ["0s", "-5m", "0"] {
+        let err = Window::from_data(
+            id(),
+            &data(&[
+                (KEY_START_TIME, "@daily"),
+                (KEY_DURATION, d),
+                (KEY_NODE_SELECTOR, ""),
+            ]),
+            &TimeZone::UTC,
+        )
+        .unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert_eq!(err.0[0].key, KEY_DURATION);
+        assert!(err.0[0].message.contains("not positive"), "{err}");
+    }
+}
+
+#[test]
+fn bad_selector_names_the_key() {
+    let err = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "@daily"),
+            (KEY_DURATION, "1h"),
+            (KEY_NODE_SELECTOR, "zone in (a"),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap_err();
+    assert_eq!(err.0[0].key, KEY_NODE_SELECTOR);
+}
+
+#[test]
+fn unknown_keys_are_warnings_not_errors() {
+    let w = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "@daily"),
+            (KEY_DURATION, "1h"),
+            (KEY_NODE_SELECTOR, ""),
+            ("nodeselector", "x=y"),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap();
+    assert_eq!(w.unknown_keys, ["nodeselector"]);
+    let lint = w.lint(ts("2026-01-01T00:00:00Z"));
+    assert!(lint[0].contains("unknown key \"nodeselector\""), "{lint:?}");
+}
+
+#[test]
+fn blackout_accepts_go_booleans() {
+    for (v, want) in [
+        ("true", true),
+        ("True", true),
+        ("1", true),
+        ("false", false),
+    ] {
+        let w = Window::from_data(
+            id(),
+            &data(&[
+                (KEY_START_TIME, "@daily"),
+                (KEY_DURATION, "1h"),
+                (KEY_NODE_SELECTOR, ""),
+                (KEY_BLACKOUT, v),
+            ]),
+            &TimeZone::UTC,
+        )
+        .unwrap();
+        assert_eq!(w.blackout, want, "{v}");
+    }
+}
+
+#[test]
+fn active_is_start_inclusive_end_exclusive() {
+    let w = window("0 2 * * *", "1h");
+    assert!(!w.is_active(ts("2026-01-01T01:59:59.999Z")));
+    assert!(w.is_active(ts("2026-01-01T02:00:00Z")));
+    assert!(w.is_active(ts("2026-01-01T02:59:59.999Z")));
+    assert!(!w.is_active(ts("2026-01-01T03:00:00Z")));
+    assert_eq!(
+        w.latest_active(ts("2026-01-01T02:30:00Z")),
+        Some(Occurrence {
+            start: ts("2026-01-01T02:00:00Z"),
+            end: ts("2026-01-01T03:00:00Z")
+        })
+    );
+}
+
+#[test]
+fn overlapping_occurrences_extend_the_window() {
+    // Every hour for 90 minutes: at 10:45 the 10:00 and 09:00 occurrences... only 10:00
+    // and (09:00 ended at 10:30); at 10:15 both 09:00 and 10:00 are active.
+    let w = window("0 * * * *", "90m");
+    let at = ts("2026-01-01T10:15:00Z");
+    assert_eq!(
+        w.earliest_active(at).unwrap().start,
+        ts("2026-01-01T09:00:00Z")
+    );
+    assert_eq!(w.latest_active(at).unwrap().end, ts("2026-01-01T11:30:00Z"));
+    // The next edge is the 09:00 occurrence's end, then the 11:00 start.
+    assert_eq!(w.next_edge_after(at), Some(ts("2026-01-01T10:30:00Z")));
+    assert_eq!(
+        w.next_edge_after(ts("2026-01-01T10:30:00Z")),
+        Some(ts("2026-01-01T11:00:00Z"))
+    );
+}
+
+#[test]
+fn edges_of_a_daily_window() {
+    let w = window("0 2 * * *", "1h");
+    assert_eq!(
+        w.next_edge_after(ts("2026-01-01T00:00:00Z")),
+        Some(ts("2026-01-01T02:00:00Z"))
+    );
+    assert_eq!(
+        w.next_edge_after(ts("2026-01-01T02:00:00Z")),
+        Some(ts("2026-01-01T03:00:00Z"))
+    );
+    assert_eq!(
+        w.next_edge_after(ts("2026-01-01T03:00:00Z")),
+        Some(ts("2026-01-02T02:00:00Z"))
+    );
+}
+
+#[test]
+fn one_shot_window() {
+    let w = window("2026-12-05T02:00:00+01:00", "2h");
+    assert!(w.is_active(ts("2026-12-05T01:00:00Z")));
+    assert!(!w.is_active(ts("2026-12-05T03:00:00Z")));
+    assert_eq!(
+        w.next_edge_after(ts("2026-12-05T01:30:00Z")),
+        Some(ts("2026-12-05T03:00:00Z"))
+    );
+    assert_eq!(w.next_edge_after(ts("2026-12-05T03:00:00Z")), None);
+    assert!(w.lint(ts("2026-12-04T00:00:00Z")).is_empty());
+    let lint = w.lint(ts("2026-12-06T00:00:00Z"));
+    assert!(lint[0].contains("is over"), "{lint:?}");
+}
+
+#[test]
+fn every_is_anchored_at_the_epoch() {
+    let w = window("@every 10m", "1m");
+    assert!(w.is_active(ts("2026-01-01T00:10:30Z")));
+    assert!(!w.is_active(ts("2026-01-01T00:11:00Z")));
+    assert_eq!(
+        w.next_edge_after(ts("2026-01-01T00:11:00Z")),
+        Some(ts("2026-01-01T00:20:00Z"))
+    );
+}
+
+#[test]
+fn lint_never_fires_and_dst() {
+    let never = window("0 0 30 2 *", "1h");
+    let lint = never.lint(ts("2026-01-01T00:00:00Z"));
+    assert!(lint.iter().any(|l| l.contains("never fires")), "{lint:?}");
+
+    let dst = window("CRON_TZ=America/New_York 30 2 * * *", "1h");
+    let lint = dst.lint(ts("2026-01-01T00:00:00Z"));
+    assert!(
+        lint.iter()
+            .any(|l| l.contains("2026-03-08") && l.contains("does not happen")),
+        "{lint:?}"
+    );
+    let dst = window("CRON_TZ=America/New_York 30 1 * * *", "1h");
+    let lint = dst.lint(ts("2026-01-01T00:00:00Z"));
+    assert!(
+        lint.iter()
+            .any(|l| l.contains("2026-11-01") && l.contains("happens twice")),
+        "{lint:?}"
+    );
+}
+
+/// Every occurrence start in `[from, until]`, by walking the schedule.
+fn starts(w: &Window, from: Timestamp, until: Timestamp) -> Vec<Timestamp> {
+    let mut out = Vec::new();
+    let mut t = from.checked_sub(SignedDuration::from_nanos(1)).unwrap();
+    while let Some(s) = w.schedule.next_after(t) {
+        if s > until {
+            break;
+        }
+        out.push(s);
+        t = s;
+    }
+    out
+}
+
+proptest! {
+    /// The fast answers agree with walking every occurrence.
+    #[test]
+    fn active_and_edges_agree_with_brute_force(
+        spec in prop::sample::select(vec![
+            "*/7 * * * *", "0 * * * *", "30 1 * * *", "@every 5m", "@every 97s",
+            "CRON_TZ=America/New_York 30 1 * * *", "CRON_TZ=Europe/Berlin 0 2 * 3,10 0",
+            "2026-03-08T06:30:00Z",
+        ]),
+        dur in prop::sample::select(vec!["1s", "90s", "7m", "1h", "150m", "25h"]),
+        offset_s in 0i64..(400 * 86400),
+        nanos in 0i64..1_000_000_000,
+    ) {
+        let w = window(spec, dur);
+        let t = ts("2025-12-01T00:00:00Z")
+            .checked_add(SignedDuration::new(offset_s, nanos as i32)).unwrap();
+        let d = w.duration.to_signed();
+        let all = starts(&w, t.checked_sub(d).unwrap(), t.checked_add(SignedDuration::from_hours(48)).unwrap());
+        let active: Vec<_> = all.iter().filter(|s| **s <= t && t < s.checked_add(d).unwrap()).collect();
+        prop_assert_eq!(w.is_active(t), !active.is_empty());
+        prop_assert_eq!(
+            w.latest_active(t).map(|o| o.start),
+            active.last().map(|s| **s)
+        );
+        let brute_edge = all.iter()
+            .flat_map(|s| [*s, s.checked_add(d).unwrap()])
+            .filter(|e| *e > t)
+            .min();
+        let edge = w.next_edge_after(t);
+        if let Some(b) = brute_edge {
+            prop_assert_eq!(edge, Some(b));
+        }
+    }
+}
