@@ -220,9 +220,8 @@ pub enum SelectorError {
     },
 
     #[error(
-        "invalid value {value:?} after {key:?}{operator} in {input:?}: \"{operator}\" compares \
-         with a whole number, expected digits like 3 (not negative, at most 63 digits, at \
-         most 9223372036854775807)"
+        "\"{operator}\" needs a whole number, found {value:?} after label key {key:?} in \
+         {input:?}: expected digits like 3 (not negative, at most 9223372036854775807)"
     )]
     NotANumber {
         input: String,
@@ -1256,7 +1255,11 @@ mod tests {
             message("a=b$"),
             format!("invalid value \"b$\" for label key \"a\" in \"a=b$\": {VALUE_RULE}")
         );
-        assert!(message("x>-1").contains("compares with a whole number"));
+        assert_eq!(
+            message("x>-1"),
+            "\">\" needs a whole number, found \"-1\" after label key \"x\" in \"x>-1\": \
+             expected digits like 3 (not negative, at most 9223372036854775807)"
+        );
         assert!(message("A.b/c").contains("lowercase DNS subdomain"));
         assert!(message(&"k".repeat(64)).contains("this one has 64"));
         assert!(message("é = x,(").contains("invalid label key \"é\""));
