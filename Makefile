@@ -7,6 +7,7 @@ CARGO ?= cargo
 .PHONY: demo test lint bench diff-long testenv
 
 demo:
+	$(CARGO) build -q --bin kumaco
 	$(CARGO) run -q -p testkit --bin kumaco-demo
 
 test:

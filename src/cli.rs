@@ -49,7 +49,11 @@ pub struct RunArgs {
     pub namespaces: Vec<String>,
 
     /// Label selector a ConfigMap must match to be a window.
-    #[arg(long, value_name = "SEL", default_value = "kured.dev/maintenance-window")]
+    #[arg(
+        long,
+        value_name = "SEL",
+        default_value = "kured.dev/maintenance-window"
+    )]
     pub window_selector: String,
 
     /// Label selector of the nodes this instance manages; kumaco never writes to another

@@ -30,15 +30,17 @@ pub struct Desired {
 /// status does not change, else set to `now` (truncated to seconds, the API's precision,
 /// so that the value read back compares equal). `lastHeartbeatTime` is never written:
 /// kumaco writes nothing in steady state.
-pub fn to_apply(desired: &Desired, existing: Option<&NodeCondition>, now: Timestamp) -> NodeCondition {
+pub fn to_apply(
+    desired: &Desired,
+    existing: Option<&NodeCondition>,
+    now: Timestamp,
+) -> NodeCondition {
     let status = if desired.status { "True" } else { "False" };
     let last_transition_time = match existing {
         Some(c) if c.status == status && c.last_transition_time.is_some() => {
             c.last_transition_time.clone()
         }
-        _ => Some(Time(
-            Timestamp::from_second(now.as_second()).unwrap_or(now),
-        )),
+        _ => Some(Time(Timestamp::from_second(now.as_second()).unwrap_or(now))),
     };
     NodeCondition {
         type_: desired.type_.clone(),
@@ -85,7 +87,10 @@ mod tests {
     #[test]
     fn new_condition_transitions_now_truncated_to_seconds() {
         let c = to_apply(&desired(true, "m"), None, ts("2026-01-01T00:00:00.9Z"));
-        assert_eq!(c.last_transition_time, Some(Time(ts("2026-01-01T00:00:00Z"))));
+        assert_eq!(
+            c.last_transition_time,
+            Some(Time(ts("2026-01-01T00:00:00Z")))
+        );
         assert_eq!(c.status, "True");
         assert_eq!(c.last_heartbeat_time, None);
     }
@@ -102,7 +107,10 @@ mod tests {
     fn changed_status_moves_transition_time() {
         let old = to_apply(&desired(true, "a"), None, ts("2026-01-01T00:00:00Z"));
         let c = to_apply(&desired(false, "a"), Some(&old), ts("2026-01-02T00:00:00Z"));
-        assert_eq!(c.last_transition_time, Some(Time(ts("2026-01-02T00:00:00Z"))));
+        assert_eq!(
+            c.last_transition_time,
+            Some(Time(ts("2026-01-02T00:00:00Z")))
+        );
     }
 
     #[test]

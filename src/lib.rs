@@ -10,15 +10,23 @@
 //! - [`schedule`]: cron schedules as robfig/cron v3 `ParseStandard` and `Next` compute
 //!   them, exactly, plus kumaco's extensions.
 //!
+//! - [`decision`]: the conditions a node should carry, from windows and the time.
 //! - [`window`]: a validated window ConfigMap; active occurrences and next edges.
 //! - [`conditions`]: the node conditions kumaco owns and how their timestamps are kept.
 //!
 //! Shell:
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line; [`config`]: its flags validated into settings.
+//! - [`controller`]: watches, the reconcile loop, writes and events.
+//! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 
 pub mod cli;
 pub mod conditions;
+pub mod config;
+pub mod controller;
+pub mod decision;
 pub mod duration;
+pub mod metrics;
 pub mod schedule;
 pub mod selector;
+pub mod telemetry;
 pub mod window;

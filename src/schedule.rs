@@ -46,10 +46,12 @@ mod tests;
 use std::fmt;
 use std::sync::LazyLock;
 
-use jiff::Timestamp;
-use jiff::tz::{Offset, TimeZone, TimeZoneDatabase};
+use jiff::tz::{Offset, TimeZoneDatabase};
 
 pub use dst::{DstAnomaly, DstAnomalyKind};
+/// The jiff types of this API, for callers that do not depend on jiff themselves.
+pub use jiff::Timestamp;
+pub use jiff::tz::TimeZone;
 
 use cron::CronFields;
 
@@ -219,7 +221,13 @@ fn describe_zone(zone: &TimeZone) -> String {
     }
     match zone.to_fixed_offset() {
         Ok(offset) if offset == Offset::UTC => "UTC".to_string(),
-        Ok(offset) => offset.to_string(),
+        Ok(offset) => {
+            // ±HH:MM, as RFC 3339 writes it (jiff's Display drops zero minutes).
+            let seconds = offset.seconds();
+            let sign = if seconds < 0 { '-' } else { '+' };
+            let minutes = seconds.unsigned_abs() / 60;
+            format!("{sign}{:02}:{:02}", minutes / 60, minutes % 60)
+        }
         Err(_) => "(unnamed time zone)".to_string(),
     }
 }

@@ -326,7 +326,9 @@ fn one_shot_timestamps() {
     let s = sched("2026-12-05T02:00:00+01:00");
     let at = ts("2026-12-05T01:00:00Z");
     assert_eq!(s.kind(), ScheduleKind::Once(at));
-    assert_eq!(s.zone_name(), "+01");
+    assert_eq!(s.zone_name(), "+01:00");
+    assert_eq!(sched("2026-12-05T01:00:00Z").zone_name(), "UTC");
+    assert_eq!(sched("2026-12-04T20:30:00-04:30").zone_name(), "-04:30");
     assert_eq!(s.next_after(ts("2026-01-01T00:00:00Z")), Some(at));
     assert_eq!(s.next_after(at), None);
     assert_eq!(

@@ -5,7 +5,11 @@ fn main() -> anyhow::Result<()> {
     for program in [Program::Oracle, Program::ApiServer] {
         let started = std::time::Instant::now();
         let path = binary(program)?;
-        println!("{program:?}: {} ({:.1}s)", path.display(), started.elapsed().as_secs_f64());
+        println!(
+            "{program:?}: {} ({:.1}s)",
+            path.display(),
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(())
 }
