@@ -23,9 +23,13 @@ async fn apply(api: &Api<Node>, node: &str, manager: &str, conds: &[NodeConditio
         "metadata": { "name": node },
         "status": { "conditions": conds },
     });
-    api.patch_status(node, &PatchParams::apply(manager).force(), &Patch::Apply(body))
-        .await
-        .unwrap_or_else(|e| panic!("apply as {manager} on {node}: {e}"))
+    api.patch_status(
+        node,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(body),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply as {manager} on {node}: {e}"))
 }
 
 /// The condition types listed under `f:status.f:conditions` of `manager`'s managed
@@ -33,11 +37,19 @@ async fn apply(api: &Api<Node>, node: &str, manager: &str, conds: &[NodeConditio
 fn owned_condition_types(node: &Node, manager: &str) -> Vec<String> {
     let mut types = Vec::new();
     for entry in node.metadata.managed_fields.iter().flatten() {
-        if entry.manager.as_deref() != Some(manager) || entry.subresource.as_deref() != Some("status") {
+        if entry.manager.as_deref() != Some(manager)
+            || entry.subresource.as_deref() != Some("status")
+        {
             continue;
         }
-        let Some(fields) = &entry.fields_v1 else { continue };
-        let Some(conds) = fields.0.pointer("/f:status/f:conditions").and_then(|v| v.as_object()) else {
+        let Some(fields) = &entry.fields_v1 else {
+            continue;
+        };
+        let Some(conds) = fields
+            .0
+            .pointer("/f:status/f:conditions")
+            .and_then(|v| v.as_object())
+        else {
             continue;
         };
         for key in conds.keys() {
@@ -58,7 +70,12 @@ fn desired(status: bool, message: &str) -> Desired {
     Desired {
         type_: UNDER_MAINTENANCE.into(),
         status,
-        reason: if status { "MaintenanceWindow" } else { "NoActiveMaintenanceWindow" }.into(),
+        reason: if status {
+            "MaintenanceWindow"
+        } else {
+            "NoActiveMaintenanceWindow"
+        }
+        .into(),
         message: message.into(),
     }
 }
@@ -78,13 +95,24 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
     apply(&api, &name, "kumaco", std::slice::from_ref(&ours)).await;
 
     // Another agent applies a different condition type under its own manager.
-    set_condition(&client, &name, REBOOT_REQUIRED, "True", "reboot-reporter").await.unwrap();
+    set_condition(&client, &name, REBOOT_REQUIRED, "True", "reboot-reporter")
+        .await
+        .unwrap();
 
     let node = api.get_status(&name).await.unwrap();
-    assert_eq!(condition(&node, UNDER_MAINTENANCE).map(|c| c.status.as_str()), Some("True"));
-    assert_eq!(condition(&node, REBOOT_REQUIRED).map(|c| c.status.as_str()), Some("True"));
+    assert_eq!(
+        condition(&node, UNDER_MAINTENANCE).map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert_eq!(
+        condition(&node, REBOOT_REQUIRED).map(|c| c.status.as_str()),
+        Some("True")
+    );
     assert_eq!(owned_condition_types(&node, "kumaco"), [UNDER_MAINTENANCE]);
-    assert_eq!(owned_condition_types(&node, "reboot-reporter"), [REBOOT_REQUIRED]);
+    assert_eq!(
+        owned_condition_types(&node, "reboot-reporter"),
+        [REBOOT_REQUIRED]
+    );
 
     // Same status, new message: lastTransitionTime is kept.
     let existing = condition(&node, UNDER_MAINTENANCE).cloned();
@@ -104,13 +132,26 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
     assert_eq!(c.status, "False");
     assert_eq!(c.last_transition_time.as_ref().map(|t| t.0), Some(t3));
     // The other agent's condition is untouched by kumaco's applies.
-    assert_eq!(condition(&node, REBOOT_REQUIRED).map(|c| c.status.as_str()), Some("True"));
+    assert_eq!(
+        condition(&node, REBOOT_REQUIRED).map(|c| c.status.as_str()),
+        Some("True")
+    );
 
     // Applying without our condition removes ours and leaves theirs.
     let node = apply(&api, &name, "kumaco", &[]).await;
-    assert!(condition(&node, UNDER_MAINTENANCE).is_none(), "{:?}", node.status);
-    assert_eq!(condition(&node, REBOOT_REQUIRED).map(|c| c.status.as_str()), Some("True"));
-    assert_eq!(owned_condition_types(&node, "reboot-reporter"), [REBOOT_REQUIRED]);
+    assert!(
+        condition(&node, UNDER_MAINTENANCE).is_none(),
+        "{:?}",
+        node.status
+    );
+    assert_eq!(
+        condition(&node, REBOOT_REQUIRED).map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert_eq!(
+        owned_condition_types(&node, "reboot-reporter"),
+        [REBOOT_REQUIRED]
+    );
 }
 
 #[tokio::test]
@@ -118,9 +159,15 @@ async fn harness_waits_for_a_condition_by_watching() {
     let server = ApiServer::shared();
     let client = server.client().await.unwrap();
     let scope = Scope::new("wait");
-    let node = create_node(&client, &scope, "n1", &[("zone", "a")], &[(REBOOT_REQUIRED, "False")])
-        .await
-        .unwrap();
+    let node = create_node(
+        &client,
+        &scope,
+        "n1",
+        &[("zone", "a")],
+        &[(REBOOT_REQUIRED, "False")],
+    )
+    .await
+    .unwrap();
     let name = node.metadata.name.clone().unwrap();
     assert_eq!(node.metadata.labels.as_ref().unwrap()["zone"], "a");
 
@@ -128,19 +175,29 @@ async fn harness_waits_for_a_condition_by_watching() {
         let client = client.clone();
         let name = name.clone();
         tokio::spawn(async move {
-            testkit::nodes::wait_for_condition(&client, &name, REBOOT_REQUIRED, Duration::from_secs(20), |c| {
-                testkit::nodes::has_status(c, Some("True"))
-            })
+            testkit::nodes::wait_for_condition(
+                &client,
+                &name,
+                REBOOT_REQUIRED,
+                Duration::from_secs(20),
+                |c| testkit::nodes::has_status(c, Some("True")),
+            )
             .await
         })
     };
-    set_condition(&client, &name, REBOOT_REQUIRED, "True", "reboot-reporter").await.unwrap();
+    set_condition(&client, &name, REBOOT_REQUIRED, "True", "reboot-reporter")
+        .await
+        .unwrap();
     waiter.await.unwrap().unwrap();
 
     // And a deadline that passes is an error naming what was awaited.
-    let err = testkit::nodes::wait_for_condition(&client, &name, "never/Set", Duration::from_millis(300), |c| {
-        c.is_some()
-    })
+    let err = testkit::nodes::wait_for_condition(
+        &client,
+        &name,
+        "never/Set",
+        Duration::from_millis(300),
+        |c| c.is_some(),
+    )
     .await
     .unwrap_err();
     assert!(err.to_string().contains("never/Set"), "{err}");

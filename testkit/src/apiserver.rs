@@ -39,7 +39,8 @@ impl ApiServer {
     pub fn shared() -> &'static ApiServer {
         static SHARED: OnceLock<ApiServer> = OnceLock::new();
         SHARED.get_or_init(|| {
-            ApiServer::start_fresh().unwrap_or_else(|e| panic!("starting the test API server: {e:#}"))
+            ApiServer::start_fresh()
+                .unwrap_or_else(|e| panic!("starting the test API server: {e:#}"))
         })
     }
 

@@ -158,8 +158,8 @@ fn source_hash(module: &Path) -> Result<String> {
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in
-        fs::read_dir(dir).with_context(|| format!("reading {} (testenv/ missing?)", dir.display()))?
+    for entry in fs::read_dir(dir)
+        .with_context(|| format!("reading {} (testenv/ missing?)", dir.display()))?
     {
         let path = entry?.path();
         if path.is_dir() {

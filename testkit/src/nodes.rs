@@ -53,7 +53,8 @@ pub async fn set_condition(
     manager: &str,
 ) -> Result<Node> {
     let api: Api<Node> = Api::all(client.clone());
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let transition = match condition(&api.get_status(node).await?, type_) {
         Some(c) if c.status == status => c.last_transition_time.clone(),
         _ => Some(now),
