@@ -50,7 +50,8 @@ type answer struct {
 }
 
 func main() {
-	in := bufio.NewScanner(os.Stdin)
+	raw := bufio.NewReaderSize(os.Stdin, 1<<16)
+	in := bufio.NewScanner(raw)
 	in.Buffer(make([]byte, 1<<20), 64<<20)
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	enc := json.NewEncoder(out)
@@ -66,9 +67,9 @@ func main() {
 			fmt.Fprintln(os.Stderr, "oracle:", err)
 			os.Exit(1)
 		}
-		// Flush only when no further request is already buffered, so batches stream
+		// Flush only when no further input is already buffered, so batches stream
 		// without a write per line and a single request still gets its answer.
-		if in.Buffered() == 0 {
+		if raw.Buffered() == 0 {
 			out.Flush()
 		}
 	}
