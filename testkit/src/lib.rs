@@ -8,6 +8,7 @@
 
 pub mod apiserver;
 pub mod gobuild;
+pub mod kumaco;
 pub mod nodes;
 pub mod oracle;
 

@@ -1,0 +1,354 @@
+//! The real `kumaco run` as a child process, and reading Prometheus text metrics (kumaco's
+//! and the API server's) for assertions.
+//!
+//! Integration tests pass the binary as `env!("CARGO_BIN_EXE_kumaco")`: cargo only tells
+//! integration tests of the kumaco package where it is, not this crate.
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::ApiServer;
+
+/// How long kumaco may take to list nodes and windows and report ready. Startup is well
+/// under a second on an idle machine; the margin is for a loaded 2-core CI runner.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One HTTP request to kumaco's own endpoints must not hang a test.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A running `kumaco run`. Dropping it SIGKILLs it; if the test is failing at that point,
+/// its log path and tail are printed so the failure can be understood.
+pub struct KumacoProcess {
+    child: Option<Child>,
+    log: PathBuf,
+    metrics_address: SocketAddr,
+    health_address: SocketAddr,
+}
+
+impl KumacoProcess {
+    /// Starts `bin run` against `server` with the flags every test needs (admin
+    /// kubeconfig, no leader election, free loopback ports for metrics and health, JSON
+    /// logs) followed by `args` (at least `--namespace` and `--node-selector`), and waits
+    /// until `/readyz` answers 200.
+    ///
+    /// Fails loudly, with the log tail, if kumaco exits or is not ready in time.
+    pub async fn start(bin: impl AsRef<Path>, server: &ApiServer, args: &[&str]) -> Result<Self> {
+        let bin = bin.as_ref();
+        let (metrics_address, health_address) = two_free_ports()?;
+        let log = log_path()?;
+        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(bin)
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .arg("--leader-elect=false")
+            .arg(format!("--metrics-address={metrics_address}"))
+            .arg(format!("--health-address={health_address}"))
+            .arg("--log-format=json")
+            .args(args)
+            .env("RUST_LOG", "info,kumaco=debug")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        let mut kumaco = KumacoProcess {
+            child: Some(child),
+            log,
+            metrics_address,
+            health_address,
+        };
+        kumaco.wait_ready().await?;
+        Ok(kumaco)
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let mut last = String::from("no answer yet");
+        while started.elapsed() < READY_TIMEOUT {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!(
+                    "kumaco exited with {status} before it was ready; log {}:\n{}",
+                    self.log.display(),
+                    self.log_tail(40)
+                );
+            }
+            match http_get(self.health_address, "/readyz").await {
+                Ok((200, _)) => return Ok(()),
+                Ok((code, body)) => last = format!("HTTP {code}: {}", body.trim()),
+                Err(e) => last = format!("{e:#}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!(
+            "kumaco was not ready within {READY_TIMEOUT:?} (last /readyz: {last}); log {}:\n{}",
+            self.log.display(),
+            self.log_tail(40)
+        )
+    }
+
+    /// The file holding kumaco's stdout and stderr (kept after the test).
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// The last `lines` lines of kumaco's log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Where `/metrics` is served.
+    pub fn metrics_address(&self) -> SocketAddr {
+        self.metrics_address
+    }
+
+    /// Where `/healthz` and `/readyz` are served.
+    pub fn health_address(&self) -> SocketAddr {
+        self.health_address
+    }
+
+    /// The Prometheus text of kumaco's `/metrics`.
+    pub async fn metrics_text(&self) -> Result<String> {
+        match http_get(self.metrics_address, "/metrics").await? {
+            (200, body) => Ok(body),
+            (code, body) => bail!("kumaco /metrics answered HTTP {code}: {body}"),
+        }
+    }
+
+    /// SIGKILL, as in a crash or an OOM kill: no chance to clean up.
+    pub fn kill(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for KumacoProcess {
+    fn drop(&mut self) {
+        let _ = self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "kumaco log {} ends with:\n{}",
+                self.log.display(),
+                self.log_tail(30)
+            );
+        }
+    }
+}
+
+/// Two distinct free loopback ports. Both listeners are held until both ports are known,
+/// so they differ; another process could still take one before kumaco binds it, which
+/// kumaco reports as an error on startup (visible in the log).
+fn two_free_ports() -> Result<(SocketAddr, SocketAddr)> {
+    let a = TcpListener::bind("127.0.0.1:0")?;
+    let b = TcpListener::bind("127.0.0.1:0")?;
+    Ok((a.local_addr()?, b.local_addr()?))
+}
+
+/// A new log file under the temp dir, named so that parallel tests and runs don't clash.
+fn log_path() -> Result<PathBuf> {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join("kumaco-tests");
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir.join(format!(
+        "kumaco-{}-{}.log",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )))
+}
+
+/// A plain HTTP/1.0 GET (the server closes the connection after the answer, so the body is
+/// everything after the head): status code and body. Enough for health and metrics
+/// endpoints without an HTTP client crate.
+pub async fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String)> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(address).await?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
+            .await?;
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await?;
+        anyhow::Ok(String::from_utf8_lossy(&raw).into_owned())
+    };
+    let text = tokio::time::timeout(HTTP_TIMEOUT, exchange)
+        .await
+        .with_context(|| format!("GET http://{address}{path} timed out"))?
+        .with_context(|| format!("GET http://{address}{path}"))?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .with_context(|| format!("GET http://{address}{path}: no HTTP head in {text:?}"))?;
+    let code = head
+        .lines()
+        .next()
+        .and_then(|status_line| status_line.split_whitespace().nth(1))
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("GET http://{address}{path}: bad status line in {head:?}"))?;
+    Ok((code, body.to_string()))
+}
+
+/// The API server's own `/metrics` (Prometheus text), read with an admin client.
+pub async fn apiserver_metrics(client: &kube::Client) -> Result<String> {
+    // kube_core's request builder makes the `http::Request` for GET `/metrics` (an empty
+    // url path plus the "name" `metrics`), so this crate needs no `http` dependency.
+    let request = kube::core::Request::new("")
+        .get("metrics", &Default::default())
+        .context("building GET /metrics")?;
+    client
+        .request_text(request)
+        .await
+        .context("GET /metrics from the API server")
+}
+
+/// The sum of the samples of metric `name` whose labels include every `(key, value)` of
+/// `labels` (other labels are ignored), in Prometheus text format. 0 if there is none.
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples(text)
+        .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
+        .map(|s| s.value)
+        .sum()
+}
+
+/// Whether `text` declares or carries samples of metric family `family` (for a histogram
+/// or summary, its `_bucket`, `_sum` and `_count` series count too).
+pub fn has_metric_family(text: &str, family: &str) -> bool {
+    // OpenMetrics-style exporters declare a counter `x` and name its samples `x_total`.
+    let declared_as = [Some(family), family.strip_suffix("_total")];
+    let declared = text.lines().any(|line| {
+        let declared = line
+            .strip_prefix("# TYPE ")
+            .and_then(|rest| rest.split_whitespace().next());
+        declared.is_some() && declared_as.contains(&declared)
+    });
+    declared
+        || samples(text).any(|s| {
+            s.name == family
+                || ["_bucket", "_sum", "_count", "_total"]
+                    .iter()
+                    .any(|suffix| s.name.strip_suffix(suffix) == Some(family))
+        })
+}
+
+/// One sample line of Prometheus text format.
+#[derive(Debug)]
+struct Sample<'a> {
+    name: &'a str,
+    labels: Vec<(&'a str, String)>,
+    value: f64,
+}
+
+impl Sample<'_> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The sample lines of a Prometheus text exposition (comments and malformed lines are
+/// skipped; a test asserting on a missing sample fails on its own).
+fn samples(text: &str) -> impl Iterator<Item = Sample<'_>> {
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .filter_map(parse_sample)
+}
+
+fn parse_sample(line: &str) -> Option<Sample<'_>> {
+    let (name, labels, rest) = match line.find('{') {
+        Some(open) => {
+            let close = line.rfind('}')?;
+            let labels = parse_labels(&line[open + 1..close])?;
+            (&line[..open], labels, &line[close + 1..])
+        }
+        None => {
+            let (name, rest) = line.split_once(' ')?;
+            (name, Vec::new(), rest)
+        }
+    };
+    // An optional timestamp may follow the value.
+    let value = rest.split_whitespace().next()?.parse().ok()?;
+    Some(Sample {
+        name: name.trim(),
+        labels,
+        value,
+    })
+}
+
+/// `a="x",b="y\"z"` → pairs, with the text format's escapes (`\\`, `\"`, `\n`) undone.
+fn parse_labels(inner: &str) -> Option<Vec<(&str, String)>> {
+    let mut labels = Vec::new();
+    let mut rest = inner.trim_start_matches([',', ' ']);
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once("=\"")?;
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let end = loop {
+            match chars.next()? {
+                (i, '"') => break i,
+                (_, '\\') => match chars.next()?.1 {
+                    'n' => value.push('\n'),
+                    c => value.push(c),
+                },
+                (_, c) => value.push(c),
+            }
+        };
+        labels.push((key.trim(), value));
+        rest = after[end + 1..].trim_start_matches([',', ' ']);
+    }
+    Some(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = r#"# HELP apiserver_request_total Counter of apiserver requests.
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",resource="nodes",subresource="status",verb="APPLY"} 3
+apiserver_request_total{code="409",component="apiserver",resource="nodes",subresource="status",verb="APPLY"} 1
+apiserver_request_total{code="201",component="apiserver",resource="nodes",subresource="",verb="POST"} 2
+weird_label{a="x\"y,z}"} 7 1700000000000
+# TYPE kumaco_reconcile_duration_seconds histogram
+kumaco_reconcile_duration_seconds_bucket{le="0.1"} 4
+kumaco_reconcile_duration_seconds_count 4
+kumaco_windows 2
+"#;
+
+    #[test]
+    fn sums_matching_samples_only() {
+        let apply = [("resource", "nodes"), ("verb", "APPLY")];
+        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &apply), 4.0);
+        let status = [("resource", "nodes"), ("subresource", "status")];
+        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &status), 4.0);
+        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &[]), 6.0);
+        assert_eq!(metric_sum(TEXT, "weird_label", &[("a", "x\"y,z}")]), 7.0);
+        assert_eq!(metric_sum(TEXT, "kumaco_windows", &[]), 2.0);
+        assert_eq!(metric_sum(TEXT, "absent", &[]), 0.0);
+    }
+
+    #[test]
+    fn finds_families() {
+        assert!(has_metric_family(TEXT, "kumaco_reconcile_duration_seconds"));
+        assert!(has_metric_family(TEXT, "kumaco_windows"));
+        assert!(has_metric_family(TEXT, "apiserver_request_total"));
+        assert!(!has_metric_family(TEXT, "kumaco_transitions_total"));
+        let declared_only = "# TYPE kumaco_api_writes counter\n";
+        assert!(has_metric_family(declared_only, "kumaco_api_writes_total"));
+    }
+}
