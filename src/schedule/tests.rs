@@ -132,6 +132,18 @@ fn dst_gap_and_fold_follow_go() {
     assert_eq!(t, ts("2027-03-29T02:30:00+02:00"));
 }
 
+/// robfig's hour loop steps by elapsed hours and only re-checks the day when it sees hour
+/// 0. Sao Paulo's midnight did not exist on 2018-11-04, so from 02:00 on 2018-11-03 the
+/// loop walks into the 4th and fires there at 01:00, a day the spec does not name. Go
+/// does this (checked with the oracle), so we do too.
+#[test]
+fn robfig_walks_past_a_missing_midnight() {
+    let s = sched("CRON_TZ=America/Sao_Paulo 0 1 3 11 *");
+    let first = s.next_after(ts("2018-11-03T05:00:00Z")).unwrap();
+    assert_eq!(first, ts("2018-11-04T01:00:00-02:00"));
+    assert_eq!(s.next_after(first), Some(ts("2019-11-03T01:00:00-03:00")));
+}
+
 #[test]
 fn parse_accepts_robfig_corners() {
     for spec in [
