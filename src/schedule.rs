@@ -1,12 +1,12 @@
 //! When a window starts: cron specs exactly as robfig/cron v3 `ParseStandard` reads them
 //! and `Schedule.Next` computes them, plus two kumaco extensions.
 //!
-//! Window ConfigMaps are written by people who know kured, whose `--reboot-days`-era
-//! successors and the wider Go ecosystem use robfig/cron v3. A spec that Go accepts and we
-//! reject (or the reverse), or a start a second off after a DST change, would make the same
-//! window mean two things. So this module is a port, not a reimplementation: parsing
-//! follows `parser.go` branch by branch ([`cron`]) and `Next` follows `spec.go` step by
-//! step on top of a model of Go's `time.Date` ([`next`]), odd corners included:
+//! Window schedules are written by people who use them in Go tools too (kured and much of
+//! the Kubernetes ecosystem use robfig/cron v3). A spec that Go accepts and we reject (or
+//! the reverse), or a start an hour off after a DST change, would make the same window
+//! mean two things. So this module is a port, not a reimplementation: parsing
+//! follows `parser.go` branch by branch (`schedule/cron.rs`) and `Next` follows `spec.go` step by
+//! step on top of a model of Go's `time.Date` (`schedule/next.rs`), odd corners included:
 //!
 //! - `*-5` is `*` (robfig never looks past the hyphen of a star), `+5` and `05` are 5,
 //!   `1,,2` is `1,2`, and a lone `,` is a field that matches nothing (never fires);
