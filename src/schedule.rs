@@ -4,9 +4,10 @@
 //! Window schedules are written by people who use them in Go tools too (kured and much of
 //! the Kubernetes ecosystem use robfig/cron v3). A spec that Go accepts and we reject (or
 //! the reverse), or a start an hour off after a DST change, would make the same window
-//! mean two things. So this module is a port, not a reimplementation: parsing
-//! follows `parser.go` branch by branch (`schedule/cron.rs`) and `Next` follows `spec.go` step by
-//! step on top of a model of Go's `time.Date` (`schedule/next.rs`), odd corners included:
+//! mean two things. So this module is a port, not a reimplementation: parsing follows
+//! `parser.go` branch by branch (`schedule/cron.rs`) and `Next` follows `spec.go` step
+//! by step on top of a model of Go's `time.Date` (`schedule/next.rs`), odd corners
+//! included:
 //!
 //! - `*-5` is `*` (robfig never looks past the hyphen of a star), `+5` and `05` are 5,
 //!   `1,,2` is `1,2`, and a lone `,` is a field that matches nothing (never fires);
