@@ -6,7 +6,7 @@
 //! and the clock. That makes restarts, missed events and clock jumps harmless: the next
 //! pass computes the same answer from scratch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,7 @@ use crate::window::{InvalidWindow, Window, WindowId};
 /// Every API write gets this long before it counts as failed and is retried.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long kumaco trusts its own write over a cache that has not shown it yet.
-const PENDING_TTL: Duration = Duration::from_secs(30);
+const PENDING_TTL: Duration = Duration::from_secs(10);
 /// Longest sleep between passes: bounds how late a wall-clock jump is noticed.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// Writes in flight at once.
@@ -103,7 +103,7 @@ pub async fn run(
 
     let reporter = Reporter {
         controller: "kumaco".into(),
-        instance: std::env::var("POD_NAME").ok().or_else(|| hostname()),
+        instance: std::env::var("POD_NAME").ok().or_else(hostname),
     };
     let mut reconciler = Reconciler {
         api: Api::all(client.clone()),
@@ -117,6 +117,8 @@ pub async fn run(
         config_hash: None,
         announced: HashMap::new(),
         pending: HashMap::new(),
+        was_in_scope: HashSet::new(),
+        left_scope: HashSet::new(),
         started_at: Timestamp::now(),
         retry_at: None,
         failures: 0,
@@ -236,6 +238,8 @@ struct Parsed {
 /// What kumaco applied to a node and the watch has not shown yet.
 struct Pending {
     conditions: Vec<NodeCondition>,
+    /// The node's resourceVersion after our write.
+    resource_version: Option<u64>,
     at: Instant,
 }
 
@@ -252,6 +256,10 @@ struct Reconciler {
     /// The occurrence start last announced (WindowStarted) per window.
     announced: HashMap<WindowId, Timestamp>,
     pending: HashMap<String, Pending>,
+    /// Nodes in scope at the previous pass, and nodes seen leaving the scope whose True
+    /// conditions are not False yet.
+    was_in_scope: HashSet<String>,
+    left_scope: HashSet<String>,
     started_at: Timestamp,
     retry_at: Option<Timestamp>,
     failures: u32,
@@ -282,9 +290,12 @@ impl Reconciler {
         let mut in_scope = 0i64;
         let mut under = 0i64;
         let mut selected: HashMap<&WindowId, usize> = HashMap::new();
-        let node_names: Vec<String> = self.nodes.state().iter().map(|n| n.name_any()).collect();
-        self.pending.retain(|name, _| node_names.contains(name));
-        for node in self.nodes.state() {
+        let nodes = self.nodes.state();
+        let names: HashSet<String> = nodes.iter().map(|n| n.name_any()).collect();
+        self.pending.retain(|name, _| names.contains(name));
+        self.left_scope.retain(|name| names.contains(name));
+        let mut now_in_scope = HashSet::new();
+        for node in nodes {
             let name = node.name_any();
             let labels = node.labels();
             let current = current_conditions(&mut self.pending, &name, &node);
@@ -295,6 +306,8 @@ impl Reconciler {
                 .unwrap_or_default();
             let desired = if self.settings.node_selector.matches(labels) {
                 in_scope += 1;
+                self.left_scope.remove(&name);
+                now_in_scope.insert(name.clone());
                 for (w, _) in active.iter() {
                     if w.selector.matches(labels) {
                         *selected.entry(&w.id).or_default() += 1;
@@ -308,18 +321,27 @@ impl Reconciler {
                 decision::under_maintenance(&verdict, existing)
                     .into_iter()
                     .collect()
-            } else {
+            } else if self.was_in_scope.contains(&name) || self.left_scope.contains(&name) {
+                // Only a node this process saw leave its scope: another instance may
+                // share the field manager and own this node's conditions now.
+                self.left_scope.insert(name.clone());
                 let ours: Vec<NodeCondition> = current
                     .iter()
                     .filter(|c| owned.contains(&c.type_.as_str()))
                     .cloned()
                     .collect();
+                if ours.iter().all(|c| c.status != "True") {
+                    self.left_scope.remove(&name);
+                }
                 decision::out_of_scope(&ours)
+            } else {
+                continue;
             };
             if let Some(w) = plan_write(&name, &desired, &current, now) {
                 writes.push(w);
             }
         }
+        self.was_in_scope = now_in_scope;
         self.metrics.nodes_in_scope.set(in_scope);
         self.metrics.nodes_under_maintenance.set(under);
         self.metrics
@@ -514,11 +536,18 @@ fn current_conditions(
     let Some(p) = pending.get(name) else {
         return cached;
     };
+    // resourceVersions are etcd revisions; the API calls them opaque, but kube-apiserver's
+    // own watch cache orders them the same way. A cache at or past our write has seen it,
+    // and anything it shows since (another writer undoing ours) is the truth to act on.
+    let caught_up = match (p.resource_version, resource_version(node)) {
+        (Some(ours), Some(cached)) => cached >= ours,
+        _ => false,
+    };
     let confirmed = p.conditions.iter().all(|w| {
         find(&cached, &w.type_)
             .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
     });
-    if confirmed || p.at.elapsed() > PENDING_TTL {
+    if caught_up || confirmed || p.at.elapsed() > PENDING_TTL {
         pending.remove(name);
         return cached;
     }
@@ -530,6 +559,10 @@ fn current_conditions(
     merged
 }
 
+fn resource_version(node: &Node) -> Option<u64> {
+    node.metadata.resource_version.as_deref()?.parse().ok()
+}
+
 impl Reconciler {
     async fn apply(&mut self, writes: Vec<Write>, now: Timestamp) {
         if writes.is_empty() {
@@ -537,7 +570,7 @@ impl Reconciler {
         }
         let manager = self.settings.field_manager.clone();
         let api = self.api.clone();
-        let results: Vec<(Write, Result<(), String>)> = futures::stream::iter(writes)
+        let results: Vec<(Write, Result<Node, String>)> = futures::stream::iter(writes)
             .map(|w| {
                 let api = api.clone();
                 let manager = manager.clone();
@@ -555,7 +588,7 @@ impl Reconciler {
                     )
                     .await;
                     let res = match res {
-                        Ok(Ok(_)) => Ok(()),
+                        Ok(Ok(node)) => Ok(node),
                         Ok(Err(e)) => Err(e.to_string()),
                         Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}")),
                     };
@@ -568,7 +601,7 @@ impl Reconciler {
         let mut failed = 0;
         for (w, res) in results {
             match res {
-                Ok(()) => {
+                Ok(node) => {
                     self.metrics.write("patch", true);
                     for (ty, status) in &w.transitions {
                         info!(node = %w.node, condition = %ty, status = %status, "condition changed");
@@ -578,6 +611,7 @@ impl Reconciler {
                         w.node,
                         Pending {
                             conditions: w.conditions,
+                            resource_version: resource_version(&node),
                             at: Instant::now(),
                         },
                     );

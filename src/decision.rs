@@ -1,12 +1,13 @@
 //! The pure decision: from windows, a node and the time, the conditions kumaco wants on
 //! that node. No I/O: the controller feeds it cached state and writes what it returns.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::NodeCondition;
 
 use crate::conditions::{Desired, UNDER_MAINTENANCE};
+use crate::selector::Selector;
 use crate::window::{Occurrence, Window, WindowId};
 
 /// Reasons kumaco writes on `kured.dev/UnderMaintenance`.
@@ -19,15 +20,31 @@ pub const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
 pub struct ActiveWindows<'a> {
     pub now: Timestamp,
     active: Vec<(&'a Window, Occurrence)>,
+    /// Indexes into `active`, grouped by identical selector: windows often share a
+    /// selector (a zone, a pool), and each distinct one is matched once per node.
+    by_selector: Vec<Vec<usize>>,
 }
 
 impl<'a> ActiveWindows<'a> {
     pub fn at(windows: impl IntoIterator<Item = &'a Window>, now: Timestamp) -> Self {
-        let active = windows
+        let active: Vec<(&Window, Occurrence)> = windows
             .into_iter()
             .filter_map(|w| w.latest_active(now).map(|o| (w, o)))
             .collect();
-        ActiveWindows { now, active }
+        let mut groups: HashMap<&Selector, usize> = HashMap::new();
+        let mut by_selector: Vec<Vec<usize>> = Vec::new();
+        for (i, (w, _)) in active.iter().enumerate() {
+            let g = *groups.entry(&w.selector).or_insert_with(|| {
+                by_selector.push(Vec::new());
+                by_selector.len() - 1
+            });
+            by_selector[g].push(i);
+        }
+        ActiveWindows {
+            now,
+            active,
+            by_selector,
+        }
     }
 
     /// The active windows and their current occurrence.
@@ -36,15 +53,19 @@ impl<'a> ActiveWindows<'a> {
     }
 
     /// What the active windows say about a node with these labels.
-    pub fn verdict(&self, labels: &BTreeMap<String, String>) -> Verdict {
+    pub fn verdict(&self, labels: &BTreeMap<String, String>) -> Verdict<'a> {
         let mut windows = Vec::new();
         let mut blackouts = Vec::new();
-        for (w, occ) in &self.active {
-            if w.selector.matches(labels) {
+        for group in &self.by_selector {
+            if !self.active[group[0]].0.selector.matches(labels) {
+                continue;
+            }
+            for &i in group {
+                let (w, occ) = self.active[i];
                 if w.blackout {
-                    blackouts.push(w.id.clone());
+                    blackouts.push(&w.id);
                 } else {
-                    windows.push((*w, *occ));
+                    windows.push((w, occ));
                 }
             }
         }
@@ -57,31 +78,28 @@ impl<'a> ActiveWindows<'a> {
         windows.sort_by(|a, b| a.0.id.cmp(&b.0.id));
         let until = windows.iter().map(|(_, o)| o.end).max().unwrap_or(self.now);
         Verdict::Maintenance {
-            windows: windows
-                .iter()
-                .map(|(w, _)| (w.id.clone(), w.description.clone()))
-                .collect(),
+            windows: windows.iter().map(|(w, _)| *w).collect(),
             until,
         }
     }
 }
 
 /// Whether a node is in maintenance now, and why (not).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Verdict {
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict<'a> {
     /// Selected by these active windows (sorted by id, with descriptions); the latest
     /// known end is `until`.
     Maintenance {
-        windows: Vec<(WindowId, Option<String>)>,
+        windows: Vec<&'a Window>,
         until: Timestamp,
     },
     /// An active blackout selects the node: not under maintenance, whatever else.
-    Blackout(Vec<WindowId>),
+    Blackout(Vec<&'a WindowId>),
     /// No active window selects the node.
     Idle,
 }
 
-impl Verdict {
+impl Verdict<'_> {
     pub fn is_maintenance(&self) -> bool {
         matches!(self, Verdict::Maintenance { .. })
     }
@@ -105,9 +123,9 @@ pub fn under_maintenance(verdict: &Verdict, existing: Option<&NodeCondition>) ->
         Verdict::Maintenance { windows, until } => {
             let names: Vec<String> = windows
                 .iter()
-                .map(|(id, description)| match description {
-                    Some(d) if !d.is_empty() => format!("{id} ({d})"),
-                    _ => id.to_string(),
+                .map(|w| match &w.description {
+                    Some(d) if !d.is_empty() => format!("{} ({d})", w.id),
+                    _ => w.id.to_string(),
                 })
                 .collect();
             let noun = if names.len() == 1 {

@@ -206,13 +206,20 @@ impl Window {
     }
 
     /// The last start in `[lo, t]`, given that `lo` is a start. Schedules only answer
-    /// "next after", so this bisects on whole seconds (starts are whole seconds): about
-    /// log2(duration in seconds) calls instead of one per occurrence.
+    /// "next after": a few forward steps cover the usual case (the duration is shorter
+    /// than the period, so `lo` is the answer after one call); long overlaps fall back
+    /// to bisecting on whole seconds (starts are whole seconds), about log2(duration in
+    /// seconds) calls instead of one per occurrence.
     fn last_start_at_or_before(&self, lo: Timestamp, t: Timestamp) -> Timestamp {
-        let (mut lo_s, mut hi_s) = (lo.as_second(), t.as_second());
-        // Invariant: next_after(lo_s) is a start <= t or lo_s itself is the answer;
-        // next_after(hi_s) > t.
         let mut best = lo;
+        for _ in 0..4 {
+            match self.next_start(best) {
+                Some(s) if s <= t => best = s,
+                _ => return best,
+            }
+        }
+        // Invariant: the answer lies in [lo_s, hi_s] and `best` is a start <= t.
+        let (mut lo_s, mut hi_s) = (best.as_second(), t.as_second());
         while lo_s < hi_s {
             let mid = lo_s + (hi_s - lo_s) / 2;
             let probe = Timestamp::from_second(mid)
