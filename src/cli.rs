@@ -113,6 +113,20 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", default_value = "kumaco")]
     pub lease_name: String,
 
+    /// How long a Lease holder is trusted without renewing (Go duration). Failover takes
+    /// up to this long.
+    #[arg(long, value_name = "DURATION", default_value = "15s")]
+    pub lease_duration: String,
+
+    /// The leader stops writing when it could not renew for this long (Go duration; less
+    /// than --lease-duration, the margin covers clock-rate differences).
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub lease_renew_deadline: String,
+
+    /// How often candidates try to acquire and the leader renews (Go duration).
+    #[arg(long, value_name = "DURATION", default_value = "2s")]
+    pub lease_retry_period: String,
+
     /// Address serving /metrics.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
     pub metrics_address: SocketAddr,

@@ -9,6 +9,8 @@ use jiff::tz::TimeZone;
 
 use crate::cli::RunArgs;
 use crate::duration;
+use crate::in_progress::Policy;
+use crate::leader::Election;
 use crate::schedule;
 use crate::selector::{self, Selector};
 
@@ -38,11 +40,20 @@ pub struct Settings {
     pub field_manager: String,
     pub exit_on_config_change: bool,
     pub resync_interval: Duration,
+    /// `Some` with `--in-progress`.
+    pub in_progress: Option<Policy>,
+    /// `Some` with `--leader-elect=true`.
+    pub election: Option<Election>,
 }
 
 impl Settings {
-    /// `pod_namespace` is `POD_NAMESPACE` (the namespace kumaco runs in), if set.
-    pub fn from_args(args: &RunArgs, pod_namespace: Option<String>) -> Result<Settings, FlagError> {
+    /// `pod_namespace` and `pod_name` are `POD_NAMESPACE` and `POD_NAME` (where kumaco
+    /// runs, and who it is in leader election), if set.
+    pub fn from_args(
+        args: &RunArgs,
+        pod_namespace: Option<String>,
+        pod_name: Option<String>,
+    ) -> Result<Settings, FlagError> {
         selector::parse(&args.window_selector).map_err(|e| flag_err("window-selector", e))?;
         let node_selector =
             selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
@@ -57,24 +68,66 @@ impl Settings {
         if args.field_manager.is_empty() || args.field_manager.len() > 128 {
             return Err(flag_err("field-manager", "must be 1 to 128 characters"));
         }
-        // The MaintenanceInProgress decision is not built yet: refuse its flags rather
-        // than silently run without the safety they ask for.
-        for (set, flag) in [
-            (args.in_progress, "in-progress"),
-            (!args.require_conditions.is_empty(), "require-condition"),
-            (!args.block_conditions.is_empty(), "block-condition"),
-            (args.stop_at_window_end, "stop-at-window-end"),
-            (args.planned_lead_time.is_some(), "planned-lead-time"),
-        ] {
-            if set {
+        if args.planned_lead_time.is_some() {
+            return Err(flag_err(
+                "planned-lead-time",
+                "MaintenancePlanned is not implemented in this version",
+            ));
+        }
+        let ceiling = parse_max_in_progress(&args.max_in_progress)?;
+        let start_cutoff = go_duration("start-cutoff", &args.start_cutoff)?;
+        if start_cutoff.is_negative() {
+            return Err(flag_err("start-cutoff", "must not be negative"));
+        }
+        let in_progress = if args.in_progress {
+            Some(Policy {
+                required: args.require_conditions.clone(),
+                blocking: args.block_conditions.clone(),
+                ceiling,
+                stop_at_window_end: args.stop_at_window_end,
+                start_cutoff,
+            })
+        } else {
+            // Refused rather than ignored: a deployer who sets a ceiling and forgets
+            // --in-progress should learn it at start-up, not from a reboot storm.
+            for (set, flag) in [
+                (!args.require_conditions.is_empty(), "require-condition"),
+                (!args.block_conditions.is_empty(), "block-condition"),
+                (args.stop_at_window_end, "stop-at-window-end"),
+            ] {
+                if set {
+                    return Err(flag_err(flag, "only has an effect with --in-progress"));
+                }
+            }
+            None
+        };
+        let election = if args.leader_elect {
+            let lease_duration = positive("lease-duration", &args.lease_duration)?;
+            let renew_deadline = positive("lease-renew-deadline", &args.lease_renew_deadline)?;
+            let retry_period = positive("lease-retry-period", &args.lease_retry_period)?;
+            if renew_deadline >= lease_duration {
                 return Err(flag_err(
-                    flag,
-                    "MaintenanceInProgress/MaintenancePlanned are not implemented in this version",
+                    "lease-renew-deadline",
+                    "must be less than --lease-duration (the leader must stop before others may start)",
                 ));
             }
-        }
-        parse_max_in_progress(&args.max_in_progress)?;
-        duration::parse(&args.start_cutoff).map_err(|e| flag_err("start-cutoff", e))?;
+            if retry_period >= renew_deadline {
+                return Err(flag_err(
+                    "lease-retry-period",
+                    "must be less than --lease-renew-deadline",
+                ));
+            }
+            Some(Election {
+                namespace: pod_namespace.clone().unwrap_or_else(|| "default".into()),
+                name: args.lease_name.clone(),
+                identity: pod_name.unwrap_or_else(default_identity),
+                lease_duration,
+                renew_deadline,
+                retry_period,
+            })
+        } else {
+            None
+        };
 
         let namespaces = if args.namespaces.is_empty() {
             vec![pod_namespace.unwrap_or_else(|| "default".into())]
@@ -92,8 +145,33 @@ impl Settings {
             field_manager: args.field_manager.clone(),
             exit_on_config_change: args.exit_on_config_change,
             resync_interval: Duration::from_nanos(resync as u64),
+            in_progress,
+            election,
         })
     }
+}
+
+fn go_duration(flag: &'static str, s: &str) -> Result<jiff::SignedDuration, FlagError> {
+    Ok(duration::parse(s)
+        .map_err(|e| flag_err(flag, e))?
+        .to_signed())
+}
+
+fn positive(flag: &'static str, s: &str) -> Result<Duration, FlagError> {
+    let d = go_duration(flag, s)?;
+    Duration::try_from(d)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| flag_err(flag, "must be above 0"))
+}
+
+/// The host name, else a random-enough name: identities must differ between replicas.
+fn default_identity() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| format!("kumaco-{}", std::process::id()))
 }
 
 /// The concurrency ceiling: a count, or a percentage of the nodes in scope.
@@ -134,7 +212,7 @@ mod tests {
         let mut argv = vec!["kumaco", "run"];
         argv.extend_from_slice(extra);
         let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command;
-        Settings::from_args(&args, Some("kumaco".into()))
+        Settings::from_args(&args, Some("kumaco".into()), Some("pod-a".into()))
     }
 
     #[test]
@@ -143,6 +221,30 @@ mod tests {
         assert_eq!(s.namespaces, ["kumaco"]);
         assert!(s.node_selector.is_everything());
         assert_eq!(s.resync_interval, Duration::from_secs(300));
+        assert!(s.in_progress.is_none());
+        let e = s.election.unwrap();
+        assert_eq!(
+            (e.namespace.as_str(), e.identity.as_str()),
+            ("kumaco", "pod-a")
+        );
+        assert_eq!(e.lease_duration, Duration::from_secs(15));
+    }
+
+    #[test]
+    fn in_progress_policy() {
+        let s = settings(&[
+            "--in-progress",
+            "--require-condition=kured.dev/RebootRequired",
+            "--max-in-progress=10%",
+            "--start-cutoff=30m",
+            "--leader-elect=false",
+        ])
+        .unwrap();
+        let p = s.in_progress.unwrap();
+        assert_eq!(p.required, ["kured.dev/RebootRequired"]);
+        assert_eq!(p.ceiling, Ceiling::Percent(10));
+        assert_eq!(p.start_cutoff, jiff::SignedDuration::from_mins(30));
+        assert!(s.election.is_none());
     }
 
     #[test]
@@ -156,7 +258,13 @@ mod tests {
             (&["--resync-interval=5"][..], "--resync-interval"),
             (&["--max-in-progress=0"][..], "--max-in-progress"),
             (&["--max-in-progress=150%"][..], "--max-in-progress"),
-            (&["--in-progress"][..], "--in-progress"),
+            (&["--require-condition=x"][..], "--require-condition"),
+            (&["--planned-lead-time=1h"][..], "--planned-lead-time"),
+            (
+                &["--lease-renew-deadline=20s"][..],
+                "--lease-renew-deadline",
+            ),
+            (&["--start-cutoff=-1m"][..], "--start-cutoff"),
         ] {
             let err = settings(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");

@@ -24,13 +24,16 @@ use tracing::{debug, error, info, warn};
 
 use crate::conditions::{self, Desired, UNDER_MAINTENANCE};
 use crate::config::Settings;
-use crate::decision::{self, ActiveWindows};
+use crate::decision::{self, ActiveWindows, Verdict};
+use crate::in_progress::{self, NodeState};
+use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::window::{InvalidWindow, Window, WindowId};
 
 /// Every API write gets this long before it counts as failed and is retried.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long kumaco trusts its own write over a cache that has not shown it yet.
+/// How long kumaco trusts its own write over a cache that has not shown it yet, when the
+/// API's resourceVersions are not numbers (they always are with etcd).
 const PENDING_TTL: Duration = Duration::from_secs(10);
 /// Longest sleep between passes: bounds how late a wall-clock jump is noticed.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
@@ -67,6 +70,7 @@ pub async fn run(
     client: Client,
     settings: Settings,
     metrics: Arc<Metrics>,
+    leadership: Leadership,
 ) -> Result<Exit, ControllerError> {
     let wake = Arc::new(Notify::new());
 
@@ -109,6 +113,7 @@ pub async fn run(
         api: Api::all(client.clone()),
         client,
         reporter,
+        leadership,
         settings,
         metrics,
         nodes,
@@ -154,6 +159,7 @@ pub async fn run(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             _ = tokio::time::sleep(sleep) => {}
+            _ = reconciler.leadership.changed() => {}
             _ = &mut shutdown => {
                 info!("signal received, stopping");
                 return Ok(Exit::Signal);
@@ -247,6 +253,7 @@ struct Reconciler {
     api: Api<Node>,
     client: Client,
     reporter: Reporter,
+    leadership: Leadership,
     settings: Settings,
     metrics: Arc<Metrics>,
     nodes: Store<Node>,
@@ -263,6 +270,16 @@ struct Reconciler {
     started_at: Timestamp,
     retry_at: Option<Timestamp>,
     failures: u32,
+}
+
+/// One node's state and the conditions kumaco wants on it.
+struct Plan {
+    name: String,
+    current: Vec<NodeCondition>,
+    desired: Vec<Desired>,
+    /// `Some` for an in-scope node, holding its maintenance window (description, end) if
+    /// it is UnderMaintenance; `None` for a node that left the scope.
+    in_scope: Option<Option<(String, Timestamp)>>,
 }
 
 /// One node's planned write.
@@ -286,7 +303,7 @@ impl Reconciler {
         let active = ActiveWindows::at(windows.iter().copied(), now);
         let next_edge = decision::next_edge(windows.iter().copied(), now);
 
-        let mut writes = Vec::new();
+        let mut plans: Vec<Plan> = Vec::new();
         let mut in_scope = 0i64;
         let mut under = 0i64;
         let mut selected: HashMap<&WindowId, usize> = HashMap::new();
@@ -304,7 +321,7 @@ impl Reconciler {
                 .get(OWNED_ANNOTATION)
                 .map(|s| s.split(',').collect())
                 .unwrap_or_default();
-            let desired = if self.settings.node_selector.matches(labels) {
+            if self.settings.node_selector.matches(labels) {
                 in_scope += 1;
                 self.left_scope.remove(&name);
                 now_in_scope.insert(name.clone());
@@ -314,13 +331,25 @@ impl Reconciler {
                     }
                 }
                 let verdict = active.verdict(labels);
-                if verdict.is_maintenance() {
-                    under += 1;
-                }
+                let window = match &verdict {
+                    Verdict::Maintenance { windows, until } => {
+                        under += 1;
+                        let ids: Vec<String> = windows.iter().map(|w| w.id.to_string()).collect();
+                        let noun = if ids.len() == 1 { "window" } else { "windows" };
+                        Some((format!("{noun} {}", ids.join(", ")), *until))
+                    }
+                    _ => None,
+                };
                 let existing = find(&current, UNDER_MAINTENANCE);
-                decision::under_maintenance(&verdict, existing)
+                let desired = decision::under_maintenance(&verdict, existing)
                     .into_iter()
-                    .collect()
+                    .collect();
+                plans.push(Plan {
+                    name,
+                    current,
+                    desired,
+                    in_scope: Some(window),
+                });
             } else if self.was_in_scope.contains(&name) || self.left_scope.contains(&name) {
                 // Only a node this process saw leave its scope: another instance may
                 // share the field manager and own this node's conditions now.
@@ -333,14 +362,41 @@ impl Reconciler {
                 if ours.iter().all(|c| c.status != "True") {
                     self.left_scope.remove(&name);
                 }
-                decision::out_of_scope(&ours)
-            } else {
-                continue;
-            };
-            if let Some(w) = plan_write(&name, &desired, &current, now) {
-                writes.push(w);
+                let desired = decision::out_of_scope(&ours);
+                plans.push(Plan {
+                    name,
+                    current,
+                    desired,
+                    in_scope: None,
+                });
             }
         }
+        if let Some(policy) = &self.settings.in_progress {
+            let scoped: Vec<usize> = (0..plans.len())
+                .filter(|&i| plans[i].in_scope.is_some())
+                .collect();
+            let states: Vec<NodeState> = scoped
+                .iter()
+                .map(|&i| NodeState {
+                    name: &plans[i].name,
+                    window: plans[i].in_scope.clone().flatten(),
+                    conditions: &plans[i].current,
+                })
+                .collect();
+            let decided = in_progress::decide(policy, &states, now);
+            let in_progress_now = decided
+                .iter()
+                .filter(|d| d.as_ref().is_some_and(|d| d.status))
+                .count();
+            self.metrics.nodes_in_progress.set(in_progress_now as i64);
+            for (i, d) in scoped.into_iter().zip(decided) {
+                plans[i].desired.extend(d);
+            }
+        }
+        let writes: Vec<Write> = plans
+            .iter()
+            .filter_map(|p| plan_write(&p.name, &p.desired, &p.current, now))
+            .collect();
         self.was_in_scope = now_in_scope;
         self.metrics.nodes_in_scope.set(in_scope);
         self.metrics.nodes_under_maintenance.set(under);
@@ -547,7 +603,11 @@ fn current_conditions(
         find(&cached, &w.type_)
             .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
     });
-    if caught_up || confirmed || p.at.elapsed() > PENDING_TTL {
+    // Without a comparable resourceVersion, trust our write for a while only. With one,
+    // never expire: a cache stuck behind our write (a broken watch) must not make a
+    // MaintenanceInProgress slot look free; the watch's relist catches up.
+    let expired = p.resource_version.is_none() && p.at.elapsed() > PENDING_TTL;
+    if caught_up || confirmed || expired {
         pending.remove(name);
         return cached;
     }
@@ -565,7 +625,7 @@ fn resource_version(node: &Node) -> Option<u64> {
 
 impl Reconciler {
     async fn apply(&mut self, writes: Vec<Write>, now: Timestamp) {
-        if writes.is_empty() {
+        if writes.is_empty() || !self.leadership.is_leader() {
             return;
         }
         let manager = self.settings.field_manager.clone();
@@ -574,7 +634,13 @@ impl Reconciler {
             .map(|w| {
                 let api = api.clone();
                 let manager = manager.clone();
+                let leadership = self.leadership.clone();
                 async move {
+                    // Leadership can lapse while earlier writes of this pass are in
+                    // flight; no write may start after it has.
+                    if !leadership.is_leader() {
+                        return (w, Err("not the leader any more".to_string()));
+                    }
                     let body = json!({
                         "apiVersion": "v1",
                         "kind": "Node",
@@ -640,6 +706,9 @@ impl Reconciler {
     /// one series and keeps the first note, but each occurrence of a window deserves its
     /// own event with its own times (kumaco already posts each thing only once).
     fn publish(&self, object: ObjectReference, event: Event) {
+        if !self.leadership.is_leader() {
+            return;
+        }
         let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
         let metrics = self.metrics.clone();
         tokio::spawn(async move {

@@ -11,12 +11,14 @@
 //!   them, exactly, plus kumaco's extensions.
 //!
 //! - [`decision`]: the conditions a node should carry, from windows and the time.
+//! - [`in_progress`]: which nodes may be disrupted now (`MaintenanceInProgress`).
 //! - [`window`]: a validated window ConfigMap; active occurrences and next edges.
 //! - [`conditions`]: the node conditions kumaco owns and how their timestamps are kept.
 //!
 //! Shell:
 //! - [`cli`]: the command line; [`config`]: its flags validated into settings.
 //! - [`controller`]: watches, the reconcile loop, writes and events.
+//! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 
 pub mod cli;
@@ -25,6 +27,8 @@ pub mod config;
 pub mod controller;
 pub mod decision;
 pub mod duration;
+pub mod in_progress;
+pub mod leader;
 pub mod metrics;
 pub mod schedule;
 pub mod selector;

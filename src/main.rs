@@ -6,6 +6,7 @@ use clap::Parser;
 use kumaco::cli::{Cli, Command, RunArgs};
 use kumaco::config::Settings;
 use kumaco::controller::{self, Exit};
+use kumaco::leader::{self, Leadership};
 use kumaco::metrics::{self, Metrics};
 use kumaco::telemetry;
 
@@ -21,21 +22,26 @@ fn main() -> Result<()> {
 
 async fn run(args: RunArgs) -> Result<()> {
     telemetry::init(args.log_format);
-    let settings = Settings::from_args(&args, std::env::var("POD_NAMESPACE").ok())?;
-    if args.leader_elect {
-        tracing::warn!(
-            "leader election is not implemented in this version: run a single replica \
-             (--leader-elect=false silences this warning)"
-        );
-    }
+    let settings = Settings::from_args(
+        &args,
+        std::env::var("POD_NAMESPACE").ok(),
+        std::env::var("POD_NAME").ok(),
+    )?;
     let client = client(&args).await?;
     let metrics = Arc::new(Metrics::new());
+    let leadership = match &settings.election {
+        Some(election) => leader::spawn(client.clone(), election.clone(), metrics.clone()),
+        None => {
+            metrics.leader.set(1);
+            Leadership::always()
+        }
+    };
     metrics::serve(metrics.clone(), args.metrics_address, args.health_address)
         .await
         .context("binding the metrics/health addresses")?;
     tracing::info!(version = env!("CARGO_PKG_VERSION"), metrics = %args.metrics_address,
                    health = %args.health_address, "kumaco starting");
-    match controller::run(client, settings, metrics).await? {
+    match controller::run(client, settings, metrics, leadership).await? {
         Exit::Signal => Ok(()),
         Exit::ConfigChanged => {
             tracing::info!(

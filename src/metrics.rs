@@ -39,6 +39,8 @@ pub struct Metrics {
     pub active_windows: Gauge,
     pub nodes_in_scope: Gauge,
     pub nodes_under_maintenance: Gauge,
+    pub nodes_in_progress: Gauge,
+    pub leader: Gauge,
     pub transitions: Family<TransitionLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
     pub reconcile_duration: Histogram,
@@ -79,6 +81,18 @@ impl Metrics {
             "In-scope nodes kumaco wants UnderMaintenance=True",
             nodes_under_maintenance.clone(),
         );
+        let nodes_in_progress = Gauge::default();
+        registry.register(
+            "nodes_in_progress",
+            "In-scope nodes kumaco wants MaintenanceInProgress=True (with --in-progress)",
+            nodes_in_progress.clone(),
+        );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this instance holds the leader Lease (always 1 with --leader-elect=false)",
+            leader.clone(),
+        );
         let transitions = Family::<TransitionLabels, Counter>::default();
         registry.register(
             "transitions",
@@ -109,6 +123,8 @@ impl Metrics {
             active_windows,
             nodes_in_scope,
             nodes_under_maintenance,
+            nodes_in_progress,
+            leader,
             transitions,
             api_writes,
             reconcile_duration,

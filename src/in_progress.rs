@@ -1,0 +1,229 @@
+//! The in-progress decision: which nodes may be disrupted now (`MaintenanceInProgress`).
+//!
+//! kured v2 drains and reboots a node when this condition is True, so a wrong answer
+//! reboots production nodes. The rules (contract §5), as a pure function of the nodes'
+//! state, the time and the policy:
+//!
+//! - **start** when UnderMaintenance, every required condition True, no blocking one True,
+//!   enough of the window left (`--start-cutoff`) and a slot free;
+//! - **continue** while every required condition stays True, past the window end and
+//!   despite blockers (finish what was started); without required conditions, until the
+//!   window ends; `--stop-at-window-end` ends it at the window end in any case;
+//! - **ceiling**: starts only into free slots, counting every node already True
+//!   (including ones ending in this pass: a slot is reused only in a later pass, once the
+//!   end is written); never preempts;
+//! - **order**: oldest first by the latest `lastTransitionTime` of the required
+//!   conditions, ties by node name.
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::NodeCondition;
+
+use crate::conditions::{Desired, MAINTENANCE_IN_PROGRESS};
+use crate::config::Ceiling;
+
+pub const REASON_STARTED: &str = "MaintenanceWindow";
+pub const REASON_COMPLETED: &str = "MaintenanceCompleted";
+pub const REASON_WINDOW_ENDED: &str = "MaintenanceWindowEnded";
+pub const REASON_WAITING: &str = "WaitingForSlot";
+pub const REASON_BLOCKED: &str = "Blocked";
+pub const REASON_REQUIREMENT: &str = "RequirementNotMet";
+pub const REASON_CUTOFF: &str = "StartCutoff";
+pub const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
+
+/// The deployer's rules (`--require-condition`, `--block-condition`, ...).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    pub required: Vec<String>,
+    pub blocking: Vec<String>,
+    pub ceiling: Ceiling,
+    pub stop_at_window_end: bool,
+    pub start_cutoff: SignedDuration,
+}
+
+impl Policy {
+    /// The number of slots for `in_scope` nodes: a percentage rounds down, but is at
+    /// least 1 so that a small pool still makes progress.
+    pub fn slots(&self, in_scope: usize) -> usize {
+        match self.ceiling {
+            Ceiling::Count(n) => n as usize,
+            Ceiling::Percent(p) => (in_scope * p as usize / 100).max(1),
+        }
+    }
+}
+
+/// An in-scope node as the decision sees it.
+#[derive(Clone, Debug)]
+pub struct NodeState<'a> {
+    pub name: &'a str,
+    /// Set while the node is UnderMaintenance: the windows (for the message) and when the
+    /// active maintenance ends as known now (for the start cutoff).
+    pub window: Option<(String, Timestamp)>,
+    /// The node's conditions (as kumaco last wrote or saw them).
+    pub conditions: &'a [NodeCondition],
+}
+
+/// `MaintenanceInProgress` for each node (same order as `nodes`); `None` where the node
+/// should not carry the condition.
+pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Option<Desired>> {
+    let slots = policy.slots(nodes.len());
+    let in_progress = nodes
+        .iter()
+        .filter(|n| is_true(n.conditions, MAINTENANCE_IN_PROGRESS))
+        .count();
+    let mut out: Vec<Option<Desired>> = vec![None; nodes.len()];
+    let mut candidates: Vec<(Option<Timestamp>, &str, usize)> = Vec::new();
+
+    for (i, node) in nodes.iter().enumerate() {
+        let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
+        let missing = policy
+            .required
+            .iter()
+            .find(|t| !is_true(node.conditions, t));
+        if let Some(current) = existing.filter(|c| c.status == "True") {
+            out[i] = Some(if let Some(t) = missing {
+                desired(false, REASON_COMPLETED, format!("{t} is no longer True"))
+            } else if node.window.is_none()
+                && (policy.stop_at_window_end || policy.required.is_empty())
+            {
+                desired(
+                    false,
+                    REASON_WINDOW_ENDED,
+                    "the maintenance window ended".into(),
+                )
+            } else {
+                keep(current)
+            });
+            continue;
+        }
+        let Some((_, until)) = &node.window else {
+            // Outside any window: a "why not" answer has become "no window"; anything
+            // else (completed, ended, absent) stays as it is.
+            out[i] = match existing {
+                Some(c) if is_why_not(c) => Some(desired(
+                    false,
+                    REASON_NO_WINDOW,
+                    "no active maintenance window selects this node".into(),
+                )),
+                other => other.map(keep),
+            };
+            continue;
+        };
+        let blocker = policy.blocking.iter().find(|t| is_true(node.conditions, t));
+        out[i] = if let Some(t) = missing {
+            Some(why_not(
+                existing,
+                REASON_REQUIREMENT,
+                format!("waiting for {t} to be True"),
+            ))
+        } else if let Some(t) = blocker {
+            Some(why_not(existing, REASON_BLOCKED, format!("blocked by {t}")))
+        } else if until.duration_since(now) < policy.start_cutoff {
+            Some(why_not(
+                existing,
+                REASON_CUTOFF,
+                format!(
+                    "less than {} of the window left",
+                    fmt_duration(policy.start_cutoff)
+                ),
+            ))
+        } else {
+            let age = policy
+                .required
+                .iter()
+                .filter_map(|t| {
+                    find(node.conditions, t)?
+                        .last_transition_time
+                        .as_ref()
+                        .map(|t| t.0)
+                })
+                .max();
+            candidates.push((age, node.name, i));
+            None
+        };
+    }
+
+    // Oldest requirement first; None (no required conditions) sorts first, then by name.
+    candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    let free = slots.saturating_sub(in_progress);
+    for (rank, (_, _, i)) in candidates.into_iter().enumerate() {
+        let node = &nodes[i];
+        let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
+        out[i] = Some(if rank < free {
+            let windows = node
+                .window
+                .as_ref()
+                .map(|w| w.0.as_str())
+                .unwrap_or_default();
+            let because = if policy.required.is_empty() {
+                String::new()
+            } else {
+                format!("; {} True", policy.required.join(", "))
+            };
+            desired(
+                true,
+                REASON_STARTED,
+                format!("maintenance started in {windows}{because}"),
+            )
+        } else {
+            why_not(
+                existing,
+                REASON_WAITING,
+                format!("{in_progress}/{slots} slots in use"),
+            )
+        });
+    }
+    out
+}
+
+fn desired(status: bool, reason: &str, message: String) -> Desired {
+    Desired {
+        type_: MAINTENANCE_IN_PROGRESS.into(),
+        status,
+        reason: reason.into(),
+        message,
+    }
+}
+
+/// A False "why not" condition, rewritten only when its reason changes (the message of
+/// `WaitingForSlot` changes with every start and end elsewhere).
+fn why_not(existing: Option<&NodeCondition>, reason: &str, message: String) -> Desired {
+    match existing {
+        Some(c) if c.status == "False" && c.reason.as_deref() == Some(reason) => keep(c),
+        _ => desired(false, reason, message),
+    }
+}
+
+fn is_why_not(c: &NodeCondition) -> bool {
+    c.status == "False"
+        && matches!(
+            c.reason.as_deref(),
+            Some(REASON_WAITING | REASON_BLOCKED | REASON_REQUIREMENT | REASON_CUTOFF)
+        )
+}
+
+fn keep(c: &NodeCondition) -> Desired {
+    Desired {
+        type_: c.type_.clone(),
+        status: c.status == "True",
+        reason: c.reason.clone().unwrap_or_default(),
+        message: c.message.clone().unwrap_or_default(),
+    }
+}
+
+fn find<'a>(conds: &'a [NodeCondition], type_: &str) -> Option<&'a NodeCondition> {
+    conds.iter().find(|c| c.type_ == type_)
+}
+
+fn is_true(conds: &[NodeCondition], type_: &str) -> bool {
+    find(conds, type_).is_some_and(|c| c.status == "True")
+}
+
+fn fmt_duration(d: SignedDuration) -> String {
+    crate::duration::GoDuration::from_nanos(
+        d.as_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    )
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests;

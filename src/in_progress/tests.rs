@@ -1,0 +1,289 @@
+use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use proptest::prelude::*;
+
+const REBOOT: &str = "kured.dev/RebootRequired";
+const BLOCK: &str = "kured.dev/RebootBlocked";
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn cond(type_: &str, status: bool, since: i64) -> NodeCondition {
+    NodeCondition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        reason: Some("R".into()),
+        message: Some("m".into()),
+        last_transition_time: Some(Time(Timestamp::from_second(since).unwrap())),
+        last_heartbeat_time: None,
+    }
+}
+
+fn policy(n: u32) -> Policy {
+    Policy {
+        required: vec![REBOOT.into()],
+        blocking: vec![BLOCK.into()],
+        ceiling: Ceiling::Count(n),
+        stop_at_window_end: false,
+        start_cutoff: SignedDuration::ZERO,
+    }
+}
+
+fn now() -> Timestamp {
+    ts("2026-01-01T03:00:00Z")
+}
+
+fn window() -> Option<(String, Timestamp)> {
+    Some(("window ops/w".into(), ts("2026-01-01T05:00:00Z")))
+}
+
+fn node<'a>(name: &'a str, conds: &'a [NodeCondition], in_window: bool) -> NodeState<'a> {
+    NodeState {
+        name,
+        window: if in_window { window() } else { None },
+        conditions: conds,
+    }
+}
+
+fn status(d: &Option<Desired>) -> Option<(bool, &str)> {
+    d.as_ref().map(|d| (d.status, d.reason.as_str()))
+}
+
+#[test]
+fn oldest_requirement_first_then_by_name_up_to_the_ceiling() {
+    let a = [cond(REBOOT, true, 300)];
+    let b = [cond(REBOOT, true, 100)];
+    let c = [cond(REBOOT, true, 100)];
+    let d = [cond(REBOOT, true, 200)];
+    let nodes = [
+        node("a", &a, true),
+        node("c", &c, true),
+        node("b", &b, true),
+        node("d", &d, true),
+    ];
+    let out = decide(&policy(2), &nodes, now());
+    // b and c are oldest (tie broken by name), then d, then a.
+    assert_eq!(status(&out[2]), Some((true, REASON_STARTED))); // b
+    assert_eq!(status(&out[1]), Some((true, REASON_STARTED))); // c
+    assert_eq!(status(&out[3]), Some((false, REASON_WAITING))); // d
+    assert_eq!(status(&out[0]), Some((false, REASON_WAITING))); // a
+    assert_eq!(out[0].as_ref().unwrap().message, "0/2 slots in use");
+    assert!(out[1].as_ref().unwrap().message.contains("window ops/w"));
+    assert!(out[1].as_ref().unwrap().message.contains(REBOOT));
+}
+
+#[test]
+fn why_not_reasons() {
+    let missing: [NodeCondition; 0] = [];
+    let blocked = [cond(REBOOT, true, 1), cond(BLOCK, true, 1)];
+    let nodes = [node("m", &missing, true), node("b", &blocked, true)];
+    let out = decide(&policy(5), &nodes, now());
+    assert_eq!(status(&out[0]), Some((false, REASON_REQUIREMENT)));
+    assert!(out[0].as_ref().unwrap().message.contains(REBOOT));
+    assert_eq!(status(&out[1]), Some((false, REASON_BLOCKED)));
+    assert!(out[1].as_ref().unwrap().message.contains(BLOCK));
+}
+
+#[test]
+fn start_cutoff() {
+    let ok = [cond(REBOOT, true, 1)];
+    let mut p = policy(5);
+    p.start_cutoff = SignedDuration::from_hours(3);
+    let out = decide(&p, &[node("n", &ok, true)], now());
+    assert_eq!(status(&out[0]), Some((false, REASON_CUTOFF)));
+    assert!(out[0].as_ref().unwrap().message.contains("3h0m0s"));
+    p.start_cutoff = SignedDuration::from_hours(2);
+    let out = decide(&p, &[node("n", &ok, true)], now());
+    assert_eq!(status(&out[0]), Some((true, REASON_STARTED)));
+}
+
+#[test]
+fn nodes_outside_windows_never_get_the_condition() {
+    let ok = [cond(REBOOT, true, 1)];
+    let out = decide(&policy(5), &[node("n", &ok, false)], now());
+    assert_eq!(out[0], None);
+}
+
+#[test]
+fn in_progress_continues_past_window_end_and_blockers_until_requirement_clears() {
+    let running = [
+        cond(REBOOT, true, 1),
+        cond(BLOCK, true, 2),
+        cond(MAINTENANCE_IN_PROGRESS, true, 1),
+    ];
+    let out = decide(&policy(1), &[node("n", &running, false)], now());
+    assert_eq!(status(&out[0]), Some((true, "R")));
+    let done = [
+        cond(REBOOT, false, 3),
+        cond(MAINTENANCE_IN_PROGRESS, true, 1),
+    ];
+    let out = decide(&policy(1), &[node("n", &done, true)], now());
+    assert_eq!(status(&out[0]), Some((false, REASON_COMPLETED)));
+}
+
+#[test]
+fn stop_at_window_end_and_no_requirements_end_with_the_window() {
+    let running = [
+        cond(REBOOT, true, 1),
+        cond(MAINTENANCE_IN_PROGRESS, true, 1),
+    ];
+    let mut p = policy(1);
+    p.stop_at_window_end = true;
+    let out = decide(&p, &[node("n", &running, false)], now());
+    assert_eq!(status(&out[0]), Some((false, REASON_WINDOW_ENDED)));
+    let mut p = policy(1);
+    p.required.clear();
+    let out = decide(&p, &[node("n", &running, false)], now());
+    assert_eq!(status(&out[0]), Some((false, REASON_WINDOW_ENDED)));
+}
+
+#[test]
+fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
+    let mut waiting = cond(MAINTENANCE_IN_PROGRESS, false, 1);
+    waiting.reason = Some(REASON_WAITING.into());
+    waiting.message = Some("1/1 slots in use".into());
+    let conds = [cond(REBOOT, true, 1), waiting.clone()];
+    let out = decide(&policy(1), &[node("n", &conds, false)], now());
+    assert_eq!(status(&out[0]), Some((false, REASON_NO_WINDOW)));
+    // In the window, still waiting (another node holds the slot): kept verbatim.
+    let other = [
+        cond(MAINTENANCE_IN_PROGRESS, true, 1),
+        cond(REBOOT, true, 1),
+    ];
+    let out = decide(
+        &policy(1),
+        &[node("n", &conds, true), node("o", &other, true)],
+        now(),
+    );
+    assert_eq!(out[0].as_ref().unwrap().message, "1/1 slots in use");
+}
+
+#[test]
+fn lowered_ceiling_adds_nobody_and_preempts_nobody() {
+    let running = [
+        cond(REBOOT, true, 1),
+        cond(MAINTENANCE_IN_PROGRESS, true, 1),
+    ];
+    let waiting = [cond(REBOOT, true, 1)];
+    let nodes = [
+        node("a", &running, true),
+        node("b", &running, true),
+        node("c", &waiting, true),
+    ];
+    let out = decide(&policy(1), &nodes, now());
+    assert_eq!(status(&out[0]), Some((true, "R")));
+    assert_eq!(status(&out[1]), Some((true, "R")));
+    assert_eq!(status(&out[2]), Some((false, REASON_WAITING)));
+    assert_eq!(out[2].as_ref().unwrap().message, "2/1 slots in use");
+}
+
+#[test]
+fn percentages_round_down_but_give_at_least_one_slot() {
+    let mut p = policy(1);
+    p.ceiling = Ceiling::Percent(10);
+    assert_eq!(p.slots(20), 2);
+    assert_eq!(p.slots(19), 1);
+    assert_eq!(p.slots(5), 1);
+    assert_eq!(p.slots(0), 1);
+}
+
+/// A node in the simulation: what the world says, and what kumaco wrote.
+#[derive(Clone, Debug)]
+struct Sim {
+    reboot: bool,
+    blocked: bool,
+    in_window: bool,
+    since: i64,
+    mip: Option<NodeCondition>,
+}
+
+impl Sim {
+    fn conditions(&self) -> Vec<NodeCondition> {
+        let mut c = vec![
+            cond(REBOOT, self.reboot, self.since),
+            cond(BLOCK, self.blocked, 0),
+        ];
+        c.extend(self.mip.clone());
+        c
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Reboot(usize, bool),
+    Block(usize, bool),
+    Window(bool),
+    Decide,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0usize..12, any::<bool>()).prop_map(|(i, b)| Step::Reboot(i, b)),
+        (0usize..12, any::<bool>()).prop_map(|(i, b)| Step::Block(i, b)),
+        any::<bool>().prop_map(Step::Window),
+        Just(Step::Decide),
+        Just(Step::Decide),
+    ]
+}
+
+proptest! {
+    /// For any sequence of node-state changes, kumaco's grants never exceed the ceiling,
+    /// the decision is deterministic, and a blocker never revokes a running maintenance.
+    #[test]
+    fn ceiling_holds_and_blockers_never_revoke(
+        n in 1usize..12,
+        ceiling in 1u32..4,
+        steps in prop::collection::vec(step(), 1..80),
+    ) {
+        let p = policy(ceiling);
+        let mut sims: Vec<Sim> = (0..n)
+            .map(|i| Sim { reboot: true, blocked: false, in_window: true, since: (i as i64 * 7) % 5, mip: None })
+            .collect();
+        let names: Vec<String> = (0..n).map(|i| format!("node-{i:02}")).collect();
+        for s in steps {
+            match s {
+                Step::Reboot(i, b) => if let Some(x) = sims.get_mut(i % n) { x.reboot = b; x.since += 1 },
+                Step::Block(i, b) => if let Some(x) = sims.get_mut(i % n) { x.blocked = b },
+                Step::Window(b) => sims.iter_mut().for_each(|x| x.in_window = b),
+                Step::Decide => {
+                    let conds: Vec<Vec<NodeCondition>> = sims.iter().map(Sim::conditions).collect();
+                    let states: Vec<NodeState> = sims
+                        .iter()
+                        .zip(&conds)
+                        .zip(&names)
+                        .map(|((s, c), name)| NodeState {
+                            name,
+                            window: if s.in_window { window() } else { None },
+                            conditions: c,
+                        })
+                        .collect();
+                    let before = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.status == "True")).count();
+                    let out = decide(&p, &states, now());
+                    prop_assert_eq!(&out, &decide(&p, &states, now()));
+                    let mut granted = 0;
+                    for (sim, d) in sims.iter_mut().zip(&out) {
+                        let was_true = sim.mip.as_ref().is_some_and(|c| c.status == "True");
+                        if was_true && sim.reboot {
+                            // Running with its requirement still True: never revoked,
+                            // whatever the blockers (the window stays open here or
+                            // --stop-at-window-end is off).
+                            prop_assert!(d.as_ref().is_some_and(|d| d.status));
+                        }
+                        if !was_true && d.as_ref().is_some_and(|d| d.status) {
+                            granted += 1;
+                            prop_assert!(!sim.blocked && sim.reboot && sim.in_window);
+                        }
+                        sim.mip = d.as_ref().map(|d| crate::conditions::to_apply(d, sim.mip.as_ref(), now()));
+                    }
+                    let after = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.status == "True")).count();
+                    if granted > 0 {
+                        // Grants only into free slots, counted before this pass's ends.
+                        prop_assert!(before + granted <= ceiling as usize);
+                    }
+                    prop_assert!(after <= (ceiling as usize).max(before));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease: only the leader writes.
+//!
+//! The algorithm is client-go's: the holder renews `renewTime` every retry period; a
+//! candidate takes the Lease over when it has seen no change to it for a whole lease
+//! duration, measured on its *own* clock from when it observed the last change (so the
+//! clocks of different machines are never compared, only their rates are assumed equal).
+//! Updates carry the resourceVersion read, so two candidates cannot both win.
+//!
+//! Safety: the leader counts itself leader only until `renew_deadline` after the *start*
+//! of its last successful renew. Every other candidate waits at least `lease_duration`
+//! after it *saw* that renew, which is later. With `renew_deadline < lease_duration`, the
+//! old leader stops writing before anyone else may start, unless the clocks' rates differ
+//! by more than the margin (`lease_duration - renew_deadline`) over a lease term.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use crate::metrics::Metrics;
+
+/// Timings and identity of one candidate.
+#[derive(Clone, Debug)]
+pub struct Election {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+/// Whether this process may write now. Cheap to clone and to ask.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    valid_until: Arc<Mutex<Option<Instant>>>,
+    changed: Arc<Notify>,
+}
+
+impl Leadership {
+    /// Always leader (`--leader-elect=false`).
+    pub fn always() -> Self {
+        Leadership {
+            valid_until: Arc::new(Mutex::new(Some(
+                Instant::now() + Duration::from_secs(u32::MAX as u64),
+            ))),
+            changed: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Resolves after leadership was gained or lost (a stored wake-up: one waiter).
+    pub async fn changed(&self) {
+        self.changed.notified().await
+    }
+
+    pub fn is_leader(&self) -> bool {
+        let until = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
+        until.is_some_and(|t| Instant::now() < t)
+    }
+
+    fn set(&self, until: Option<Instant>) {
+        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    }
+}
+
+/// Starts campaigning in the background and returns the shared leadership flag.
+pub fn spawn(client: kube::Client, election: Election, metrics: Arc<Metrics>) -> Leadership {
+    let leadership = Leadership {
+        valid_until: Arc::new(Mutex::new(None)),
+        changed: Arc::new(Notify::new()),
+    };
+    let flag = leadership.clone();
+    tokio::spawn(async move {
+        let api: Api<Lease> = Api::namespaced(client, &election.namespace);
+        let mut observed: Option<(Option<String>, Option<MicroTime>, Instant)> = None;
+        let mut leading = false;
+        loop {
+            let attempt = Instant::now();
+            let won = match tokio::time::timeout(
+                election.retry_period.max(Duration::from_secs(1)),
+                try_acquire_or_renew(&api, &election, &mut observed),
+            )
+            .await
+            {
+                Ok(Ok(won)) => Some(won),
+                Ok(Err(e)) => {
+                    warn!(error = %e, lease = %election.name, "leader election: lease request failed");
+                    None
+                }
+                Err(_) => {
+                    warn!(lease = %election.name, "leader election: lease request timed out");
+                    None
+                }
+            };
+            match won {
+                Some(true) => flag.set(Some(attempt + election.renew_deadline)),
+                Some(false) => flag.set(None),
+                // Unknown: keep the deadline from the last successful renew; it runs out
+                // by itself.
+                None => {}
+            }
+            let now_leading = flag.is_leader();
+            if now_leading != leading {
+                if now_leading {
+                    info!(identity = %election.identity, lease = %election.name, "became leader");
+                } else {
+                    info!(identity = %election.identity, lease = %election.name, "lost leadership");
+                }
+                leading = now_leading;
+                metrics.leader.set(i64::from(leading));
+                flag.changed.notify_one();
+            }
+            tokio::time::sleep(election.retry_period).await;
+        }
+    });
+    leadership
+}
+
+/// One round: create, renew or take over the Lease. Ok(true) when we hold it now.
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    e: &Election,
+    observed: &mut Option<(Option<String>, Option<MicroTime>, Instant)>,
+) -> Result<bool, kube::Error> {
+    let now = MicroTime(Timestamp::now());
+    let seconds = i32::try_from(e.lease_duration.as_secs().max(1)).unwrap_or(i32::MAX);
+    let Some(mut lease) = api.get_opt(&e.name).await? else {
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(e.name.clone()),
+                namespace: Some(e.namespace.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(e.identity.clone()),
+                lease_duration_seconds: Some(seconds),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        return match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false), // someone else created it
+            Err(err) => Err(err),
+        };
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+    let record = (holder.clone(), spec.renew_time.clone());
+    let changed = observed
+        .as_ref()
+        .is_none_or(|(h, r, _)| (h, r) != (&record.0, &record.1));
+    if changed {
+        *observed = Some((record.0, record.1, Instant::now()));
+    }
+    let seen_at = observed.as_ref().map(|o| o.2).unwrap_or_else(Instant::now);
+    let ours = holder.as_deref() == Some(e.identity.as_str());
+    let expired = holder.is_none() || seen_at.elapsed() >= e.lease_duration;
+    if !ours && !expired {
+        return Ok(false);
+    }
+    if !ours {
+        spec.acquire_time = Some(now.clone());
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        spec.holder_identity = Some(e.identity.clone());
+    }
+    spec.renew_time = Some(now);
+    spec.lease_duration_seconds = Some(seconds);
+    // replace() sends the resourceVersion we read: a concurrent winner makes this a 409.
+    match api.replace(&e.name, &PostParams::default(), &lease).await {
+        Ok(updated) => {
+            if let Some(s) = updated.spec {
+                *observed = Some((s.holder_identity, s.renew_time, Instant::now()));
+            }
+            Ok(true)
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(err) => Err(err),
+    }
+}
