@@ -6,6 +6,7 @@
 //!   conditions with a deadline.
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
 
+pub mod agent;
 pub mod apiserver;
 pub mod gobuild;
 pub mod kumaco;

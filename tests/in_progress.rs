@@ -1,0 +1,1248 @@
+//! `MaintenanceInProgress` (contract §5) and leader election (§7) end to end: the real
+//! kumaco binary against a real API server, with
+//!
+//! - a test reboot agent ([`RebootAgent`]) that "reboots" every node kumaco lets into
+//!   maintenance: after 0.5 to 3 s it sets `kured.dev/RebootRequired=False`, which ends
+//!   the maintenance (`MaintenanceCompleted`) and frees the slot;
+//! - an independent observer ([`Observer`]) with its own watch on the test's nodes, which
+//!   records every change of `MaintenanceInProgress`, the most nodes True at once (the
+//!   ceiling is checked there, not in kumaco's metrics or logs) and the start order.
+//!
+//! Each test has its own namespace (windows, Lease), nodes ([`Scope`]) and kumaco. Windows
+//! are one-shot; most start a few seconds after kumaco, so every decision is observed from
+//! the first. Waits watch with deadlines; the sleeps are the scenario (a reboot's length,
+//! the moment of a kill) or the observation period of a "nothing happens" check.
+//!
+//! Figures are printed for collection (`cargo test --test in_progress -- --nocapture 2>&1
+//! | grep -E 'MAX_IN_PROGRESS|CHAOS|FAILOVER_MS|EDGE_LATENCY_MS'`).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::agent::{
+    MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
+    random_duration, set_condition_at,
+};
+use testkit::kumaco::{KumacoProcess, has_metric_family, http_get, metric_sum};
+use testkit::nodes::{condition, create_node, has_status, set_condition, wait_for_condition};
+use testkit::{ApiServer, Scope};
+
+const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
+const REQUIRE_REBOOT: &str = "--require-condition=kured.dev/RebootRequired";
+const BLOCK_ON_BLOCKED: &str = "--block-condition=kured.dev/RebootBlocked";
+
+const REASON_STARTED: &str = "MaintenanceWindow";
+const REASON_COMPLETED: &str = "MaintenanceCompleted";
+const REASON_WINDOW_ENDED: &str = "MaintenanceWindowEnded";
+const REASON_WAITING: &str = "WaitingForSlot";
+const REASON_BLOCKED: &str = "Blocked";
+const REASON_REQUIREMENT: &str = "RequirementNotMet";
+const REASON_CUTOFF: &str = "StartCutoff";
+const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
+
+/// The contract says 1 s for window edges; 2 s for a loaded 2-core CI machine (as in
+/// tests/controller.rs).
+const EDGE_BOUND: Duration = Duration::from_secs(2);
+/// How soon kumaco must react to a node change (a watch event, then a pass).
+const PROMPT: Duration = Duration::from_secs(2);
+/// Waits with no precise deadline in the contract (the first pass after startup).
+const SOON: Duration = Duration::from_secs(10);
+/// A whole 20-node rollout at ceiling 2 takes about 20 s (10 reboots of 1.75 s on average
+/// per slot, plus a pass to reuse each slot); the margin is for a loaded machine.
+const ROLLOUT_TIMEOUT: Duration = Duration::from_secs(50);
+/// How long a reboot takes in these tests (the agent's random pause).
+const REBOOT: (Duration, Duration) = (Duration::from_millis(500), Duration::from_secs(3));
+/// Starts written in one pass reach the API server in whatever order kumaco sends them;
+/// two starts closer than this may be seen in either order. A wrong pick is seen later:
+/// the skipped node waits for the next free slot, at least one reboot (0.5 s) away in
+/// most cases.
+const SAME_PASS: Duration = Duration::from_millis(500);
+
+// ---------------------------------------------------------------------------------------
+// Rollouts: ceiling and order
+
+/// 20 nodes need a reboot, ceiling 2: never more than 2 at once, every node rebooted once,
+/// in the contract's order.
+#[tokio::test]
+async fn rollout_with_a_count_ceiling_keeps_the_ceiling_and_the_order() {
+    rollout("count", "2", 2).await;
+}
+
+/// The same with a percentage: 33% of 20 nodes is 6.6, rounded down to 6 (rounding up or
+/// to nearest would give 7).
+#[tokio::test]
+async fn rollout_with_a_percent_ceiling_rounds_down() {
+    rollout("percent", "33%", 6).await;
+}
+
+async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
+    let c = Cluster::new(name).await;
+    // Ages scrambled with respect to names, each age shared by two nodes, so that the
+    // order "oldest RebootRequired first, ties by name" differs from name order and from
+    // creation order, and ties occur.
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(2));
+    let mut aged = Vec::new();
+    for i in 0..20i64 {
+        let node = c.node(&format!("n{i:02}"), &[]).await;
+        let since = base + SignedDuration::from_mins((i * 7) % 10);
+        c.needs_reboot_since(&node, since).await;
+        aged.push((since, node));
+    }
+    aged.sort();
+    let expected: Vec<String> = aged.into_iter().map(|(_, node)| node).collect();
+
+    let observer = c.observer().await;
+    let agent = c.agent().await;
+    let start = edge_in(3);
+    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    let ceiling_flag = format!("--max-in-progress={max_in_progress}");
+    let _kumaco = c.kumaco(&[REQUIRE_REBOOT, &ceiling_flag]).await;
+
+    let seen = observer
+        .wait_until(
+            "every node's maintenance to complete",
+            until(start) + ROLLOUT_TIMEOUT,
+            |o| all_completed(o, &expected),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!(
+        "MAX_IN_PROGRESS {} ceiling={ceiling} flag={max_in_progress} nodes=20 scope={}",
+        seen.max_in_progress,
+        c.scope.value()
+    );
+    assert!(
+        seen.max_in_progress <= ceiling,
+        "{} nodes were in progress at once, ceiling {ceiling} (--max-in-progress={max_in_progress}):\n{}",
+        seen.max_in_progress,
+        timeline(&seen)
+    );
+    assert_eq!(
+        seen.max_in_progress,
+        ceiling,
+        "20 nodes were waiting: every slot should have been used:\n{}",
+        timeline(&seen)
+    );
+    for node in &expected {
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+    }
+    assert_eq!(agent.reboots(), 20, "reboots: {:?}", agent.rebooted());
+    check_nothing_before(&seen, start);
+    check_start_order(&seen, &expected);
+    check_true_conditions(&seen, &c.window_ref("w"));
+    check_why_not_written_once_per_reason(&seen);
+    check_waiting_messages(&seen, ceiling);
+    assert!(
+        seen.changes.iter().any(|ch| reason_is(ch, REASON_WAITING)),
+        "20 nodes for {ceiling} slots: some should have shown {REASON_WAITING}:\n{}",
+        timeline(&seen)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Blocking and required conditions
+
+/// Blocked nodes wait (reason `Blocked`) while younger nodes go ahead, and start once the
+/// blocker is cleared; a blocker that appears on a node already in progress does not end
+/// its maintenance. Also: a node without the required condition shows
+/// `RequirementNotMet`, and a node no window selects never gets the condition.
+#[tokio::test]
+async fn blocked_nodes_wait_and_a_late_blocker_revokes_nothing() {
+    let c = Cluster::new("blocked").await;
+    let rollout = [("rollout", "yes")];
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let at = |mins| base + SignedDuration::from_mins(mins);
+    // Oldest first: `first` (which the agent keeps in maintenance for a while), then the
+    // blocked nodes, then the free ones: without their blockers, the blocked nodes would
+    // go next.
+    let first = c.node("first", &rollout).await;
+    c.needs_reboot_since(&first, at(0)).await;
+    let mut blocked = Vec::new();
+    for i in 1..=3 {
+        let node = c.node(&format!("blocked{i}"), &rollout).await;
+        c.needs_reboot_since(&node, at(i)).await;
+        c.set(&node, REBOOT_BLOCKED, "True").await;
+        blocked.push(node);
+    }
+    let mut free = Vec::new();
+    for i in 1..=5 {
+        let node = c.node(&format!("free{i}"), &rollout).await;
+        c.needs_reboot_since(&node, at(10 + i)).await;
+        free.push(node);
+    }
+    let idle = c.node("idle", &rollout).await;
+    c.set(&idle, REBOOT_REQUIRED, "False").await;
+    // The oldest of all, but no window selects it.
+    let outside = c.node("outside", &[]).await;
+    c.needs_reboot_since(&outside, base - SignedDuration::from_hours(1))
+        .await;
+
+    let observer = c.observer().await;
+    let agent = c.agent().await;
+    agent.hold(&first);
+    let start = edge_in(3);
+    c.put_window("w", start, "10m", "rollout=yes").await;
+    let _kumaco = c
+        .kumaco(&[REQUIRE_REBOOT, BLOCK_ON_BLOCKED, "--max-in-progress=2"])
+        .await;
+
+    observer
+        .wait_until(
+            "the oldest node in progress, the blocked ones Blocked",
+            until(start) + SOON,
+            |o| {
+                o.in_progress.contains(&first)
+                    && blocked
+                        .iter()
+                        .all(|n| o.status_reason(n) == Some(false_because(REASON_BLOCKED)))
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // A blocker appears on the node in progress: its maintenance goes on (a reboot often
+    // raises alerts). Observed for a while: kumaco reacts to the node change in one pass.
+    c.set(&first, REBOOT_BLOCKED, "True").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = observer.observed();
+    assert_eq!(
+        seen.status_reason(&first),
+        Some(("True".into(), REASON_STARTED.into())),
+        "a blocker on a node in progress must not end its maintenance: {:#?}",
+        seen.history(&first)
+    );
+    assert_eq!(seen.start_count(&first), 1, "{:#?}", seen.history(&first));
+    agent.release(&first);
+
+    let mut done = free.clone();
+    done.push(first.clone());
+    let seen = observer
+        .wait_until("the unblocked nodes to complete", ROLLOUT_TIMEOUT, |o| {
+            all_completed(o, &done)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    for node in &blocked {
+        let history = seen.history(node);
+        assert_eq!(seen.start_count(node), 0, "{node} is blocked: {history:#?}");
+        assert_eq!(
+            history.len(),
+            1,
+            "{node}: one {REASON_BLOCKED} write, whatever happens elsewhere: {history:#?}"
+        );
+        let message = message_of(seen.condition(node));
+        assert!(
+            message.contains(REBOOT_BLOCKED),
+            "{node}: the message should name the blocking condition: {message:?}"
+        );
+    }
+
+    // Cleared: the blocked nodes go.
+    for node in &blocked {
+        c.set(node, REBOOT_BLOCKED, "False").await;
+    }
+    let seen = observer
+        .wait_until(
+            "the formerly blocked nodes to complete",
+            ROLLOUT_TIMEOUT,
+            |o| all_completed(o, &blocked),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    assert!(
+        seen.max_in_progress <= 2,
+        "ceiling 2 exceeded:\n{}",
+        timeline(&seen)
+    );
+    assert_eq!(agent.reboots(), 9, "reboots: {:?}", agent.rebooted());
+    assert_eq!(
+        seen.status_reason(&idle),
+        Some(false_because(REASON_REQUIREMENT)),
+        "{:#?}",
+        seen.history(&idle)
+    );
+    let message = message_of(seen.condition(&idle));
+    assert!(
+        message.contains(REBOOT_REQUIRED),
+        "{idle}: the message should name the missing required condition: {message:?}"
+    );
+    assert_eq!(seen.start_count(&idle), 0);
+    assert!(
+        seen.history(&outside).is_empty() && seen.condition(&outside).is_none(),
+        "{outside} was never under maintenance and must never get {MIP}: {:#?}",
+        seen.history(&outside)
+    );
+    check_nothing_before(&seen, start);
+    check_true_conditions(&seen, &c.window_ref("w"));
+    check_why_not_written_once_per_reason(&seen);
+}
+
+// ---------------------------------------------------------------------------------------
+// Window end and start cutoff
+
+/// Without `--stop-at-window-end`, a started maintenance goes on past the window end
+/// until its required condition goes; a node still waiting for a slot gets
+/// `NoActiveMaintenanceWindow`. Also the default ceiling (1).
+#[tokio::test]
+async fn started_maintenance_outlives_its_window() {
+    let c = Cluster::new("outlives").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let a = c.node("a", &[]).await;
+    c.needs_reboot_since(&a, base).await;
+    let b = c.node("b", &[]).await;
+    c.needs_reboot_since(&b, base + SignedDuration::from_mins(1))
+        .await;
+    let observer = c.observer().await;
+    let start = edge_in(3);
+    let end = start + SignedDuration::from_secs(6);
+    c.put_window("w", start, "6s", &c.scope.selector()).await;
+    // No --max-in-progress: the default is 1.
+    let _kumaco = c.kumaco(&[REQUIRE_REBOOT]).await;
+
+    observer
+        .wait_until("a in progress, b waiting", until(start) + EDGE_BOUND, |o| {
+            o.in_progress.contains(&a) && o.status_reason(&b) == Some(false_because(REASON_WAITING))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    // The window ends: `a` leaves UnderMaintenance, and the same apply keeps its
+    // maintenance in progress.
+    let node_a = wait_for_condition(
+        &c.client,
+        &a,
+        UNDER_MAINTENANCE,
+        until(end) + EDGE_BOUND,
+        |cond| has_status(cond, Some("False")),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(
+        condition(&node_a, MIP).map(|c| c.status.as_str()),
+        Some("True"),
+        "a started maintenance goes on past the window end: {:?}",
+        node_a.status
+    );
+    observer
+        .wait_until(
+            "b's why-not to become NoActiveMaintenanceWindow",
+            until(end) + EDGE_BOUND,
+            |o| o.status_reason(&b) == Some(false_because(REASON_NO_WINDOW)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    // And it stays so: past the end nothing should happen to it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let seen = observer.observed();
+    assert_eq!(
+        seen.status_reason(&a),
+        Some(("True".into(), REASON_STARTED.into())),
+        "{:#?}",
+        seen.history(&a)
+    );
+
+    // The reboot is done: the maintenance completes, window or not.
+    c.set(&a, REBOOT_REQUIRED, "False").await;
+    let seen = observer
+        .wait_until("a's maintenance to complete", PROMPT, |o| {
+            o.ended_with(&a, REASON_COMPLETED)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(seen.start_count(&a), 1, "{:#?}", seen.history(&a));
+    assert_eq!(seen.start_count(&b), 0, "{:#?}", seen.history(&b));
+    assert_eq!(seen.max_in_progress, 1, "{}", timeline(&seen));
+    check_waiting_messages(&seen, 1);
+    check_why_not_written_once_per_reason(&seen);
+}
+
+/// `--stop-at-window-end` ends the maintenance at the window end, required condition or
+/// not, within the edge bound.
+#[tokio::test]
+async fn stop_at_window_end_ends_maintenance_at_the_edge() {
+    let c = Cluster::new("stop-at-end").await;
+    let a = c.node("a", &[]).await;
+    c.needs_reboot_since(&a, whole_second(Timestamp::now()))
+        .await;
+    let observer = c.observer().await;
+    let start = edge_in(3);
+    let end = start + SignedDuration::from_secs(5);
+    c.put_window("w", start, "5s", &c.scope.selector()).await;
+    let _kumaco = c.kumaco(&[REQUIRE_REBOOT, "--stop-at-window-end"]).await;
+
+    observer
+        .wait_until("a in progress", until(start) + EDGE_BOUND, |o| {
+            o.in_progress.contains(&a)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let seen = observer
+        .wait_until(
+            "a's maintenance to end with the window",
+            until(end) + EDGE_BOUND + Duration::from_secs(3),
+            |o| o.ended_with(&a, REASON_WINDOW_ENDED),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    check_edge_latency(&seen, &a, end, "stop-at-window-end");
+}
+
+/// With no required condition configured, a maintenance ends with its window.
+#[tokio::test]
+async fn without_required_conditions_maintenance_ends_with_the_window() {
+    let c = Cluster::new("no-required").await;
+    let a = c.node("a", &[]).await;
+    let observer = c.observer().await;
+    let start = edge_in(3);
+    let end = start + SignedDuration::from_secs(5);
+    c.put_window("w", start, "5s", &c.scope.selector()).await;
+    let _kumaco = c.kumaco(&[]).await;
+
+    let seen = observer
+        .wait_until("a in progress", until(start) + EDGE_BOUND, |o| {
+            o.in_progress.contains(&a)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    check_edge_latency(&seen, &a, start, "start, no required condition");
+    let message = message_of(seen.condition(&a));
+    assert!(
+        message.contains(&c.window_ref("w")),
+        "the True message should name the window: {message:?}"
+    );
+    let seen = observer
+        .wait_until(
+            "a's maintenance to end with the window",
+            until(end) + EDGE_BOUND + Duration::from_secs(3),
+            |o| o.ended_with(&a, REASON_WINDOW_ENDED),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    check_edge_latency(&seen, &a, end, "end, no required condition");
+}
+
+/// `--start-cutoff=1m`: a node whose window has 20 s left does not start (`StartCutoff`),
+/// up to the window end, while a node in a long window does.
+#[tokio::test]
+async fn start_cutoff_prevents_a_late_start() {
+    let c = Cluster::new("cutoff").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let late = c.node("late", &[("window", "late")]).await;
+    c.needs_reboot_since(&late, base).await;
+    let early = c.node("early", &[("window", "long")]).await;
+    c.needs_reboot_since(&early, base + SignedDuration::from_mins(1))
+        .await;
+    let observer = c.observer().await;
+    // Both windows began 40 s ago: `late` has 20 s left, `long` almost 10 minutes.
+    let began = whole_second(Timestamp::now() - SignedDuration::from_secs(40));
+    let late_end = began + SignedDuration::from_secs(60);
+    c.put_window("late", began, "60s", "window=late").await;
+    c.put_window("long", began, "10m", "window=long").await;
+    let _kumaco = c
+        .kumaco(&[REQUIRE_REBOOT, "--max-in-progress=2", "--start-cutoff=1m"])
+        .await;
+
+    let seen = observer
+        .wait_until("early in progress, late held by the cutoff", SOON, |o| {
+            o.in_progress.contains(&early)
+                && o.status_reason(&late) == Some(false_because(REASON_CUTOFF))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        Timestamp::now() < late_end,
+        "the test was too slow to see the cutoff before the window end"
+    );
+    // Up to the window end it does not start; then its why-not becomes "no window".
+    let seen_end = observer
+        .wait_until(
+            "late's why-not to become NoActiveMaintenanceWindow",
+            until(late_end) + EDGE_BOUND,
+            |o| o.status_reason(&late) == Some(false_because(REASON_NO_WINDOW)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(
+        seen_end.start_count(&late),
+        0,
+        "less than the cutoff was left: no start: {:#?}",
+        seen_end.history(&late)
+    );
+    assert_eq!(
+        seen.history(&late).len(),
+        1,
+        "{REASON_CUTOFF} is written once: {:#?}",
+        seen.history(&late)
+    );
+    check_why_not_written_once_per_reason(&seen_end);
+}
+
+// ---------------------------------------------------------------------------------------
+// Crashes
+
+/// A 20-node rollout at ceiling 2 while kumaco is SIGKILLed at random moments and
+/// restarted at once (same flags and field manager), at least 10 times: never more than
+/// 2 in progress, every node rebooted once.
+#[tokio::test]
+async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
+    const MIN_KILLS: usize = 10;
+    let c = Cluster::new("chaos").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let mut nodes = Vec::new();
+    for i in 0..20 {
+        let node = c.node(&format!("n{i:02}"), &[]).await;
+        c.needs_reboot_since(&node, base + SignedDuration::from_mins(i))
+            .await;
+        nodes.push(node);
+    }
+    let observer = c.observer().await;
+    let agent = c.agent().await;
+    let start = edge_in(3);
+    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    let args = [REQUIRE_REBOOT, "--max-in-progress=2"];
+    let mut kumaco = c.kumaco(&args).await;
+    observer
+        .wait_until("the first start", until(start) + SOON, |o| {
+            !o.starts.is_empty()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (mut kills, mut kills_mid_rollout) = (0, 0);
+    loop {
+        let rolled_out = all_completed(&observer.observed(), &nodes);
+        if rolled_out && kills >= MIN_KILLS {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after {kills} kills the rollout is not done:\n{}",
+            observer.observed().summary()
+        );
+        // A random moment: the scenario, not synchronisation.
+        tokio::time::sleep(random_duration(
+            Duration::from_millis(200),
+            Duration::from_secs(2),
+        ))
+        .await;
+        kumaco.kill().unwrap();
+        kills += 1;
+        if !rolled_out {
+            kills_mid_rollout += 1;
+        }
+        kumaco = c.kumaco(&args).await;
+    }
+
+    let seen = observer.observed();
+    eprintln!(
+        "CHAOS kills={kills} kills_mid_rollout={kills_mid_rollout} max_in_progress={} \
+         ceiling=2 relists={} scope={}",
+        seen.max_in_progress,
+        seen.relists,
+        c.scope.value()
+    );
+    assert!(
+        seen.max_in_progress <= 2,
+        "{} in progress at once, ceiling 2, with {kills} kills:\n{}",
+        seen.max_in_progress,
+        timeline(&seen)
+    );
+    for node in &nodes {
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+    }
+    assert_eq!(agent.reboots(), 20, "reboots: {:?}", agent.rebooted());
+    check_start_order(&seen, &nodes);
+    check_why_not_written_once_per_reason(&seen);
+}
+
+// ---------------------------------------------------------------------------------------
+// Leader election
+
+const LEASE_NAME: &str = "kumaco-test";
+const LEASE_DURATION: Duration = Duration::from_secs(4);
+const RETRY_PERIOD: Duration = Duration::from_millis(500);
+
+/// Two replicas: exactly one leads and writes. SIGKILL the leader: the other takes over
+/// within the lease duration plus a retry period, the writes of the two never interleave,
+/// the ceiling holds through the failover, and the restarted replica follows.
+#[tokio::test]
+async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
+    let c = Cluster::new("leader").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let mut nodes = Vec::new();
+    for i in 0..12 {
+        let node = c.node(&format!("n{i:02}"), &[]).await;
+        c.needs_reboot_since(&node, base + SignedDuration::from_mins(i))
+            .await;
+        nodes.push(node);
+    }
+    let observer = c.observer().await;
+    let _agent = c.agent().await;
+    let start = edge_in(3);
+    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    let args = [
+        REQUIRE_REBOOT,
+        "--max-in-progress=2",
+        "--lease-duration=4s",
+        "--lease-renew-deadline=3s",
+        "--lease-retry-period=500ms",
+    ];
+    let a = Replica::start(&c, "replica-a", &args).await;
+    let b = Replica::start(&c, "replica-b", &args).await;
+
+    let a_leads = one_leader(&a, &b).await;
+    let (mut leader, follower) = if a_leads { (a, b) } else { (b, a) };
+    assert_eq!(c.lease_holder().await.as_deref(), Some(leader.pod.as_str()));
+
+    // Let the first leader get the rollout going, then kill it at a random moment.
+    observer
+        .wait_until("4 nodes rebooted", until(start) + ROLLOUT_TIMEOUT, |o| {
+            nodes
+                .iter()
+                .filter(|n| o.ended_with(n, REASON_COMPLETED))
+                .count()
+                >= 4
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    tokio::time::sleep(random_duration(Duration::ZERO, Duration::from_secs(1))).await;
+    leader.kill();
+    let killed_at = Timestamp::now();
+    let killed = Instant::now();
+
+    let bound = LEASE_DURATION + RETRY_PERIOD;
+    // The bound, plus time for a loaded machine and for this poll.
+    let give_up = bound + Duration::from_secs(5);
+    loop {
+        if follower.leader_gauge().await == Some(1.0) {
+            break;
+        }
+        assert!(
+            killed.elapsed() < give_up,
+            "{} did not take over within {give_up:?} of the leader's death; its log {}:\n{}",
+            follower.pod,
+            follower.log.display(),
+            follower.log_tail(30)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let failover = killed.elapsed();
+    eprintln!(
+        "FAILOVER_MS {} lease_duration=4s retry_period=500ms scope={}",
+        failover.as_millis(),
+        c.scope.value()
+    );
+    // A little slack over the bound for scheduling on a loaded 2-core machine.
+    assert!(
+        failover <= bound + Duration::from_secs(1),
+        "{} took over {failover:?} after the leader's death (bound {bound:?} + 1 s)",
+        follower.pod
+    );
+    assert_eq!(
+        c.lease_holder().await.as_deref(),
+        Some(follower.pod.as_str())
+    );
+
+    let seen = observer
+        .wait_until(
+            "the rollout to complete under the new leader",
+            ROLLOUT_TIMEOUT,
+            |o| all_completed(o, &nodes),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(
+        seen.max_in_progress <= 2,
+        "ceiling 2 exceeded across the failover:\n{}",
+        timeline(&seen)
+    );
+    for node in &nodes {
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+    }
+
+    // The logs: the old leader wrote, then the new one, never both.
+    let old = leader.log_summary();
+    let new = follower.log_summary();
+    assert!(
+        !old.became_leader.is_empty() && !old.writes.is_empty(),
+        "{} led and wrote: its log should say so: {old:#?}",
+        leader.pod
+    );
+    assert!(
+        new.lost_leadership.is_empty(),
+        "{} never lost the lead: {new:#?}",
+        follower.pod
+    );
+    let took_over = *new
+        .became_leader
+        .first()
+        .unwrap_or_else(|| panic!("{} never logged \"became leader\": {new:#?}", follower.pod));
+    assert!(
+        took_over > killed_at,
+        "{} became leader at {took_over}, before the leader was killed at {killed_at}",
+        follower.pod
+    );
+    let first_new = *new
+        .writes
+        .first()
+        .unwrap_or_else(|| panic!("{} wrote nothing after taking over", follower.pod));
+    assert!(
+        first_new >= took_over,
+        "{} wrote at {first_new} before it became leader at {took_over}",
+        follower.pod
+    );
+    let last_old = *old.writes.last().unwrap();
+    assert!(
+        last_old < first_new,
+        "writes interleave: {} wrote at {last_old}, after {}'s first write at {first_new}",
+        leader.pod,
+        follower.pod
+    );
+    eprintln!(
+        "FAILOVER_WRITE_GAP_MS {} (old leader's last write to new leader's first)",
+        first_new.duration_since(last_old).as_millis()
+    );
+
+    // The killed replica comes back (same identity) and follows.
+    let rejoined = Replica::start(&c, &leader.pod, &args).await;
+    let watch_until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < watch_until {
+        assert_eq!(
+            (rejoined.leader_gauge().await, follower.leader_gauge().await),
+            (Some(0.0), Some(1.0)),
+            "after the restart of {}: exactly one leader, the one that took over",
+            rejoined.pod
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        c.lease_holder().await.as_deref(),
+        Some(follower.pod.as_str())
+    );
+    let rejoined_log = rejoined.log_summary();
+    assert!(
+        rejoined_log.writes.is_empty() && rejoined_log.became_leader.is_empty(),
+        "{} follows and must not write: {rejoined_log:#?}",
+        rejoined.pod
+    );
+}
+
+/// Waits until exactly one of `a` and `b` reports `kumaco_leader 1` and the other 0;
+/// returns whether it is `a`.
+async fn one_leader(a: &Replica, b: &Replica) -> bool {
+    let deadline = Instant::now() + SOON + LEASE_DURATION;
+    loop {
+        let gauges = (a.leader_gauge().await, b.leader_gauge().await);
+        match gauges {
+            (Some(1.0), Some(0.0)) => return true,
+            (Some(0.0), Some(1.0)) => return false,
+            (Some(1.0), Some(1.0)) => panic!("both replicas report kumaco_leader 1"),
+            _ if Instant::now() > deadline => panic!(
+                "no single leader within {:?}: kumaco_leader {gauges:?} (None: no such \
+                 gauge); logs {} and {}",
+                SOON + LEASE_DURATION,
+                a.log.display(),
+                b.log.display()
+            ),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// A `kumaco run` replica with leader election on, as its own process with `POD_NAME` and
+/// `POD_NAMESPACE` set. (`KumacoProcess` always turns leader election off and passes no
+/// environment.) Dropping it SIGKILLs it.
+struct Replica {
+    pod: String,
+    child: Option<Child>,
+    log: PathBuf,
+    metrics: SocketAddr,
+}
+
+/// What a replica's JSON log says about leadership and writes, in log order.
+#[derive(Debug, Default)]
+struct LogSummary {
+    became_leader: Vec<Timestamp>,
+    lost_leadership: Vec<Timestamp>,
+    /// Each `"condition changed"` (one per condition written).
+    writes: Vec<Timestamp>,
+}
+
+impl Replica {
+    /// Starts a replica of `c`'s kumaco named `pod`, with `args` after the common flags,
+    /// and waits until `/healthz` answers (a follower need not be ready).
+    async fn start(c: &Cluster, pod: &str, args: &[&str]) -> Replica {
+        let (metrics, health) = two_free_ports();
+        let log = log_path();
+        let out = File::create(&log).unwrap();
+        let err = out.try_clone().unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_kumaco"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(ApiServer::shared().kubeconfig())
+            .arg("--leader-elect=true")
+            .arg(format!("--lease-name={LEASE_NAME}"))
+            .arg(format!("--metrics-address={metrics}"))
+            .arg(format!("--health-address={health}"))
+            .arg("--log-format=json")
+            .args(c.common_args())
+            .args(args)
+            .env("POD_NAME", pod)
+            .env("POD_NAMESPACE", &c.ns)
+            .env("RUST_LOG", "info,kumaco=debug")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("starting kumaco");
+        let mut replica = Replica {
+            pod: pod.to_string(),
+            child: Some(child),
+            log,
+            metrics,
+        };
+        let deadline = Instant::now() + SOON;
+        loop {
+            if let Some(status) = replica.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "replica {pod} exited with {status}; log {}:\n{}",
+                    replica.log.display(),
+                    replica.log_tail(30)
+                );
+            }
+            if let Ok((200, _)) = http_get(health, "/healthz").await {
+                return replica;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "replica {pod} not healthy within {SOON:?}; log {}:\n{}",
+                replica.log.display(),
+                replica.log_tail(30)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `kumaco_leader` now; None if there is no such gauge or no answer.
+    async fn leader_gauge(&self) -> Option<f64> {
+        let (code, text) = http_get(self.metrics, "/metrics").await.ok()?;
+        (code == 200 && has_metric_family(&text, "kumaco_leader"))
+            .then(|| metric_sum(&text, "kumaco_leader", &[]))
+    }
+
+    /// SIGKILL: no chance to release the Lease.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    fn log_summary(&self) -> LogSummary {
+        let text = std::fs::read_to_string(&self.log).unwrap();
+        let mut summary = LogSummary::default();
+        // Lines that are not JSON (a panic message) carry no timestamp: skipped.
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let at = entry["timestamp"].as_str().and_then(|t| t.parse().ok());
+            let (Some(at), Some(message)) = (at, entry["message"].as_str()) else {
+                continue;
+            };
+            match message {
+                "became leader" => summary.became_leader.push(at),
+                "lost leadership" => summary.lost_leadership.push(at),
+                "condition changed" => summary.writes.push(at),
+                _ => {}
+            }
+        }
+        summary
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+        if std::thread::panicking() {
+            eprintln!(
+                "replica {} log {} ends with:\n{}",
+                self.pod,
+                self.log.display(),
+                self.log_tail(20)
+            );
+        }
+    }
+}
+
+fn two_free_ports() -> (SocketAddr, SocketAddr) {
+    // Both held until both are known, so that they differ.
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = TcpListener::bind("127.0.0.1:0").unwrap();
+    (a.local_addr().unwrap(), b.local_addr().unwrap())
+}
+
+fn log_path() -> PathBuf {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join("kumaco-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!(
+        "replica-{}-{}.log",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    ))
+}
+
+// ---------------------------------------------------------------------------------------
+// Checks on what the observer saw
+
+fn all_completed(o: &Observed, nodes: &[String]) -> bool {
+    nodes.iter().all(|n| o.ended_with(n, REASON_COMPLETED))
+}
+
+fn false_because(reason: &str) -> (String, String) {
+    ("False".into(), reason.into())
+}
+
+fn reason_is(change: &testkit::agent::Change, reason: &str) -> bool {
+    change
+        .condition
+        .as_ref()
+        .is_some_and(|c| c.reason.as_deref() == Some(reason))
+}
+
+fn message_of(c: Option<&k8s_openapi::api::core::v1::NodeCondition>) -> String {
+    c.and_then(|c| c.message.clone()).unwrap_or_default()
+}
+
+/// Before the window starts no node is under maintenance, so none may carry the
+/// condition (kumaco never adds it to a node that was never under maintenance).
+fn check_nothing_before(seen: &Observed, start: Timestamp) {
+    // Clock slack: the observer stamps changes as it receives them.
+    let early = start - SignedDuration::from_millis(100);
+    let before: Vec<_> = seen
+        .changes
+        .iter()
+        .filter(|ch| ch.at < early && ch.condition.is_some())
+        .collect();
+    assert!(
+        before.is_empty(),
+        "{MIP} written before the window started at {start}: {before:#?}"
+    );
+}
+
+/// Free slots go oldest `RebootRequired` first, ties by name. `expected` is that order.
+/// Starts closer than [`SAME_PASS`] may be seen in either order (one pass, concurrent
+/// writes); any other inversion is a wrong pick.
+fn check_start_order(seen: &Observed, expected: &[String]) {
+    let first_start: BTreeMap<&str, Timestamp> = seen
+        .starts
+        .iter()
+        .rev()
+        .map(|(at, node)| (node.as_str(), *at))
+        .collect();
+    let observed: Vec<&str> = seen.starts.iter().map(|(_, n)| n.as_str()).collect();
+    let same_pass = SignedDuration::try_from(SAME_PASS).unwrap();
+    let mut wrong = Vec::new();
+    for (i, earlier) in expected.iter().enumerate() {
+        for later in &expected[i + 1..] {
+            let (Some(&te), Some(&tl)) = (
+                first_start.get(earlier.as_str()),
+                first_start.get(later.as_str()),
+            ) else {
+                continue;
+            };
+            if tl < te && te.duration_since(tl) > same_pass {
+                wrong.push(format!(
+                    "{later} started {} ms before {earlier}, which is older",
+                    te.duration_since(tl).as_millis()
+                ));
+            }
+        }
+    }
+    if observed != expected {
+        eprintln!(
+            "start order differs within single passes (allowed):\n  expected {expected:?}\n  \
+             observed {observed:?}"
+        );
+    }
+    assert!(
+        wrong.is_empty(),
+        "start order is not oldest RebootRequired first, ties by name:\n  expected {expected:?}\n  \
+         observed {observed:?}\n{}\n{}",
+        wrong.join("\n"),
+        timeline(seen)
+    );
+}
+
+/// Each start: reason `MaintenanceWindow`, a message naming the window and, with
+/// required conditions, them.
+fn check_true_conditions(seen: &Observed, window: &str) {
+    for ch in &seen.changes {
+        let Some(c) = ch.condition.as_ref().filter(|c| c.status == "True") else {
+            continue;
+        };
+        let message = c.message.as_deref().unwrap_or_default();
+        assert!(
+            c.reason.as_deref() == Some(REASON_STARTED)
+                && message.contains(window)
+                && message.contains(REBOOT_REQUIRED),
+            "{}: a start should say {REASON_STARTED} and name the window {window} and \
+             {REBOOT_REQUIRED}: {c:?}",
+            ch.node
+        );
+    }
+}
+
+/// A why-not (False) condition is rewritten only when its reason changes: no two
+/// successive False states of a node with the same reason.
+fn check_why_not_written_once_per_reason(seen: &Observed) {
+    for node in seen.current.keys() {
+        let history = seen.history(node);
+        for pair in history.windows(2) {
+            if let [Some(x), Some(y)] = pair
+                && x.status == "False"
+                && y.status == "False"
+            {
+                assert_ne!(
+                    x.reason, y.reason,
+                    "{node}: a False condition rewritten without a reason change: {x:?} → \
+                     {y:?}"
+                );
+            }
+        }
+    }
+}
+
+/// A node waits for a slot only when every slot is taken: its message (`k/n slots in
+/// use`) says so.
+fn check_waiting_messages(seen: &Observed, ceiling: usize) {
+    for ch in seen
+        .changes
+        .iter()
+        .filter(|ch| reason_is(ch, REASON_WAITING))
+    {
+        let message = message_of(ch.condition.as_ref());
+        let in_use = message
+            .split_once('/')
+            .and_then(|(used, _)| used.rsplit(' ').next()?.parse::<usize>().ok());
+        assert!(
+            message.contains(&format!("/{ceiling} slots in use"))
+                && in_use.is_some_and(|n| n >= ceiling),
+            "{}: {REASON_WAITING} should say all {ceiling} slots are in use (\"{ceiling}/{ceiling} \
+             slots in use\"): {message:?}",
+            ch.node
+        );
+    }
+}
+
+/// The node's last change happened within [`EDGE_BOUND`] of `edge`, not before it.
+fn check_edge_latency(seen: &Observed, node: &str, edge: Timestamp, what: &str) {
+    let change = seen
+        .changes
+        .iter()
+        .rev()
+        .find(|ch| ch.node == node)
+        .unwrap();
+    let latency = change.at.duration_since(edge);
+    let ms = latency.as_millis();
+    eprintln!("EDGE_LATENCY_MS {ms} node={node} edge={what}");
+    assert!(
+        ms >= -100,
+        "{node} changed {}ms before the {what} edge",
+        -ms
+    );
+    assert!(
+        latency < SignedDuration::try_from(EDGE_BOUND).unwrap(),
+        "{node} changed {ms}ms after the {what} edge (bound {EDGE_BOUND:?})"
+    );
+}
+
+/// Every change seen, one per line, with times relative to the first: for failure
+/// messages.
+fn timeline(seen: &Observed) -> String {
+    let Some(t0) = seen.changes.first().map(|ch| ch.at) else {
+        return "no change seen".into();
+    };
+    let mut out = String::new();
+    for ch in &seen.changes {
+        let state = match &ch.condition {
+            Some(c) => format!(
+                "{} {} {:?}",
+                c.status,
+                c.reason.as_deref().unwrap_or_default(),
+                c.message.as_deref().unwrap_or_default()
+            ),
+            None => "absent".into(),
+        };
+        out.push_str(&format!(
+            "  +{:>6} ms {}: {state}\n",
+            ch.at.duration_since(t0).as_millis(),
+            ch.node
+        ));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// The test's slice of the cluster
+
+struct Cluster {
+    client: kube::Client,
+    scope: Scope,
+    ns: String,
+}
+
+impl Cluster {
+    async fn new(name: &str) -> Self {
+        let client = ApiServer::shared().client().await.expect("admin client");
+        let scope = Scope::new(name);
+        // Namespaces are never deleted (no controller-manager to finalize them): the
+        // scope's unique value keeps reruns on the same server apart.
+        let ns = scope.value().to_string();
+        let namespace: Namespace =
+            serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        Cluster { client, scope, ns }
+    }
+
+    /// Creates a node in this test's scope; returns its name.
+    async fn node(&self, short: &str, labels: &[(&str, &str)]) -> String {
+        let node = create_node(&self.client, &self.scope, short, labels, &[])
+            .await
+            .unwrap_or_else(|e| panic!("creating node {short}: {e:#}"));
+        node.metadata.name.unwrap()
+    }
+
+    /// `RebootRequired=True` since `since` (what orders the candidates).
+    async fn needs_reboot_since(&self, node: &str, since: Timestamp) {
+        set_condition_at(
+            &self.client,
+            node,
+            REBOOT_REQUIRED,
+            "True",
+            "test-agent",
+            since,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// Sets a condition as a node agent would (`lastTransitionTime` now on a change).
+    async fn set(&self, node: &str, type_: &str, status: &str) {
+        set_condition(&self.client, node, type_, status, "test-agent")
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    async fn observer(&self) -> Observer {
+        Observer::start(&self.client, &self.scope.selector())
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    async fn agent(&self) -> RebootAgent {
+        RebootAgent::start(&self.client, &self.scope.selector(), REBOOT)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// Window ConfigMap `name`: one-shot at `start`, lasting `duration`.
+    async fn put_window(&self, name: &str, start: Timestamp, duration: &str, selector: &str) {
+        let cm = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "labels": { "kured.dev/maintenance-window": "" },
+            },
+            "data": {
+                "startTime": start.to_string(),
+                "duration": duration,
+                "nodeSelector": selector,
+            },
+        });
+        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
+            .patch(
+                name,
+                &PatchParams::apply("kumaco-tests").force(),
+                &Patch::Apply(cm),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying window {name}: {e}"));
+    }
+
+    /// `namespace/name`, as kumaco names a window in messages.
+    fn window_ref(&self, name: &str) -> String {
+        format!("{}/{name}", self.ns)
+    }
+
+    /// The flags of every kumaco of this test: its namespace and scope, a field manager
+    /// of its own (a restarted process or another replica is the same instance: the same
+    /// one), and `--in-progress`.
+    fn common_args(&self) -> Vec<String> {
+        vec![
+            format!("--namespace={}", self.ns),
+            format!("--node-selector={}", self.scope.selector()),
+            format!("--field-manager=kumaco-{}", self.scope.value()),
+            "--in-progress".into(),
+        ]
+    }
+
+    /// A single kumaco (leader election off) with [`Cluster::common_args`] and `extra`.
+    async fn kumaco(&self, extra: &[&str]) -> KumacoProcess {
+        let common = self.common_args();
+        let mut args: Vec<&str> = common.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), ApiServer::shared(), &args)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// The holder of this test's Lease, if any.
+    async fn lease_holder(&self) -> Option<String> {
+        Api::<Lease>::namespaced(self.client.clone(), &self.ns)
+            .get_opt(LEASE_NAME)
+            .await
+            .unwrap()?
+            .spec?
+            .holder_identity
+    }
+}
+
+/// An instant `secs` ahead on a whole second (kumaco times edges to the second).
+fn edge_in(secs: i64) -> Timestamp {
+    whole_second(Timestamp::now() + SignedDuration::from_secs(secs))
+}
+
+fn whole_second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap()
+}
+
+/// Time from now until `t` (zero if past).
+fn until(t: Timestamp) -> Duration {
+    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
+}
