@@ -110,11 +110,18 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
         };
         let blocker = policy.blocking.iter().find(|t| is_true(node.conditions, t));
         out[i] = if let Some(t) = missing {
-            Some(why_not(
-                existing,
-                REASON_REQUIREMENT,
-                format!("waiting for {t} to be True"),
-            ))
+            // A completed maintenance is a better answer than "requirement not met" for a
+            // node that no longer needs one.
+            Some(match existing {
+                Some(c) if c.status == "False" && c.reason.as_deref() == Some(REASON_COMPLETED) => {
+                    keep(c)
+                }
+                _ => why_not(
+                    existing,
+                    REASON_REQUIREMENT,
+                    format!("waiting for {t} to be True"),
+                ),
+            })
         } else if let Some(t) = blocker {
             Some(why_not(existing, REASON_BLOCKED, format!("blocked by {t}")))
         } else if until.duration_since(now) < policy.start_cutoff {
@@ -145,6 +152,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
     // Oldest requirement first; None (no required conditions) sorts first, then by name.
     candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let free = slots.saturating_sub(in_progress);
+    let used = in_progress + free.min(candidates.len());
     for (rank, (_, _, i)) in candidates.into_iter().enumerate() {
         let node = &nodes[i];
         let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
@@ -168,7 +176,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             why_not(
                 existing,
                 REASON_WAITING,
-                format!("{in_progress}/{slots} slots in use"),
+                format!("{used}/{slots} slots in use"),
             )
         });
     }

@@ -68,7 +68,7 @@ fn oldest_requirement_first_then_by_name_up_to_the_ceiling() {
     assert_eq!(status(&out[1]), Some((true, REASON_STARTED))); // c
     assert_eq!(status(&out[3]), Some((false, REASON_WAITING))); // d
     assert_eq!(status(&out[0]), Some((false, REASON_WAITING))); // a
-    assert_eq!(out[0].as_ref().unwrap().message, "0/2 slots in use");
+    assert_eq!(out[0].as_ref().unwrap().message, "2/2 slots in use");
     assert!(out[1].as_ref().unwrap().message.contains("window ops/w"));
     assert!(out[1].as_ref().unwrap().message.contains(REBOOT));
 }
@@ -83,6 +83,19 @@ fn why_not_reasons() {
     assert!(out[0].as_ref().unwrap().message.contains(REBOOT));
     assert_eq!(status(&out[1]), Some((false, REASON_BLOCKED)));
     assert!(out[1].as_ref().unwrap().message.contains(BLOCK));
+}
+
+#[test]
+fn completed_stays_completed_while_the_requirement_is_gone() {
+    let mut done = cond(MAINTENANCE_IN_PROGRESS, false, 5);
+    done.reason = Some(REASON_COMPLETED.into());
+    let conds = [cond(REBOOT, false, 5), done];
+    let out = decide(&policy(1), &[node("n", &conds, true)], now());
+    assert_eq!(status(&out[0]), Some((false, REASON_COMPLETED)));
+    // Needing a reboot again in the window makes it a candidate again.
+    let conds = [cond(REBOOT, true, 6), conds[1].clone()];
+    let out = decide(&policy(1), &[node("n", &conds, true)], now());
+    assert_eq!(status(&out[0]), Some((true, REASON_STARTED)));
 }
 
 #[test]

@@ -1,8 +1,11 @@
 //! `make demo`: kumaco at work on a local, real Kubernetes API server, in about a minute.
 //!
 //! Starts kube-apiserver + etcd on loopback, creates 10 nodes in two zones and a few
-//! window ConfigMaps that open within seconds, runs the kumaco binary against them, and
-//! prints every condition change and event as it happens. Everything is removed at the end.
+//! window ConfigMaps that open within seconds, runs the kumaco binary against them (with
+//! the kured setup: `--in-progress --require-condition kured.dev/RebootRequired
+//! --max-in-progress 2`), plays a reboot agent that "reboots" a node 3 s after it gets
+//! `MaintenanceInProgress=True`, and prints every condition change and event as it
+//! happens. Everything is removed at the end.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -20,6 +23,8 @@ use testkit::nodes::create_node;
 use testkit::{ApiServer, Scope};
 
 const NS: &str = "maintenance";
+const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
+const IN_PROGRESS: &str = "MaintenanceInProgress";
 const SHOW_FOR: Duration = Duration::from_secs(50);
 
 #[tokio::main]
@@ -46,11 +51,15 @@ async fn main() -> Result<()> {
             &scope,
             &format!("node-{i:02}"),
             &[("topology.kubernetes.io/zone", zone)],
-            &[],
+            // Half the nodes need a reboot, as kured's reboot-required reporter says.
+            &[(REBOOT_REQUIRED, if i % 2 == 0 { "True" } else { "False" })],
         )
         .await?;
     }
-    println!("Created 10 nodes: node-00..04 in zone-a, node-05..09 in zone-b.");
+    println!(
+        "Created 10 nodes: node-00..04 in zone-a, node-05..09 in zone-b; the even ones \
+         have {REBOOT_REQUIRED}=True."
+    );
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
@@ -128,7 +137,10 @@ async fn main() -> Result<()> {
     }
 
     println!(
-        "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {}\n",
+        "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {} \
+         --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2\n\
+         (leader election on a Lease in {NS:?}; a reboot agent clears {REBOOT_REQUIRED} 3 s \
+         after a node gets {IN_PROGRESS}=True)\n",
         scope.selector()
     );
     let log_path = std::env::temp_dir().join("kumaco-demo.log");
@@ -140,8 +152,14 @@ async fn main() -> Result<()> {
             NS,
             "--node-selector",
             &scope.selector(),
-            "--leader-elect=false",
+            "--in-progress",
+            "--require-condition",
+            REBOOT_REQUIRED,
+            "--max-in-progress",
+            "2",
         ])
+        .env("POD_NAMESPACE", NS)
+        .env("POD_NAME", "kumaco-demo")
         .args([
             "--metrics-address",
             "127.0.0.1:0",
@@ -171,6 +189,7 @@ async fn main() -> Result<()> {
         .applied_objects()
         .boxed();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
+        let mut rebooting: std::collections::BTreeSet<String> = Default::default();
         let mut merged =
             futures::stream::select(nodes.map(Either::Node), events.map(Either::Event));
         while let Some(item) = merged.next().await {
@@ -178,18 +197,41 @@ async fn main() -> Result<()> {
             match item {
                 Either::Node(Ok(node)) => {
                     let name = node.metadata.name.clone().unwrap_or_default();
-                    if let Some(c) = testkit::nodes::condition(&node, "kured.dev/UnderMaintenance")
-                    {
-                        let line = format!("{} {}", c.status, c.reason.clone().unwrap_or_default());
-                        if seen.get(&name) != Some(&line) {
+                    for (ty, short) in [
+                        ("kured.dev/UnderMaintenance", "UnderMaintenance"),
+                        (IN_PROGRESS, IN_PROGRESS),
+                        (REBOOT_REQUIRED, "RebootRequired"),
+                    ] {
+                        let Some(c) = testkit::nodes::condition(&node, ty) else {
+                            continue;
+                        };
+                        let reason = c.reason.clone().unwrap_or_default();
+                        let key = format!("{name}/{ty}");
+                        let line = format!("{} {reason}", c.status);
+                        if seen.get(&key) != Some(&line) {
                             println!(
-                                "{clock}  {:<8} UnderMaintenance={:<5} {:<26} {}",
+                                "{clock}  {:<8} {:<27} {:<26} {}",
                                 name.trim_start_matches(&prefix),
-                                c.status,
-                                c.reason.clone().unwrap_or_default(),
+                                format!("{short}={}", c.status),
+                                reason,
                                 c.message.clone().unwrap_or_default()
                             );
-                            seen.insert(name, line);
+                            seen.insert(key, line);
+                        }
+                        if ty == IN_PROGRESS && c.status == "True" && rebooting.insert(name.clone())
+                        {
+                            let (client, name) = (client.clone(), name.clone());
+                            tokio::spawn(async move {
+                                tokio::time::sleep(Duration::from_secs(3)).await;
+                                let _ = testkit::nodes::set_condition(
+                                    &client,
+                                    &name,
+                                    REBOOT_REQUIRED,
+                                    "False",
+                                    "reboot-agent",
+                                )
+                                .await;
+                            });
                         }
                     }
                 }
@@ -211,12 +253,16 @@ async fn main() -> Result<()> {
     let list = nodes
         .list(&ListParams::default().labels(&scope.selector()))
         .await?;
-    let under = list
+    let rebooted = list
         .iter()
-        .filter(|n| testkit::nodes::condition(n, "kured.dev/UnderMaintenance").is_some())
+        .filter(|n| {
+            testkit::nodes::condition(n, IN_PROGRESS)
+                .is_some_and(|c| c.reason.as_deref() == Some("MaintenanceCompleted"))
+        })
         .count();
     println!(
-        "\nAfter {}s: {under} of {} nodes carry kured.dev/UnderMaintenance. kumaco's log was {}.",
+        "\nAfter {}s: {rebooted} of {} nodes were rebooted, never more than 2 at once. \
+         kumaco's log: {}",
         SHOW_FOR.as_secs(),
         list.items.len(),
         log_path.display()
