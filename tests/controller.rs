@@ -317,6 +317,38 @@ async fn editing_a_window_applies_at_once() {
 }
 
 #[tokio::test]
+async fn exit_on_config_change_exits_when_the_windows_change() {
+    let c = Cluster::new(ApiServer::shared(), "exit-on-change").await;
+    let a = c.node("a", &[]).await;
+    c.put_active_window("w", "").await;
+    let mut kumaco = c
+        .kumaco(&["--exit-on-config-change", "--resync-interval=1s"])
+        .await;
+    c.wait_status(&a, Some("True"), SOON).await;
+    // Passes without a change (resyncs every second) keep it running.
+    let early = kumaco.wait_exit(Duration::from_secs(3)).await.unwrap();
+    assert_eq!(early, None, "kumaco exited without a config change");
+
+    c.put_window(
+        "w2",
+        &[
+            (START_TIME, "@daily"),
+            (DURATION, "1h"),
+            (NODE_SELECTOR, ""),
+        ],
+    )
+    .await;
+    let status = kumaco.wait_exit(SOON).await.unwrap();
+    let status = status.unwrap_or_else(|| panic!("kumaco did not exit after a window was added"));
+    assert!(status.success(), "exit status {status}");
+    // What it had written stays: the restarted pod takes over from there.
+    assert_eq!(
+        c.condition(&a).await.map(|c| c.status),
+        Some("True".to_string())
+    );
+}
+
+#[tokio::test]
 async fn deleting_a_window_ends_it_now() {
     let c = Cluster::new(ApiServer::shared(), "delete").await;
     let a = c.node("a", &[("zone", "a")]).await;

@@ -129,6 +129,27 @@ impl KumacoProcess {
         }
     }
 
+    /// Waits for kumaco to exit by itself, polling until `timeout`; `None` if it is still
+    /// running then.
+    pub async fn wait_exit(
+        &mut self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<std::process::ExitStatus>> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                self.child = None;
+                return Ok(Some(status));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL, as in a crash or an OOM kill: no chance to clean up.
     pub fn kill(&mut self) -> Result<()> {
         if let Some(mut child) = self.child.take() {
