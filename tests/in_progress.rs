@@ -569,6 +569,71 @@ async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
     check_why_not_written_once_per_reason(&seen);
 }
 
+/// The ceiling lowered (kumaco restarted with a smaller `--max-in-progress`) while more
+/// nodes are in progress than it allows: none is preempted, and none is added until the
+/// count drops below the new ceiling.
+#[tokio::test]
+async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop() {
+    let c = Cluster::new("lowered").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let mut nodes = Vec::new();
+    for i in 0..4 {
+        let node = c.node(&format!("n{i}"), &[]).await;
+        c.needs_reboot_since(&node, base + SignedDuration::from_mins(i))
+            .await;
+        nodes.push(node);
+    }
+    let (running, last) = (&nodes[..3], &nodes[3]);
+    let observer = c.observer().await;
+    let agent = c.agent().await;
+    for node in &nodes {
+        agent.hold(node);
+    }
+    let start = edge_in(3);
+    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    let mut kumaco = c.kumaco(&[REQUIRE_REBOOT, "--max-in-progress=3"]).await;
+    observer
+        .wait_until("the 3 oldest in progress", until(start) + SOON, |o| {
+            running.iter().all(|n| o.in_progress.contains(n))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+
+    kumaco.kill().unwrap();
+    let _kumaco = c.kumaco(&[REQUIRE_REBOOT, "--max-in-progress=1"]).await;
+    // One by one, the running maintenances complete; the waiting node may start only
+    // when none is left (1 slot). Each step is observed for a while: nothing may start.
+    for (i, node) in running.iter().enumerate() {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let seen = observer.observed();
+        assert_eq!(
+            seen.in_progress.len(),
+            3 - i,
+            "ceiling lowered to 1: nothing preempted, nothing added:\n{}",
+            timeline(&seen)
+        );
+        assert_eq!(seen.start_count(last), 0, "{}", timeline(&seen));
+        agent.release(node);
+        observer
+            .wait_until("the released node to complete", SOON, |o| {
+                o.ended_with(node, REASON_COMPLETED)
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+    let seen = observer
+        .wait_until("the last node to start in the freed slot", SOON, |o| {
+            o.in_progress.contains(last)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(seen.max_in_progress, 3, "{}", timeline(&seen));
+    for node in &nodes {
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+    }
+    check_why_not_written_once_per_reason(&seen);
+}
+
 // ---------------------------------------------------------------------------------------
 // Leader election
 

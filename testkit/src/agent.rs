@@ -484,3 +484,69 @@ impl Drop for Observer {
         self.task.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mip(status: &str, reason: &str) -> Option<NodeCondition> {
+        Some(NodeCondition {
+            type_: MAINTENANCE_IN_PROGRESS.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn counts_starts_ends_and_the_most_at_once() {
+        let mut o = Observed::default();
+        let t = Timestamp::UNIX_EPOCH;
+        o.record_list(vec![("a".into(), None), ("b".into(), None)], t);
+        assert!(
+            o.changes.is_empty(),
+            "absent at the first list is no change"
+        );
+        o.record("a".into(), mip("True", "MaintenanceWindow"), t);
+        o.record("b".into(), mip("False", "WaitingForSlot"), t);
+        o.record("b".into(), mip("False", "WaitingForSlot"), t);
+        assert_eq!(o.history("b").len(), 1, "a repeat is no change");
+        o.record("a".into(), mip("False", "MaintenanceCompleted"), t);
+        o.record("b".into(), mip("True", "MaintenanceWindow"), t);
+        assert_eq!(o.max_in_progress, 1);
+        assert!(o.ended_with("a", "MaintenanceCompleted"));
+        assert!(!o.ended_with("b", "MaintenanceCompleted"));
+        assert_eq!(
+            o.starts.iter().map(|s| s.1.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        assert_eq!(o.start_count("a"), 1);
+    }
+
+    /// A re-list after a watch gap carries both a missed end and a later start: counted
+    /// together they would look like two nodes in progress at once.
+    #[test]
+    fn a_relist_applies_ends_before_starts() {
+        let mut o = Observed::default();
+        let t = Timestamp::UNIX_EPOCH;
+        o.record("a".into(), mip("True", "MaintenanceWindow"), t);
+        o.record_list(
+            vec![
+                ("b".into(), mip("True", "MaintenanceWindow")),
+                ("a".into(), mip("False", "MaintenanceCompleted")),
+            ],
+            t,
+        );
+        assert_eq!(o.max_in_progress, 1);
+        assert_eq!(o.in_progress, BTreeSet::from(["b".to_string()]));
+    }
+
+    #[test]
+    fn random_durations_stay_in_range() {
+        let (low, high) = (Duration::from_millis(500), Duration::from_secs(3));
+        let all: Vec<Duration> = (0..1000).map(|_| random_duration(low, high)).collect();
+        assert!(all.iter().all(|d| (low..high).contains(d)));
+        assert!(all.iter().any(|d| *d < Duration::from_secs(1)));
+        assert!(all.iter().any(|d| *d > Duration::from_millis(2500)));
+    }
+}
