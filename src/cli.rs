@@ -26,6 +26,13 @@ pub struct Cli {
 pub enum Command {
     /// Run the controller.
     Run(Box<RunArgs>),
+    /// Validate window ConfigMap manifests offline (for GitOps CI). Exit 0: all valid;
+    /// 1: some window is invalid; 2: a file is unreadable or not YAML.
+    Validate(ValidateArgs),
+    /// Show which nodes are in maintenance when, over a period.
+    Plan(Box<PlanArgs>),
+    /// Show the windows and the nodes' kumaco conditions in a live cluster.
+    Status(StatusArgs),
 }
 
 /// Log output format.
@@ -144,6 +151,114 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 }
 
+/// `kumaco validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Manifest files (multi-document YAML or JSON; `kind: List` accepted); `-` reads
+    /// standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    /// Label selector a ConfigMap must match to be a window.
+    #[arg(
+        long,
+        value_name = "SEL",
+        default_value = "kured.dev/maintenance-window"
+    )]
+    pub window_selector: String,
+
+    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name).
+    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    pub default_timezone: String,
+
+    /// The time lint warnings are computed for (RFC 3339; default: now). For
+    /// reproducible output.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+}
+
+/// Output format of `kumaco plan`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum PlanOutput {
+    #[default]
+    Table,
+    Json,
+    Svg,
+}
+
+/// `kumaco plan`.
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Window manifest files (as for validate); invalid windows are an error.
+    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    pub windows: Vec<PathBuf>,
+
+    /// Nodes file (a NodeList or multi-document Nodes, YAML or JSON; only names and
+    /// labels matter). Without it, nodes are listed from the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub nodes: Option<PathBuf>,
+
+    /// Kubeconfig file, when nodes come from the cluster.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Start of the period (RFC 3339; default: now).
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+
+    /// Length of the period: a Go duration, optionally preceded by days (7d, 1d12h, 36h).
+    #[arg(long = "for", value_name = "DURATION", default_value = "7d")]
+    pub for_: String,
+
+    /// Label selector of the nodes in scope (as kumaco run's). Empty: every node.
+    #[arg(long, value_name = "SEL", default_value = "")]
+    pub node_selector: String,
+
+    /// Label selector a ConfigMap must match to be a window.
+    #[arg(
+        long,
+        value_name = "SEL",
+        default_value = "kured.dev/maintenance-window"
+    )]
+    pub window_selector: String,
+
+    /// Time zone of schedules without a CRON_TZ=/TZ= prefix, and of the times shown.
+    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    pub default_timezone: String,
+
+    /// Output format.
+    #[arg(long, short = 'o', value_enum, default_value_t = PlanOutput::Table)]
+    pub output: PlanOutput,
+}
+
+/// `kumaco status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Kubeconfig file; else in-cluster configuration or ~/.kube/config.
+    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace holding window ConfigMaps (repeatable).
+    #[arg(long = "namespace", required = true, value_name = "NS")]
+    pub namespaces: Vec<String>,
+
+    /// Label selector of the nodes in scope. Empty: every node.
+    #[arg(long, value_name = "SEL", default_value = "")]
+    pub node_selector: String,
+
+    /// Label selector a ConfigMap must match to be a window.
+    #[arg(
+        long,
+        value_name = "SEL",
+        default_value = "kured.dev/maintenance-window"
+    )]
+    pub window_selector: String,
+
+    /// Time zone of schedules without a CRON_TZ=/TZ= prefix.
+    #[arg(long, value_name = "ZONE", default_value = "UTC")]
+    pub default_timezone: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,7 +272,9 @@ mod tests {
     #[test]
     fn run_defaults() {
         let cli = Cli::try_parse_from(["kumaco", "run"]).unwrap();
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
         assert_eq!(args.window_selector, "kured.dev/maintenance-window");
         assert_eq!(args.max_in_progress, "1");
         assert!(args.leader_elect);
@@ -177,7 +294,9 @@ mod tests {
             "--block-condition=y",
         ])
         .unwrap();
-        let Command::Run(args) = cli.command;
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
         assert!(!args.leader_elect);
         assert_eq!(args.namespaces, ["a", "b"]);
         assert_eq!(args.block_conditions, ["x", "y"]);

@@ -211,7 +211,9 @@ mod tests {
     fn settings(extra: &[&str]) -> Result<Settings, FlagError> {
         let mut argv = vec!["kumaco", "run"];
         argv.extend_from_slice(extra);
-        let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command;
+        let Command::Run(args) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("argv starts with run")
+        };
         Settings::from_args(&args, Some("kumaco".into()), Some("pod-a".into()))
     }
 

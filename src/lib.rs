@@ -20,6 +20,7 @@
 //! - [`controller`]: watches, the reconcile loop, writes and events.
 //! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
+//! - [`tools`]: `kumaco validate`, `plan` and `status`, the tools for people.
 
 pub mod cli;
 pub mod conditions;
@@ -33,4 +34,5 @@ pub mod metrics;
 pub mod schedule;
 pub mod selector;
 pub mod telemetry;
+pub mod tools;
 pub mod window;

@@ -9,6 +9,7 @@ use kumaco::controller::{self, Exit};
 use kumaco::leader::{self, Leadership};
 use kumaco::metrics::{self, Metrics};
 use kumaco::telemetry;
+use kumaco::tools;
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -17,7 +18,24 @@ fn main() -> Result<()> {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(run(*args))
         }
+        Command::Validate(args) => {
+            let code = tools::validate::run(&args, &mut std::io::stdout(), &mut std::io::stderr());
+            std::process::exit(code.into())
+        }
+        Command::Plan(args) => tool("plan", tools::plan::run(&args, &mut std::io::stdout())),
+        Command::Status(args) => tool("status", tools::status::run(&args, &mut std::io::stdout())),
     }
+}
+
+/// Runs a tool to completion; a failure is printed and sets the exit status the tool
+/// chose (2 for usage and unreadable input, 1 otherwise).
+fn tool(name: &str, work: impl Future<Output = Result<(), tools::ToolError>>) -> Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    if let Err(e) = runtime.block_on(work) {
+        eprintln!("kumaco {name}: {e}");
+        std::process::exit(e.exit_code().into());
+    }
+    Ok(())
 }
 
 async fn run(args: RunArgs) -> Result<()> {

@@ -1,0 +1,368 @@
+//! Tools for people (contract §8): `kumaco validate`, `kumaco plan`, `kumaco status`.
+//!
+//! Each tool has a pure part (what to report, from manifests or API objects and a time)
+//! and a thin I/O part (reading files, listing from the API server, printing). The pure
+//! parts are what the unit tests exercise; the I/O parts are tested by running the binary.
+
+pub mod plan;
+pub mod status;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::ConfigMap;
+use serde_json::Value;
+
+use crate::duration;
+use crate::schedule;
+use crate::selector::{self, Selector};
+use crate::window::{InvalidWindow, Window, WindowId};
+
+/// Why a tool could not do its job (as opposed to finding problems in its input, which
+/// it reports and reflects in its exit status).
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("--{flag}: {message}")]
+    Flag { flag: &'static str, message: String },
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not YAML: {message}")]
+    Yaml { path: String, message: String },
+    #[error("{path}: {message}")]
+    Manifest { path: String, message: String },
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("API server: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Plan(#[from] plan::PlanError),
+}
+
+impl ToolError {
+    /// The process exit status: 2 for usage and unreadable input (as clap does for
+    /// usage), 1 for the rest.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ToolError::Flag { .. } | ToolError::Read { .. } | ToolError::Yaml { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+pub(crate) fn flag_err(flag: &'static str, message: impl ToString) -> ToolError {
+    ToolError::Flag {
+        flag,
+        message: message.to_string(),
+    }
+}
+
+/// One Kubernetes object from a manifest file, with the file it came from.
+#[derive(Clone, Debug)]
+pub struct Document {
+    /// The file name as given on the command line (`-` is shown as `<stdin>`).
+    pub source: String,
+    pub object: Value,
+}
+
+impl Document {
+    pub fn kind(&self) -> &str {
+        self.object
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    /// `namespace/name` for messages; a manifest without a namespace is shown (and
+    /// treated) as `default`, where `kubectl apply` would put it.
+    pub fn object_ref(&self) -> String {
+        let meta = self.object.get("metadata");
+        let get = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
+        format!(
+            "{}/{}",
+            get("namespace").unwrap_or("default"),
+            get("name").unwrap_or("<unnamed>")
+        )
+    }
+}
+
+/// Reads a file (`-`: standard input) as multi-document YAML (JSON is YAML), flattening
+/// `kind: List`-style documents (`List`, `ConfigMapList`, `NodeList`) into their items.
+pub fn read_documents(path: &Path) -> Result<Vec<Document>, ToolError> {
+    let shown = display_path(path);
+    let text = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|source| ToolError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    parse_documents(&shown, &text)
+}
+
+fn display_path(path: &Path) -> String {
+    if path == Path::new("-") {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// The pure part of [`read_documents`].
+pub fn parse_documents(source: &str, text: &str) -> Result<Vec<Document>, ToolError> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ToolError::Yaml {
+        path: source.into(),
+        message: e.to_string(),
+    })?;
+    let mut out = Vec::new();
+    for doc in docs {
+        flatten(source, doc, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn flatten(source: &str, doc: Value, out: &mut Vec<Document>) -> Result<(), ToolError> {
+    match doc {
+        // Empty documents (a leading or trailing `---`) are not objects.
+        Value::Null => Ok(()),
+        Value::Object(ref map) => {
+            let is_list = map
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k.ends_with("List"));
+            if is_list {
+                let Some(Value::Array(items)) = map.get("items") else {
+                    return Err(ToolError::Manifest {
+                        path: source.into(),
+                        message: "a List without an `items` array".into(),
+                    });
+                };
+                for item in items.clone() {
+                    flatten(source, item, out)?;
+                }
+            } else {
+                out.push(Document {
+                    source: source.into(),
+                    object: doc,
+                });
+            }
+            Ok(())
+        }
+        other => Err(ToolError::Manifest {
+            path: source.into(),
+            message: format!("expected a Kubernetes object (a mapping), found {other}"),
+        }),
+    }
+}
+
+/// What a document is to kumaco.
+#[derive(Debug)]
+pub enum Classified {
+    /// A window ConfigMap, validated.
+    Window(Result<Window, InvalidWindow>),
+    /// A ConfigMap with the window label whose shape is wrong (e.g. a data value that
+    /// is not a string): invalid, for a reason outside the window's keys.
+    Malformed(String),
+    /// Not a window; the note says why.
+    Skipped(String),
+}
+
+/// Settings shared by the tools that read window manifests.
+pub struct WindowRules {
+    pub selector: Selector,
+    pub default_zone: TimeZone,
+}
+
+impl WindowRules {
+    pub fn new(window_selector: &str, default_timezone: &str) -> Result<Self, ToolError> {
+        Ok(WindowRules {
+            selector: selector::parse(window_selector)
+                .map_err(|e| flag_err("window-selector", e))?,
+            default_zone: schedule::load_zone(default_timezone)
+                .map_err(|e| flag_err("default-timezone", e))?,
+        })
+    }
+
+    /// Whether `doc` is a window ConfigMap, and if so whether it is valid.
+    pub fn classify(&self, doc: &Document) -> Classified {
+        if doc.kind() != "ConfigMap" {
+            let kind = if doc.kind().is_empty() {
+                "an object without kind"
+            } else {
+                doc.kind()
+            };
+            return Classified::Skipped(format!("{kind} is not a ConfigMap"));
+        }
+        let labels: BTreeMap<String, String> = doc
+            .object
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default();
+        if !self.selector.matches(&labels) {
+            return Classified::Skipped("ConfigMap does not match the window selector".into());
+        }
+        match serde_json::from_value::<ConfigMap>(doc.object.clone()) {
+            Ok(cm) => Classified::Window(self.window(&cm)),
+            Err(e) => Classified::Malformed(format!("not a valid ConfigMap: {e}")),
+        }
+    }
+
+    /// Validates a ConfigMap known to be a window (from a file or the API server).
+    pub fn window(&self, cm: &ConfigMap) -> Result<Window, InvalidWindow> {
+        let id = WindowId {
+            namespace: cm
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into()),
+            name: cm.metadata.name.clone().unwrap_or_default(),
+        };
+        Window::from_data(id, &cm.data.clone().unwrap_or_default(), &self.default_zone)
+    }
+}
+
+/// Parses a time flag: an RFC 3339 timestamp, or the current time when absent.
+pub fn parse_time(flag: &'static str, value: Option<&str>) -> Result<Timestamp, ToolError> {
+    match value {
+        None => Ok(Timestamp::now()),
+        Some(v) => v.parse().map_err(|e| {
+            flag_err(
+                flag,
+                format!("{v:?} is not an RFC 3339 timestamp such as 2026-01-05T00:00:00Z: {e}"),
+            )
+        }),
+    }
+}
+
+/// Parses a period: a Go duration, optionally preceded by whole days (`7d`, `1d12h`).
+/// Days are accepted here, unlike in window durations, because a plan is naturally
+/// asked for in days; a day is 24 h.
+pub fn parse_period(flag: &'static str, value: &str) -> Result<SignedDuration, ToolError> {
+    let (days, rest) = match value.split_once('d') {
+        Some((d, rest)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+            let days: i64 = d
+                .parse()
+                .map_err(|_| flag_err(flag, format!("{d:?}: too many days")))?;
+            (days, rest)
+        }
+        _ => (0, value),
+    };
+    let rest = if rest.is_empty() {
+        SignedDuration::ZERO
+    } else {
+        duration::parse(rest)
+            .map_err(|e| flag_err(flag, format!("{e} (days may come first: 7d, 1d12h)")))?
+            .to_signed()
+    };
+    let total = SignedDuration::from_hours(days.min(100_000) * 24)
+        .checked_add(rest)
+        .ok_or_else(|| flag_err(flag, "too long"))?;
+    if total <= SignedDuration::ZERO {
+        return Err(flag_err(
+            flag,
+            format!("{value:?} is not positive; expected e.g. 7d or 36h"),
+        ));
+    }
+    Ok(total)
+}
+
+/// A kube client from `--kubeconfig`/`KUBECONFIG`, else the usual inference (in-cluster
+/// configuration, then `~/.kube/config`).
+pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, ToolError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| ToolError::Kubeconfig(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .map_err(|e| ToolError::Kubeconfig(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| ToolError::Kubeconfig(e.to_string()))?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A time for tables: RFC 3339 in `zone`, to the second (`2026-01-05T02:00:00+01:00`,
+/// `Z` for UTC).
+pub fn format_time(t: Timestamp, zone: &TimeZone) -> String {
+    let zoned = t.to_zoned(zone.clone());
+    if zoned.offset().seconds() == 0 {
+        t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    } else {
+        zoned.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string()
+    }
+}
+
+/// Left-aligned columns separated by three spaces, as `kubectl get` prints them.
+pub fn render_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_are_flattened_and_empty_documents_skipped() {
+        let text = "---\nkind: List\nitems:\n- kind: ConfigMap\n  metadata: {name: a}\n---\n---\nkind: Node\nmetadata: {name: n}\n";
+        let docs = parse_documents("f.yaml", text).unwrap();
+        let kinds: Vec<&str> = docs.iter().map(Document::kind).collect();
+        assert_eq!(kinds, ["ConfigMap", "Node"]);
+        assert_eq!(docs[0].object_ref(), "default/a");
+    }
+
+    #[test]
+    fn not_yaml_is_an_error() {
+        let err = parse_documents("f.yaml", "a: [1,\n").unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+    }
+
+    #[test]
+    fn periods_take_days() {
+        let h = |n| SignedDuration::from_hours(n);
+        assert_eq!(parse_period("for", "7d").unwrap(), h(168));
+        assert_eq!(parse_period("for", "1d12h").unwrap(), h(36));
+        assert_eq!(
+            parse_period("for", "90m").unwrap(),
+            SignedDuration::from_mins(90)
+        );
+        assert!(parse_period("for", "0s").is_err());
+        assert!(parse_period("for", "d").is_err());
+        assert!(parse_period("for", "1w").is_err());
+    }
+
+    #[test]
+    fn table_columns_align() {
+        let t = render_table(&["A", "BB"], &[vec!["xyz".into(), "1".into()]]);
+        assert_eq!(t, "A     BB\nxyz   1\n");
+    }
+}

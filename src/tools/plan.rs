@@ -1,0 +1,820 @@
+//! `kumaco plan`: which nodes are in maintenance when, over a period, from window
+//! manifests and nodes (a file or the live cluster).
+//!
+//! The period is cut at every window edge (`Window::next_edge_after`); in each interval
+//! the set of active windows, and so every node's verdict, is constant. [`compute`] is
+//! pure; [`table`], [`json`] and [`svg`] render its result.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use super::{Classified, ToolError, WindowRules, flag_err, format_time, render_table};
+use crate::cli::{PlanArgs, PlanOutput};
+use crate::decision::{ActiveWindows, Verdict};
+use crate::selector::{self, Selector};
+use crate::window::{Occurrence, Window, WindowId};
+
+/// More intervals than anyone reads: a guard against `@every 1s` over a month.
+const MAX_EDGES: usize = 20_000;
+/// Node names shown per table row before `+N more`.
+const NAMES_SHOWN: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "more than {MAX_EDGES} window edges between {from} and {to}; shorten --for or check for a very frequent schedule"
+    )]
+    TooManyEdges { from: Timestamp, to: Timestamp },
+    #[error("invalid window {0} (run kumaco validate for details)")]
+    InvalidWindow(String),
+}
+
+/// A node as the plan sees it: only its name and labels matter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// A stretch of time during which nothing changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interval {
+    pub start: Timestamp,
+    pub end: Timestamp,
+    /// Active maintenance windows (not blackouts), sorted.
+    pub windows: Vec<WindowId>,
+    /// Active blackouts, sorted.
+    pub blackouts: Vec<WindowId>,
+    /// Nodes under maintenance (verdict Maintenance), sorted.
+    pub nodes: Vec<String>,
+    /// Nodes an active blackout selects, sorted.
+    pub blacked_out: Vec<String>,
+}
+
+impl Interval {
+    fn same_state(&self, other: &Interval) -> bool {
+        (
+            &self.windows,
+            &self.blackouts,
+            &self.nodes,
+            &self.blacked_out,
+        ) == (
+            &other.windows,
+            &other.blackouts,
+            &other.nodes,
+            &other.blacked_out,
+        )
+    }
+}
+
+/// One window's lane: its occurrences overlapping the period, and the nodes it selects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lane {
+    pub window: Window,
+    pub occurrences: Vec<Occurrence>,
+    pub nodes: Vec<String>,
+}
+
+/// The answer over `[from, to)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub from: Timestamp,
+    pub to: Timestamp,
+    pub lanes: Vec<Lane>,
+    pub nodes: Vec<String>,
+    pub intervals: Vec<Interval>,
+}
+
+/// The nodes `node_selector` selects, sorted by name.
+pub fn in_scope(nodes: &[PlanNode], node_selector: &Selector) -> Vec<PlanNode> {
+    let mut out: Vec<PlanNode> = nodes
+        .iter()
+        .filter(|n| node_selector.matches(&n.labels))
+        .cloned()
+        .collect();
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Computes the plan over `[from, to)` for `nodes` (already in scope). Adjacent
+/// intervals in the same state are merged (an edge that changes nothing, such as an
+/// occurrence starting inside an overlapping one, does not split a row).
+pub fn compute(
+    windows: &[Window],
+    nodes: &[PlanNode],
+    from: Timestamp,
+    to: Timestamp,
+) -> Result<Plan, PlanError> {
+    let mut windows: Vec<Window> = windows.to_vec();
+    windows.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut intervals: Vec<Interval> = Vec::new();
+    let mut t = from;
+    let mut edges = 0;
+    while t < to {
+        edges += 1;
+        if edges > MAX_EDGES {
+            return Err(PlanError::TooManyEdges { from, to });
+        }
+        let next = windows
+            .iter()
+            .filter_map(|w| w.next_edge_after(t))
+            .min()
+            .map_or(to, |e| e.min(to));
+        let interval = state_at(&windows, nodes, t, next);
+        match intervals.last_mut() {
+            Some(last) if last.same_state(&interval) => last.end = next,
+            _ => intervals.push(interval),
+        }
+        t = next;
+    }
+    let lanes = windows
+        .iter()
+        .map(|w| lane(w, nodes, from, to))
+        .collect::<Result<_, _>>()?;
+    Ok(Plan {
+        from,
+        to,
+        lanes,
+        nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+        intervals,
+    })
+}
+
+fn state_at(windows: &[Window], nodes: &[PlanNode], start: Timestamp, end: Timestamp) -> Interval {
+    let active = ActiveWindows::at(windows, start);
+    let (mut ws, mut bs): (Vec<WindowId>, Vec<WindowId>) = (Vec::new(), Vec::new());
+    for (w, _) in active.iter() {
+        if w.blackout {
+            bs.push(w.id.clone());
+        } else {
+            ws.push(w.id.clone());
+        }
+    }
+    let mut interval = Interval {
+        start,
+        end,
+        windows: ws,
+        blackouts: bs,
+        nodes: Vec::new(),
+        blacked_out: Vec::new(),
+    };
+    for node in nodes {
+        match active.verdict(&node.labels) {
+            Verdict::Maintenance { .. } => interval.nodes.push(node.name.clone()),
+            Verdict::Blackout(_) => interval.blacked_out.push(node.name.clone()),
+            Verdict::Idle => {}
+        }
+    }
+    interval
+}
+
+/// The occurrences of `w` overlapping `[from, to)`: starts in `(from - duration, to)`.
+fn lane(w: &Window, nodes: &[PlanNode], from: Timestamp, to: Timestamp) -> Result<Lane, PlanError> {
+    let length = w.duration.to_signed();
+    let mut occurrences = Vec::new();
+    let mut cursor = from.checked_sub(length).unwrap_or(Timestamp::MIN);
+    while let Some(start) = w.schedule.next_after(cursor).filter(|s| *s < to) {
+        if occurrences.len() >= MAX_EDGES {
+            return Err(PlanError::TooManyEdges { from, to });
+        }
+        let end = start.checked_add(length).unwrap_or(Timestamp::MAX);
+        occurrences.push(Occurrence { start, end });
+        cursor = start;
+    }
+    Ok(Lane {
+        window: w.clone(),
+        occurrences,
+        nodes: nodes
+            .iter()
+            .filter(|n| w.selector.matches(&n.labels))
+            .map(|n| n.name.clone())
+            .collect(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Rendering
+
+fn ids(ids: &[WindowId]) -> String {
+    if ids.is_empty() {
+        "-".into()
+    } else {
+        ids.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+fn truncated_names(names: &[String]) -> String {
+    if names.is_empty() {
+        return "-".into();
+    }
+    let mut shown = names
+        .iter()
+        .take(NAMES_SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(",");
+    if names.len() > NAMES_SHOWN {
+        let _ = write!(shown, " +{} more", names.len() - NAMES_SHOWN);
+    }
+    shown
+}
+
+/// One row per interval; times in `zone`.
+pub fn table(plan: &Plan, zone: &TimeZone) -> String {
+    let rows: Vec<Vec<String>> = plan
+        .intervals
+        .iter()
+        .map(|i| {
+            vec![
+                format_time(i.start, zone),
+                format_time(i.end, zone),
+                ids(&i.windows),
+                ids(&i.blackouts),
+                i.nodes.len().to_string(),
+                truncated_names(&i.nodes),
+            ]
+        })
+        .collect();
+    render_table(
+        &["START", "END", "WINDOWS", "BLACKOUTS", "NODES", "NAMES"],
+        &rows,
+    )
+}
+
+fn utc(t: Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A stable machine-readable form: times in UTC RFC 3339, lists sorted.
+pub fn json(plan: &Plan, zone_name: &str) -> Value {
+    let id_list = |v: &[WindowId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    json!({
+        "from": utc(plan.from),
+        "to": utc(plan.to),
+        "timeZone": zone_name,
+        "nodes": plan.nodes,
+        "windows": plan.lanes.iter().map(|l| json!({
+            "id": l.window.id.to_string(),
+            "namespace": l.window.id.namespace,
+            "name": l.window.id.name,
+            "blackout": l.window.blackout,
+            "description": l.window.description,
+            "startTime": l.window.schedule.spec(),
+            "timeZone": l.window.schedule.zone_name(),
+            "duration": l.window.duration.to_string(),
+            "nodeSelector": l.window.selector.to_string(),
+            "nodes": l.nodes,
+            "occurrences": l.occurrences.iter()
+                .map(|o| json!({"start": utc(o.start), "end": utc(o.end)}))
+                .collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "intervals": plan.intervals.iter().map(|i| json!({
+            "start": utc(i.start),
+            "end": utc(i.end),
+            "windows": id_list(&i.windows),
+            "blackouts": id_list(&i.blackouts),
+            "nodes": i.nodes,
+            "blackedOutNodes": i.blacked_out,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+// SVG geometry, in pixels.
+const SVG_WIDTH: f64 = 1200.0;
+const LABEL_WIDTH: f64 = 280.0;
+const RIGHT_MARGIN: f64 = 30.0;
+const TOP: f64 = 60.0;
+const LANE_HEIGHT: f64 = 26.0;
+const STRIP_HEIGHT: f64 = 60.0;
+const AXIS_HEIGHT: f64 = 50.0;
+const WINDOW_COLOUR: &str = "#3b7dd8";
+const BLACKOUT_COLOUR: &str = "#c9302c";
+const NODES_COLOUR: &str = "#5cb85c";
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// A timeline: one lane per window (blackouts in red), a bar per occurrence, a strip
+/// with the number of nodes under maintenance, and a time axis labelled in `zone`.
+pub fn svg(plan: &Plan, zone: &TimeZone, zone_name: &str) -> String {
+    let plot = SVG_WIDTH - LABEL_WIDTH - RIGHT_MARGIN;
+    let span = (plan.to.as_second() - plan.from.as_second()).max(1) as f64;
+    let x = |t: Timestamp| {
+        let t = t.clamp(plan.from, plan.to);
+        LABEL_WIDTH + plot * (t.as_second() - plan.from.as_second()) as f64 / span
+    };
+    let lanes_bottom = TOP + LANE_HEIGHT * plan.lanes.len() as f64;
+    let strip_top = lanes_bottom + 10.0;
+    let axis_y = strip_top + STRIP_HEIGHT;
+    let height = axis_y + AXIS_HEIGHT;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r##"<?xml version="1.0" encoding="UTF-8"?>
+<svg xmlns="http://www.w3.org/2000/svg" width="{SVG_WIDTH}" height="{height}" viewBox="0 0 {SVG_WIDTH} {height}" font-family="sans-serif" font-size="12">
+<rect x="0" y="0" width="{SVG_WIDTH}" height="{height}" fill="white"/>
+<text x="10" y="24" font-size="16" font-weight="bold">kumaco plan: {} to {} ({})</text>
+<text x="10" y="44" fill="#555">{} window(s), {} node(s) in scope; times in {}</text>"##,
+        esc(&format_time(plan.from, zone)),
+        esc(&format_time(plan.to, zone)),
+        esc(zone_name),
+        plan.lanes.len(),
+        plan.nodes.len(),
+        esc(zone_name),
+    );
+    for (i, lane) in plan.lanes.iter().enumerate() {
+        let y = TOP + LANE_HEIGHT * i as f64;
+        svg_lane(&mut s, lane, y, &x, zone);
+    }
+    svg_node_strip(&mut s, plan, strip_top, &x, zone);
+    svg_axis(&mut s, plan, axis_y, &x, zone, zone_name);
+    s.push_str("</svg>\n");
+    s
+}
+
+fn svg_lane(s: &mut String, lane: &Lane, y: f64, x: &impl Fn(Timestamp) -> f64, zone: &TimeZone) {
+    let w = &lane.window;
+    let (colour, tag) = if w.blackout {
+        (BLACKOUT_COLOUR, " (blackout)")
+    } else {
+        (WINDOW_COLOUR, "")
+    };
+    let _ = writeln!(
+        s,
+        r##"<rect x="{LABEL_WIDTH}" y="{y}" width="{}" height="{LANE_HEIGHT}" fill="{}"/>
+<text x="10" y="{}">{}{tag}</text>"##,
+        SVG_WIDTH - LABEL_WIDTH - RIGHT_MARGIN,
+        if (y / LANE_HEIGHT) as i64 % 2 == 0 {
+            "#f4f6f8"
+        } else {
+            "#ffffff"
+        },
+        y + 17.0,
+        esc(&w.id.to_string()),
+    );
+    for o in &lane.occurrences {
+        let (x0, x1) = (x(o.start), x(o.end));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0:.1}" y="{}" width="{:.1}" height="{}" fill="{colour}" fill-opacity="0.8"><title>{}: {} to {}, {} node(s)</title></rect>"#,
+            y + 5.0,
+            (x1 - x0).max(1.0),
+            LANE_HEIGHT - 10.0,
+            esc(&w.id.to_string()),
+            esc(&format_time(o.start, zone)),
+            esc(&format_time(o.end, zone)),
+            lane.nodes.len(),
+        );
+    }
+}
+
+fn svg_node_strip(
+    s: &mut String,
+    plan: &Plan,
+    top: f64,
+    x: &impl Fn(Timestamp) -> f64,
+    zone: &TimeZone,
+) {
+    let max = plan
+        .intervals
+        .iter()
+        .map(|i| i.nodes.len())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="{}">nodes in maintenance (max {max})</text>"#,
+        top + STRIP_HEIGHT / 2.0 + 4.0
+    );
+    for i in plan.intervals.iter().filter(|i| !i.nodes.is_empty()) {
+        let h = (STRIP_HEIGHT - 8.0) * i.nodes.len() as f64 / max as f64;
+        let (x0, x1) = (x(i.start), x(i.end));
+        let _ = writeln!(
+            s,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{NODES_COLOUR}"><title>{} to {}: {} node(s): {}</title></rect>"#,
+            top + STRIP_HEIGHT - h,
+            (x1 - x0).max(1.0),
+            esc(&format_time(i.start, zone)),
+            esc(&format_time(i.end, zone)),
+            i.nodes.len(),
+            esc(&i.nodes.join(", ")),
+        );
+    }
+}
+
+/// Tick spacing: the smallest of these giving at most 14 ticks over the period.
+const TICK_HOURS: [i64; 9] = [1, 2, 3, 6, 12, 24, 48, 168, 720];
+
+fn svg_axis(
+    s: &mut String,
+    plan: &Plan,
+    y: f64,
+    x: &impl Fn(Timestamp) -> f64,
+    zone: &TimeZone,
+    zone_name: &str,
+) {
+    let _ = writeln!(
+        s,
+        r##"<line x1="{LABEL_WIDTH}" y1="{y}" x2="{}" y2="{y}" stroke="#333"/>
+<text x="10" y="{}">time ({})</text>"##,
+        SVG_WIDTH - RIGHT_MARGIN,
+        y + 16.0,
+        esc(zone_name)
+    );
+    let hours = (plan.to.as_second() - plan.from.as_second()) / 3600;
+    let step = TICK_HOURS
+        .iter()
+        .copied()
+        .find(|h| hours / h <= 14)
+        .unwrap_or(8760);
+    for t in ticks(plan.from, plan.to, step, zone) {
+        let label = if step >= 24 {
+            t.to_zoned(zone.clone()).strftime("%a %m-%d").to_string()
+        } else {
+            t.to_zoned(zone.clone()).strftime("%m-%d %H:%M").to_string()
+        };
+        let xt = x(t);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{xt:.1}" y1="{}" x2="{xt:.1}" y2="{}" stroke="#bbb" stroke-dasharray="2,3"/>
+<text x="{xt:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            TOP,
+            y + 4.0,
+            y + 18.0,
+            esc(&label)
+        );
+    }
+}
+
+/// Tick instants in `[from, to]`, on local boundaries of `zone`: midnights for day
+/// steps, whole hours divisible by the step otherwise (so ticks read 00:00, 06:00, ...).
+fn ticks(from: Timestamp, to: Timestamp, step_hours: i64, zone: &TimeZone) -> Vec<Timestamp> {
+    let Ok(mut day) = from.to_zoned(zone.clone()).start_of_day() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    while day.timestamp() <= to && out.len() < 200 {
+        if step_hours >= 24 {
+            if day.timestamp() >= from {
+                out.push(day.timestamp());
+            }
+            let Ok(next) = day.checked_add((step_hours / 24).days()) else {
+                break;
+            };
+            day = next;
+        } else {
+            for h in (0..24).step_by(step_hours as usize) {
+                let t = day.with().hour(h as i8).build().map(|z| z.timestamp()).ok();
+                if let Some(t) = t.filter(|t| *t >= from && *t <= to) {
+                    out.push(t);
+                }
+            }
+            let Ok(next) = day.tomorrow() else { break };
+            day = next;
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------
+// I/O
+
+/// Runs `kumaco plan`, writing the chosen output.
+pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), ToolError> {
+    let rules = WindowRules::new(&args.window_selector, &args.default_timezone)?;
+    let node_selector =
+        selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
+    let from = super::parse_time("from", args.from.as_deref())?;
+    let length = super::parse_period("for", &args.for_)?;
+    let to = from
+        .checked_add(length)
+        .map_err(|_| flag_err("for", "the period ends too far in the future"))?;
+    let windows = read_windows(&args.windows, &rules)?;
+    let nodes = match &args.nodes {
+        Some(path) => nodes_from_file(path)?,
+        None => nodes_from_cluster(args.kubeconfig.as_ref(), &args.node_selector).await?,
+    };
+    let nodes = in_scope(&nodes, &node_selector);
+    let plan = compute(&windows, &nodes, from, to)?;
+    let zone_name = zone_display_name(&rules.default_zone);
+    let text = match args.output {
+        PlanOutput::Table => table(&plan, &rules.default_zone),
+        PlanOutput::Json => {
+            let mut s = serde_json::to_string_pretty(&json(&plan, &zone_name)).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        PlanOutput::Svg => svg(&plan, &rules.default_zone, &zone_name),
+    };
+    out.write_all(text.as_bytes())
+        .map_err(|source| ToolError::Read {
+            path: "<stdout>".into(),
+            source,
+        })
+}
+
+fn zone_display_name(zone: &TimeZone) -> String {
+    zone.iana_name().unwrap_or("UTC").to_string()
+}
+
+/// The valid windows in the files; an invalid one is an error (a plan that silently
+/// left out a window would be wrong), other objects are ignored.
+fn read_windows(paths: &[PathBuf], rules: &WindowRules) -> Result<Vec<Window>, ToolError> {
+    let mut windows = Vec::new();
+    for path in paths {
+        for doc in super::read_documents(path)? {
+            match rules.classify(&doc) {
+                Classified::Window(Ok(w)) => windows.push(w),
+                Classified::Window(Err(_)) | Classified::Malformed(_) => {
+                    return Err(PlanError::InvalidWindow(format!(
+                        "{}: {}",
+                        doc.source,
+                        doc.object_ref()
+                    ))
+                    .into());
+                }
+                Classified::Skipped(_) => {}
+            }
+        }
+    }
+    Ok(windows)
+}
+
+/// Nodes from a NodeList or multi-document Nodes, YAML or JSON.
+fn nodes_from_file(path: &PathBuf) -> Result<Vec<PlanNode>, ToolError> {
+    let mut nodes = Vec::new();
+    for doc in super::read_documents(path)? {
+        if doc.kind() != "Node" {
+            continue;
+        }
+        let node: Node =
+            serde_json::from_value(doc.object.clone()).map_err(|e| ToolError::Manifest {
+                path: doc.source.clone(),
+                message: format!("{}: not a valid Node: {e}", doc.object_ref()),
+            })?;
+        nodes.push(plan_node(node));
+    }
+    Ok(nodes)
+}
+
+async fn nodes_from_cluster(
+    kubeconfig: Option<&PathBuf>,
+    node_selector: &str,
+) -> Result<Vec<PlanNode>, ToolError> {
+    let client = super::client(kubeconfig).await?;
+    let list = Api::<Node>::all(client)
+        .list(&ListParams::default().labels(node_selector))
+        .await?;
+    Ok(list.items.into_iter().map(plan_node).collect())
+}
+
+pub(crate) fn plan_node(node: Node) -> PlanNode {
+    PlanNode {
+        name: node.metadata.name.unwrap_or_default(),
+        labels: node.metadata.labels.unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(name: &str, start: &str, duration: &str, selector: &str, blackout: bool) -> Window {
+        let mut data: BTreeMap<String, String> = [
+            ("startTime", start),
+            ("duration", duration),
+            ("nodeSelector", selector),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        if blackout {
+            data.insert("blackout".into(), "true".into());
+        }
+        let id = WindowId {
+            namespace: "ops".into(),
+            name: name.into(),
+        };
+        Window::from_data(id, &data, &TimeZone::UTC).unwrap()
+    }
+
+    fn node(name: &str, zone: &str) -> PlanNode {
+        PlanNode {
+            name: name.into(),
+            labels: [("zone".to_string(), zone.to_string())].into(),
+        }
+    }
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// (start, end, windows, blackouts, nodes) per interval, as strings.
+    fn rows(plan: &Plan) -> Vec<(String, String, String, String, String)> {
+        plan.intervals
+            .iter()
+            .map(|i| {
+                (
+                    i.start.to_string(),
+                    i.end.to_string(),
+                    ids(&i.windows),
+                    ids(&i.blackouts),
+                    i.nodes.join(","),
+                )
+            })
+            .collect()
+    }
+
+    fn row(
+        s: &str,
+        e: &str,
+        w: &str,
+        b: &str,
+        n: &str,
+    ) -> (String, String, String, String, String) {
+        (s.into(), e.into(), w.into(), b.into(), n.into())
+    }
+
+    #[test]
+    fn overlapping_windows_and_a_blackout() {
+        let windows = [
+            window("a", "0 2 * * *", "2h", "zone=a", false),
+            window("all", "0 3 * * *", "2h", "", false),
+            // Friday 2026-01-02 is frozen for zone a.
+            window("freeze", "2026-01-02T00:00:00Z", "24h", "zone=a", true),
+        ];
+        let nodes = [node("a1", "a"), node("b1", "b")];
+        let plan = compute(
+            &windows,
+            &nodes,
+            ts("2026-01-01T00:00:00Z"),
+            ts("2026-01-02T06:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&plan),
+            [
+                row("2026-01-01T00:00:00Z", "2026-01-01T02:00:00Z", "-", "-", ""),
+                row(
+                    "2026-01-01T02:00:00Z",
+                    "2026-01-01T03:00:00Z",
+                    "ops/a",
+                    "-",
+                    "a1"
+                ),
+                row(
+                    "2026-01-01T03:00:00Z",
+                    "2026-01-01T04:00:00Z",
+                    "ops/a,ops/all",
+                    "-",
+                    "a1,b1"
+                ),
+                row(
+                    "2026-01-01T04:00:00Z",
+                    "2026-01-01T05:00:00Z",
+                    "ops/all",
+                    "-",
+                    "a1,b1"
+                ),
+                row("2026-01-01T05:00:00Z", "2026-01-02T00:00:00Z", "-", "-", ""),
+                row(
+                    "2026-01-02T00:00:00Z",
+                    "2026-01-02T02:00:00Z",
+                    "-",
+                    "ops/freeze",
+                    ""
+                ),
+                // "a" is active but selects only a1, which the blackout holds back.
+                row(
+                    "2026-01-02T02:00:00Z",
+                    "2026-01-02T03:00:00Z",
+                    "ops/a",
+                    "ops/freeze",
+                    ""
+                ),
+                row(
+                    "2026-01-02T03:00:00Z",
+                    "2026-01-02T04:00:00Z",
+                    "ops/a,ops/all",
+                    "ops/freeze",
+                    "b1"
+                ),
+                row(
+                    "2026-01-02T04:00:00Z",
+                    "2026-01-02T05:00:00Z",
+                    "ops/all",
+                    "ops/freeze",
+                    "b1"
+                ),
+                row(
+                    "2026-01-02T05:00:00Z",
+                    "2026-01-02T06:00:00Z",
+                    "-",
+                    "ops/freeze",
+                    ""
+                ),
+            ]
+        );
+        // Zone a is blacked out the whole second day, including during "a" (02:00-04:00).
+        assert!(plan.intervals[5..].iter().all(|i| i.blacked_out == ["a1"]));
+        assert_eq!(plan.lanes[0].occurrences.len(), 2);
+        assert_eq!(plan.lanes[2].nodes, ["a1"]);
+    }
+
+    #[test]
+    fn self_overlapping_occurrences_make_one_interval() {
+        // Every hour for 90 minutes: always active once started.
+        let windows = [window("w", "0 * * * *", "90m", "", false)];
+        let plan = compute(
+            &windows,
+            &[node("n", "a")],
+            ts("2026-01-01T00:00:00Z"),
+            ts("2026-01-01T05:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&plan),
+            [row(
+                "2026-01-01T00:00:00Z",
+                "2026-01-01T05:00:00Z",
+                "ops/w",
+                "-",
+                "n"
+            )]
+        );
+        // The occurrence that started at 23:00 the day before overlaps the period.
+        assert_eq!(
+            plan.lanes[0].occurrences[0].start,
+            ts("2025-12-31T23:00:00Z")
+        );
+        assert_eq!(plan.lanes[0].occurrences.len(), 6);
+    }
+
+    #[test]
+    fn a_period_inside_an_occurrence_starts_active_and_ends_at_to() {
+        let windows = [window("w", "0 0 * * *", "24h", "zone=a", false)];
+        let plan = compute(
+            &windows,
+            &[node("a1", "a")],
+            ts("2026-01-01T12:00:00Z"),
+            ts("2026-01-01T13:00:00Z"),
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&plan),
+            [row(
+                "2026-01-01T12:00:00Z",
+                "2026-01-01T13:00:00Z",
+                "ops/w",
+                "-",
+                "a1"
+            )]
+        );
+    }
+
+    #[test]
+    fn very_frequent_schedules_are_refused() {
+        let windows = [window("w", "@every 1s", "500ms", "", false)];
+        let err = compute(
+            &windows,
+            &[],
+            ts("2026-01-01T00:00:00Z"),
+            ts("2026-01-02T00:00:00Z"),
+        )
+        .unwrap_err();
+        assert!(matches!(err, PlanError::TooManyEdges { .. }), "{err}");
+    }
+
+    #[test]
+    fn names_are_truncated() {
+        let names: Vec<String> = (1..=5).map(|i| format!("n{i}")).collect();
+        assert_eq!(truncated_names(&names), "n1,n2,n3 +2 more");
+        assert_eq!(truncated_names(&[]), "-");
+    }
+
+    #[test]
+    fn day_ticks_fall_on_local_midnight() {
+        let zone = TimeZone::get("Europe/Berlin").unwrap();
+        let t = ticks(
+            ts("2026-01-01T12:00:00Z"),
+            ts("2026-01-03T12:00:00Z"),
+            24,
+            &zone,
+        );
+        assert_eq!(t, [ts("2026-01-01T23:00:00Z"), ts("2026-01-02T23:00:00Z")]);
+    }
+}

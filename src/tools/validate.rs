@@ -1,0 +1,210 @@
+//! `kumaco validate FILE...`: window ConfigMap manifests checked offline, for GitOps CI
+//! (there is no CRD to validate windows at admission).
+//!
+//! Exit status: 0 every window is valid, 1 some window is invalid, 2 a file could not be
+//! read or is not YAML (the other files are still checked).
+
+use std::io::Write;
+
+use jiff::Timestamp;
+
+use super::{Classified, Document, ToolError, WindowRules};
+use crate::cli::ValidateArgs;
+
+/// What validation found in a set of documents.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Errors, warnings and the valid windows, one line each, in input order
+    /// (`file: namespace/name: key: message`).
+    pub lines: Vec<String>,
+    /// Documents that are not windows, and why (for stderr: they are not findings).
+    pub notes: Vec<String>,
+    pub valid: usize,
+    pub invalid: usize,
+}
+
+impl Report {
+    /// The summary line printed last.
+    pub fn summary(&self) -> String {
+        let n = self.valid + self.invalid;
+        let noun = if n == 1 { "window" } else { "windows" };
+        format!("{n} {noun}: {} valid, {} invalid", self.valid, self.invalid)
+    }
+}
+
+/// Validates every window ConfigMap among `docs`; lint warnings are as of `now`.
+pub fn check(docs: &[Document], rules: &WindowRules, now: Timestamp) -> Report {
+    let mut report = Report::default();
+    for doc in docs {
+        let at = format!("{}: {}", doc.source, doc.object_ref());
+        match rules.classify(doc) {
+            Classified::Skipped(why) => report.notes.push(format!("{at}: skipped: {why}")),
+            Classified::Malformed(why) => {
+                report.invalid += 1;
+                report.lines.push(format!("{at}: {why}"));
+            }
+            Classified::Window(Err(invalid)) => {
+                report.invalid += 1;
+                for e in &invalid.0 {
+                    report.lines.push(format!("{at}: {e}"));
+                }
+            }
+            Classified::Window(Ok(window)) => {
+                report.valid += 1;
+                let warnings = window.lint(now);
+                if warnings.is_empty() {
+                    report.lines.push(format!("{at}: ok"));
+                }
+                for w in warnings {
+                    report.lines.push(format!("{at}: warning: {w}"));
+                }
+            }
+        }
+    }
+    report
+}
+
+/// Runs `kumaco validate`; returns the exit status.
+pub fn run(args: &ValidateArgs, out: &mut impl Write, err: &mut impl Write) -> u8 {
+    match run_inner(args, out, err) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(err, "kumaco validate: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn run_inner(
+    args: &ValidateArgs,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<u8, ToolError> {
+    let rules = WindowRules::new(&args.window_selector, &args.default_timezone)?;
+    let now = super::parse_time("now", args.now.as_deref())?;
+    let mut docs = Vec::new();
+    let mut unreadable = false;
+    // A broken file does not hide the findings in the others.
+    for path in &args.files {
+        match super::read_documents(path) {
+            Ok(d) => docs.extend(d),
+            Err(e) => {
+                unreadable = true;
+                let _ = writeln!(err, "{e}");
+            }
+        }
+    }
+    let report = check(&docs, &rules, now);
+    for note in &report.notes {
+        let _ = writeln!(err, "{note}");
+    }
+    let io = |e: std::io::Error| ToolError::Read {
+        path: "<stdout>".into(),
+        source: e,
+    };
+    for line in &report.lines {
+        writeln!(out, "{line}").map_err(io)?;
+    }
+    writeln!(out, "{}", report.summary()).map_err(io)?;
+    Ok(if unreadable {
+        2
+    } else if report.invalid > 0 {
+        1
+    } else {
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::parse_documents;
+
+    const DOCS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: good
+  namespace: ops
+  labels: {kured.dev/maintenance-window: ""}
+data: {startTime: "0 2 * * 6", duration: "3h", nodeSelector: "zone=a"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: bad
+  namespace: ops
+  labels: {kured.dev/maintenance-window: ""}
+data: {startTime: "0 0 2 * * 6", duration: "1d", nodeSelector: "zone in (a"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: other}
+data: {x: "1"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: typo
+  namespace: ops
+  labels: {kured.dev/maintenance-window: ""}
+data: {startTime: "@daily", duration: "1h", nodeSelector: "", nodeselector: "x"}
+---
+kind: ConfigMap
+metadata:
+  name: numbers
+  labels: {kured.dev/maintenance-window: ""}
+data: {startTime: "@daily", duration: 5, nodeSelector: ""}
+"#;
+
+    fn report() -> Report {
+        let docs = parse_documents("w.yaml", DOCS).unwrap();
+        let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+        check(&docs, &rules, "2026-01-01T00:00:00Z".parse().unwrap())
+    }
+
+    #[test]
+    fn every_error_of_every_window_is_collected() {
+        let r = report();
+        assert_eq!((r.valid, r.invalid), (2, 2), "{r:#?}");
+        let bad: Vec<&String> = r
+            .lines
+            .iter()
+            .filter(|l| l.starts_with("w.yaml: ops/bad: "))
+            .collect();
+        assert_eq!(bad.len(), 3, "{bad:#?}");
+        assert!(bad[0].contains("startTime: expected 5 fields"), "{bad:?}");
+        assert!(bad[1].contains("duration: "), "{bad:?}");
+        assert!(bad[2].contains("nodeSelector: "), "{bad:?}");
+    }
+
+    #[test]
+    fn valid_windows_say_ok_or_warn() {
+        let r = report();
+        assert!(r.lines.contains(&"w.yaml: ops/good: ok".to_string()));
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| l.starts_with("w.yaml: ops/typo: warning: unknown key \"nodeselector\"")),
+            "{:#?}",
+            r.lines
+        );
+    }
+
+    #[test]
+    fn non_string_data_is_invalid_and_others_are_notes() {
+        let r = report();
+        assert!(
+            r.lines
+                .iter()
+                .any(|l| l.starts_with("w.yaml: default/numbers: not a valid ConfigMap")),
+            "{:#?}",
+            r.lines
+        );
+        assert_eq!(
+            r.notes,
+            ["w.yaml: default/other: skipped: ConfigMap does not match the window selector"]
+        );
+        assert_eq!(r.summary(), "4 windows: 2 valid, 2 invalid");
+    }
+}
