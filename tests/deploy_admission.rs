@@ -1,0 +1,292 @@
+//! The ValidatingAdmissionPolicy shipped in `deploy/base/admission-policy.yaml`, on a real
+//! API server: malformed window ConfigMaps are rejected at admission with a message that
+//! names the key and the expected format; valid windows and ConfigMaps that are not
+//! windows go through.
+//!
+//! The policy only checks shapes (see the comment at the top of the manifest); what it
+//! cannot check is kumaco's job and is tested elsewhere.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+    PostParams, ValidationDirective,
+};
+use serde_json::json;
+
+use testkit::ApiServer;
+
+const WINDOW_LABEL: &str = "kured.dev/maintenance-window";
+/// Policies are compiled and picked up by the API server's admission plugin a moment after
+/// they are stored; a loaded machine can take some seconds.
+const POLICY_ACTIVE_DEADLINE: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
+    let server = ApiServer::shared();
+    let client = server.client().await.expect("admin client");
+    for obj in manifests("admission-policy.yaml") {
+        apply(&client, &obj).await;
+    }
+    let ns = "admission-test";
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap(),
+        )
+        .await
+        .expect("creating the test namespace");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+
+    // Until the policy is in force, bad windows are admitted: retry the first one (and
+    // delete what got through) until it is rejected.
+    let deadline = Instant::now() + POLICY_ACTIVE_DEADLINE;
+    let first_bad = window("probe", &[("duration", "1h"), ("nodeSelector", "")]);
+    loop {
+        match cms.create(&PostParams::default(), &first_bad).await {
+            Err(kube::Error::Api(status)) => {
+                assert!(
+                    status.message.contains("missing data key(s) startTime"),
+                    "unexpected rejection: {status:?}"
+                );
+                break;
+            }
+            Err(e) => panic!("creating the probe window: {e}"),
+            Ok(_) => {
+                cms.delete("probe", &DeleteParams::default())
+                    .await
+                    .expect("deleting the admitted probe");
+                assert!(
+                    Instant::now() < deadline,
+                    "the admission policy was not in force within {POLICY_ACTIVE_DEADLINE:?}; \
+                     API server log:\n{}",
+                    server.log_tail(30)
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+
+    let ok = [
+        ("startTime", "0 2 * * sat"),
+        ("duration", "3h"),
+        ("nodeSelector", "zone=a"),
+    ];
+    // (data, a piece of the expected message). Each message must name the key and say
+    // what is expected.
+    let bad: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (
+            vec![],
+            "missing data key(s) startTime, duration, nodeSelector",
+        ),
+        (
+            vec![("startTime", "@daily"), ("duration", "1h")],
+            "missing data key(s) nodeSelector; every window needs",
+        ),
+        (
+            with(&ok, "startTime", "0 2 * *"),
+            r#"startTime: "0 2 * *" is not a schedule; expected 5 fields"#,
+        ),
+        (
+            with(&ok, "startTime", "0 0 2 * * 6"),
+            "startTime: \"0 0 2 * * 6\" is not a schedule",
+        ),
+        (with(&ok, "startTime", "@fortnightly"), "is not a schedule"),
+        (with(&ok, "startTime", "@every 1d"), "is not a schedule"),
+        (
+            with(&ok, "startTime", ""),
+            "startTime: \"\" is not a schedule",
+        ),
+        // A zone prefix makes the rest a cron spec: a timestamp cannot follow it.
+        (
+            with(
+                &ok,
+                "startTime",
+                "CRON_TZ=Europe/Berlin 2026-12-05T02:00:00Z",
+            ),
+            "is not a schedule",
+        ),
+        (
+            with(&ok, "startTime", "2026-12-05 02:00:00Z"),
+            "or an RFC 3339 timestamp",
+        ),
+        (
+            with(&ok, "duration", "1d"),
+            r#"duration: "1d" is not a Go duration; expected numbers with units"#,
+        ),
+        (
+            with(&ok, "duration", "90"),
+            "duration: \"90\" is not a Go duration",
+        ),
+        (with(&ok, "duration", "1h 30m"), "is not a Go duration"),
+        (
+            with(&ok, "duration", ""),
+            "duration: \"\" is not a Go duration",
+        ),
+        (
+            with(&ok, "duration", "0s"),
+            "duration: \"0s\" is not above 0",
+        ),
+        (
+            with(&ok, "duration", "-5m"),
+            "duration: \"-5m\" is not above 0",
+        ),
+        (with(&ok, "duration", "0"), "is not above 0"),
+        (
+            with(&ok, "blackout", "yes"),
+            r#"blackout: "yes" is not a boolean; expected "true" or "false""#,
+        ),
+    ];
+    for (i, (data, expected)) in bad.iter().enumerate() {
+        let name = format!("bad-{i}");
+        match cms
+            .create(&PostParams::default(), &window(&name, data))
+            .await
+        {
+            Err(kube::Error::Api(status)) => {
+                assert_eq!(status.code, 422, "{data:?}: {status:?}");
+                assert!(
+                    status.message.contains(expected),
+                    "{data:?}: the message should contain {expected:?}: {:?}",
+                    status.message
+                );
+            }
+            other => panic!("{data:?} should be rejected, got {other:?}"),
+        }
+    }
+
+    // Everything kumaco accepts must go through: the policy is never stricter than kumaco.
+    let good: Vec<Vec<(&str, &str)>> = vec![
+        ok.to_vec(),
+        with(&ok, "nodeSelector", ""),
+        with(&ok, "startTime", "CRON_TZ=Europe/Berlin 0 2 * * sat"),
+        with(
+            &ok,
+            "startTime",
+            "TZ=America/New_York */15 1-5 1,15 jan-mar ?",
+        ),
+        with(&ok, "startTime", "  0 2 * * 6  "),
+        with(&ok, "startTime", "@weekly"),
+        with(&ok, "startTime", "CRON_TZ=UTC @midnight"),
+        with(&ok, "startTime", "@every 6h"),
+        with(&ok, "startTime", "@every 1h30m"),
+        // robfig accepts these (an interval below 1 s becomes 1 s), so kumaco does too.
+        with(&ok, "startTime", "@every 0"),
+        with(&ok, "startTime", "@every -5m"),
+        with(&ok, "startTime", "2026-12-05T02:00:00+01:00"),
+        with(&ok, "startTime", "2026-12-05t02:00:00.5z"),
+        with(&ok, "duration", "1.5h"),
+        with(&ok, "duration", "+45m"),
+        with(&ok, "duration", "1h30m10.5s"),
+        with(&ok, "duration", "500ms"),
+        with(&ok, "duration", "2µs"),
+        with(&ok, "duration", ".5h"),
+        with(&ok, "blackout", "true"),
+        with(&ok, "blackout", "False"),
+        with(&ok, "blackout", "1"),
+        with(&ok, "description", "kernel updates"),
+        // Unknown keys are kumaco warnings, not errors.
+        with(&ok, "nodeselector", "zone=b"),
+    ];
+    for (i, data) in good.iter().enumerate() {
+        let name = format!("good-{i}");
+        cms.create(&PostParams::default(), &window(&name, data))
+            .await
+            .unwrap_or_else(|e| panic!("{data:?} should be admitted: {e}"));
+    }
+
+    // An update is checked too.
+    let broken = with(&ok, "duration", "forever");
+    let err = cms
+        .replace("good-0", &PostParams::default(), &{
+            let mut cm = cms.get("good-0").await.unwrap();
+            cm.data = Some(to_map(&broken));
+            cm
+        })
+        .await
+        .expect_err("breaking a window by an update should be rejected");
+    assert!(err.to_string().contains("duration: \"forever\""), "{err}");
+
+    // Not windows: no label, so the same bad data goes through.
+    let plain: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "not-a-window" },
+        "data": { "startTime": "whenever", "duration": "1d" },
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &plain)
+        .await
+        .expect("a ConfigMap without the window label is not the policy's business");
+    let no_data: ConfigMap =
+        serde_json::from_value(json!({ "metadata": { "name": "empty" } })).unwrap();
+    cms.create(&PostParams::default(), &no_data)
+        .await
+        .expect("a ConfigMap without data and label is admitted");
+
+    // Taking the label off a broken window (to disable it) is allowed: the policy looks
+    // at the new object only.
+    cms.create(&PostParams::default(), &window("disable-me", &ok))
+        .await
+        .expect("a valid window");
+    cms.patch(
+        "disable-me",
+        &PatchParams::default(),
+        &Patch::Merge(json!({
+            "metadata": { "labels": { WINDOW_LABEL: null } },
+            "data": { "duration": "forever" },
+        })),
+    )
+    .await
+    .expect("removing the label together with breaking the data is not a window any more");
+}
+
+/// `data` with `key` set to `value` (added or replaced).
+fn with<'a>(data: &[(&'a str, &'a str)], key: &'a str, value: &'a str) -> Vec<(&'a str, &'a str)> {
+    let mut out: Vec<(&str, &str)> = data.iter().copied().filter(|(k, _)| *k != key).collect();
+    out.push((key, value));
+    out
+}
+
+fn to_map(data: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    data.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A ConfigMap with the window label.
+fn window(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { WINDOW_LABEL: "" } },
+        "data": to_map(data),
+    }))
+    .unwrap()
+}
+
+/// Every document of `deploy/base/<file>`, parsed as `kubectl apply` would read it.
+fn manifests(file: &str) -> Vec<DynamicObject> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/base")
+        .join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
+}
+
+/// Server-side apply with strict field validation, as `kubectl apply --server-side` does:
+/// a misspelt field in a manifest fails the test instead of being dropped silently.
+async fn apply(client: &kube::Client, obj: &DynamicObject) -> DynamicObject {
+    let types = obj.types.as_ref().expect("apiVersion and kind");
+    let gvk = GroupVersionKind::try_from(types).expect("a valid apiVersion");
+    let resource = ApiResource::from_gvk(&gvk);
+    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let name = obj.metadata.name.as_deref().expect("a name");
+    let mut params = PatchParams::apply("kumaco-deploy-test").force();
+    params.field_validation = Some(ValidationDirective::Strict);
+    api.patch(name, &params, &Patch::Apply(obj))
+        .await
+        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind))
+}
