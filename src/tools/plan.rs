@@ -338,7 +338,7 @@ pub fn svg(plan: &Plan, zone: &TimeZone, zone_name: &str) -> String {
     );
     for (i, lane) in plan.lanes.iter().enumerate() {
         let y = TOP + LANE_HEIGHT * i as f64;
-        svg_lane(&mut s, lane, y, &x, zone);
+        svg_lane(&mut s, lane, y, i % 2 == 0, &x, zone);
     }
     svg_node_strip(&mut s, plan, strip_top, &x, zone);
     svg_axis(&mut s, plan, axis_y, &x, zone, zone_name);
@@ -346,7 +346,14 @@ pub fn svg(plan: &Plan, zone: &TimeZone, zone_name: &str) -> String {
     s
 }
 
-fn svg_lane(s: &mut String, lane: &Lane, y: f64, x: &impl Fn(Timestamp) -> f64, zone: &TimeZone) {
+fn svg_lane(
+    s: &mut String,
+    lane: &Lane,
+    y: f64,
+    shaded: bool,
+    x: &impl Fn(Timestamp) -> f64,
+    zone: &TimeZone,
+) {
     let w = &lane.window;
     let (colour, tag) = if w.blackout {
         (BLACKOUT_COLOUR, " (blackout)")
@@ -358,11 +365,7 @@ fn svg_lane(s: &mut String, lane: &Lane, y: f64, x: &impl Fn(Timestamp) -> f64, 
         r##"<rect x="{LABEL_WIDTH}" y="{y}" width="{}" height="{LANE_HEIGHT}" fill="{}"/>
 <text x="10" y="{}">{}{tag}</text>"##,
         SVG_WIDTH - LABEL_WIDTH - RIGHT_MARGIN,
-        if (y / LANE_HEIGHT) as i64 % 2 == 0 {
-            "#f4f6f8"
-        } else {
-            "#ffffff"
-        },
+        if shaded { "#f4f6f8" } else { "#ffffff" },
         y + 17.0,
         esc(&w.id.to_string()),
     );
@@ -416,7 +419,7 @@ fn svg_node_strip(
     }
 }
 
-/// Tick spacing: the smallest of these giving at most 14 ticks over the period.
+/// Tick spacing: the smallest of these giving at most about 10 ticks over the period.
 const TICK_HOURS: [i64; 9] = [1, 2, 3, 6, 12, 24, 48, 168, 720];
 
 fn svg_axis(
@@ -439,7 +442,7 @@ fn svg_axis(
     let step = TICK_HOURS
         .iter()
         .copied()
-        .find(|h| hours / h <= 14)
+        .find(|h| hours / h <= 10)
         .unwrap_or(8760);
     for t in ticks(plan.from, plan.to, step, zone) {
         let label = if step >= 24 {

@@ -1,0 +1,391 @@
+//! `kumaco validate` and `kumaco plan`, run as the built binary on the fixtures under
+//! `tests/fixtures/`, compared with the golden outputs under `tests/golden/`.
+//!
+//! Outputs are deterministic: plans use a fixed `--from`, validation a fixed `--now`,
+//! and file names are given relative to the package directory.
+//!
+//! To regenerate the goldens after an intended change of output, run
+//! `KUMACO_UPDATE_GOLDEN=1 cargo test --test tools_cli` and review the diff.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const FROM: &str = "--from=2026-01-05T00:00:00Z";
+const NOW: &str = "--now=2026-01-05T00:00:00Z";
+const VALID: &str = "tests/fixtures/windows-valid.yaml";
+const INVALID: &str = "tests/fixtures/windows-invalid.yaml";
+const NOT_YAML: &str = "tests/fixtures/not-yaml.yaml";
+const NODES: &str = "tests/fixtures/nodes.yaml";
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn kumaco(args: &[&str]) -> Run {
+    kumaco_stdin(args, None)
+}
+
+fn kumaco_stdin(args: &[&str], stdin: Option<&str>) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kumaco"));
+    cmd.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        // A developer's cluster must not leak into plans that read nodes from a file.
+        .env_remove("KUBECONFIG");
+    let output = match stdin {
+        None => cmd.output().expect("running kumaco"),
+        Some(text) => {
+            use std::io::Write;
+            use std::process::Stdio;
+            let mut child = cmd
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("running kumaco");
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+            child.wait_with_output().expect("waiting for kumaco")
+        }
+    };
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8(output.stdout).expect("UTF-8 stdout"),
+        stderr: String::from_utf8(output.stderr).expect("UTF-8 stderr"),
+    }
+}
+
+fn golden_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name)
+}
+
+/// Compares `actual` with the golden file `name`, or rewrites it when
+/// `KUMACO_UPDATE_GOLDEN` is set.
+fn golden(name: &str, actual: &str) {
+    let path = golden_path(name);
+    if std::env::var_os("KUMACO_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (create it with KUMACO_UPDATE_GOLDEN=1)",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "output differs from {} (KUMACO_UPDATE_GOLDEN=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}",
+        path.display()
+    );
+}
+
+fn check(name: &str, args: &[&str], code: i32) -> Run {
+    let run = kumaco(args);
+    assert_eq!(
+        run.code, code,
+        "kumaco {args:?}: exit status\nstdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
+    golden(name, &run.stdout);
+    run
+}
+
+// ---------------------------------------------------------------------------------------
+// validate
+
+#[test]
+fn validate_valid_windows_exits_0_and_notes_skipped_objects() {
+    let run = check("validate-valid.out", &["validate", NOW, VALID], 0);
+    assert!(
+        run.stderr
+            .contains("kumaco/app-settings: skipped: ConfigMap does not match the window selector"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("kumaco/kumaco: skipped: Deployment is not a ConfigMap"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn validate_reports_every_error_with_file_and_object_and_exits_1() {
+    check(
+        "validate-invalid.out",
+        &["validate", NOW, INVALID, VALID],
+        1,
+    );
+}
+
+#[test]
+fn validate_unreadable_or_not_yaml_exits_2_and_still_checks_the_rest() {
+    let run = check(
+        "validate-unreadable.out",
+        &[
+            "validate",
+            NOW,
+            NOT_YAML,
+            "tests/fixtures/no-such-file.yaml",
+            VALID,
+        ],
+        2,
+    );
+    assert!(
+        run.stderr.contains("not-yaml.yaml: not YAML"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("no-such-file.yaml: "), "{}", run.stderr);
+}
+
+#[test]
+fn validate_reads_stdin() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(INVALID)).unwrap();
+    let run = kumaco_stdin(&["validate", NOW, "-"], Some(&text));
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .starts_with("<stdin>: kumaco/weekly: startTime: expected 5 fields"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn validate_usage_errors_exit_2() {
+    assert_eq!(kumaco(&["validate"]).code, 2);
+    let run = kumaco(&["validate", "--default-timezone=Mars/Olympus", VALID]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--default-timezone"), "{}", run.stderr);
+}
+
+// ---------------------------------------------------------------------------------------
+// plan
+
+#[test]
+fn plan_table() {
+    check(
+        "plan-table.out",
+        &["plan", "--windows", VALID, "--nodes", NODES, FROM],
+        0,
+    );
+}
+
+#[test]
+fn plan_table_in_another_zone_with_a_node_selector() {
+    check(
+        "plan-berlin-zone-a.out",
+        &[
+            "plan",
+            "--windows",
+            VALID,
+            "--nodes",
+            NODES,
+            FROM,
+            "--for=2d",
+            "--node-selector=zone=a",
+            "--default-timezone=Europe/Berlin",
+        ],
+        0,
+    );
+}
+
+#[test]
+fn plan_json() {
+    let run = check(
+        "plan.json",
+        &[
+            "plan",
+            "--windows",
+            VALID,
+            "--nodes",
+            NODES,
+            FROM,
+            "-o",
+            "json",
+        ],
+        0,
+    );
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(v["timeZone"], "UTC");
+    assert_eq!(v["windows"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn plan_svg_is_well_formed_and_names_windows_and_zone() {
+    let zone = "Europe/Berlin";
+    let run = check(
+        "plan.svg",
+        &[
+            "plan",
+            "--windows",
+            VALID,
+            "--nodes",
+            NODES,
+            FROM,
+            "--default-timezone",
+            zone,
+            "-o",
+            "svg",
+        ],
+        0,
+    );
+    xml::check_well_formed(&run.stdout).unwrap_or_else(|e| panic!("not well-formed XML: {e}"));
+    for needle in [
+        "<svg",
+        "kumaco/zone-a-nights",
+        "kumaco/weekend-all",
+        "kumaco/release-freeze",
+        zone,
+    ] {
+        assert!(run.stdout.contains(needle), "the SVG lacks {needle:?}");
+    }
+}
+
+#[test]
+fn plan_refuses_invalid_windows_and_bad_flags() {
+    let run = kumaco(&["plan", "--windows", INVALID, "--nodes", NODES, FROM]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("kumaco/weekly"), "{}", run.stderr);
+    let run = kumaco(&["plan", "--windows", VALID, "--nodes", NODES, "--for=1w"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--for"), "{}", run.stderr);
+    let run = kumaco(&[
+        "plan",
+        "--windows",
+        VALID,
+        "--nodes",
+        NODES,
+        "--from=monday",
+    ]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--from"), "{}", run.stderr);
+}
+
+/// A small XML well-formedness checker, enough for the SVG kumaco writes (no DTDs, no
+/// CDATA): tags nest and match, attributes are quoted, `&` starts a known entity and
+/// `<` never appears in text. No XML crate is in the dependency tree, and one is not
+/// worth adding for this.
+mod xml {
+    pub fn check_well_formed(doc: &str) -> Result<(), String> {
+        let mut rest = doc.trim_start();
+        if let Some(r) = rest.strip_prefix("<?xml") {
+            let end = r.find("?>").ok_or("unterminated XML declaration")?;
+            rest = &r[end + 2..];
+        }
+        let mut stack: Vec<&str> = Vec::new();
+        let mut roots = 0;
+        while !rest.is_empty() {
+            let lt = rest.find('<').unwrap_or(rest.len());
+            check_text(&rest[..lt])?;
+            if stack.is_empty() && !rest[..lt].trim().is_empty() {
+                return Err(format!("text outside the root element: {:?}", &rest[..lt]));
+            }
+            rest = &rest[lt..];
+            if rest.is_empty() {
+                break;
+            }
+            if let Some(r) = rest.strip_prefix("<!--") {
+                let end = r.find("-->").ok_or("unterminated comment")?;
+                rest = &r[end + 3..];
+                continue;
+            }
+            let gt = rest.find('>').ok_or("unterminated tag")?;
+            let tag = &rest[1..gt];
+            rest = &rest[gt + 1..];
+            if let Some(name) = tag.strip_prefix('/') {
+                match stack.pop() {
+                    Some(open) if open == name.trim() => {}
+                    other => return Err(format!("</{name}> closes {other:?}")),
+                }
+            } else {
+                let self_closing = tag.ends_with('/');
+                let body = tag.trim_end_matches('/');
+                let name = check_tag(body)?;
+                if stack.is_empty() {
+                    roots += 1;
+                }
+                if !self_closing {
+                    stack.push(name);
+                }
+            }
+        }
+        match (stack.last(), roots) {
+            (Some(open), _) => Err(format!("<{open}> is never closed")),
+            (None, 1) => Ok(()),
+            (None, n) => Err(format!("{n} root elements")),
+        }
+    }
+
+    fn check_text(text: &str) -> Result<(), String> {
+        let mut parts = text.split('&');
+        parts.next();
+        for p in parts {
+            let entity = p.split(';').next().unwrap_or("");
+            let known =
+                ["amp", "lt", "gt", "quot", "apos"].contains(&entity) || entity.starts_with('#');
+            if !known || !p.contains(';') {
+                return Err(format!("bad entity in {text:?}"));
+            }
+        }
+        if text.contains('>') && text.contains("]]>") {
+            return Err("]]> in text".into());
+        }
+        Ok(())
+    }
+
+    /// Returns the element name after checking `name attr="v" ...`.
+    fn check_tag(body: &str) -> Result<&str, String> {
+        let name_end = body.find(|c: char| c.is_whitespace()).unwrap_or(body.len());
+        let name = &body[..name_end];
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_alphanumeric() || ":-_.".contains(c))
+        {
+            return Err(format!("bad element name in <{body}>"));
+        }
+        let mut rest = body[name_end..].trim_start();
+        while !rest.is_empty() {
+            let eq = rest
+                .find('=')
+                .ok_or(format!("attribute without value in <{body}>"))?;
+            let quote = rest[eq + 1..]
+                .chars()
+                .next()
+                .filter(|q| *q == '"' || *q == '\'')
+                .ok_or(format!("unquoted attribute in <{body}>"))?;
+            let value_start = eq + 2;
+            let len = rest[value_start..]
+                .find(quote)
+                .ok_or(format!("unterminated attribute in <{body}>"))?;
+            let value = &rest[value_start..value_start + len];
+            if value.contains('<') {
+                return Err(format!("< in attribute in <{body}>"));
+            }
+            check_text(value)?;
+            rest = rest[value_start + len + 1..].trim_start();
+        }
+        Ok(name)
+    }
+
+    #[test]
+    fn the_checker_catches_mistakes() {
+        assert!(check_well_formed("<a><b x=\"1\"/>t &amp; u</a>").is_ok());
+        assert!(check_well_formed("<a><b></a>").is_err());
+        assert!(check_well_formed("<a x=1></a>").is_err());
+        assert!(check_well_formed("<a>&</a>").is_err());
+        assert!(check_well_formed("<a></a><b></b>").is_err());
+    }
+}
