@@ -166,7 +166,7 @@ fn flatten(source: &str, doc: Value, out: &mut Vec<Document>) -> Result<(), Tool
 #[derive(Debug)]
 pub enum Classified {
     /// A window ConfigMap, validated.
-    Window(Result<Window, InvalidWindow>),
+    Window(Box<Result<Window, InvalidWindow>>),
     /// A ConfigMap with the window label whose shape is wrong (e.g. a data value that
     /// is not a string): invalid, for a reason outside the window's keys.
     Malformed(String),
@@ -209,7 +209,7 @@ impl WindowRules {
             return Classified::Skipped("ConfigMap does not match the window selector".into());
         }
         match serde_json::from_value::<ConfigMap>(doc.object.clone()) {
-            Ok(cm) => Classified::Window(self.window(&cm)),
+            Ok(cm) => Classified::Window(Box::new(self.window(&cm))),
             Err(e) => Classified::Malformed(format!("not a valid ConfigMap: {e}")),
         }
     }

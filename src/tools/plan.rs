@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
@@ -541,8 +541,8 @@ fn read_windows(paths: &[PathBuf], rules: &WindowRules) -> Result<Vec<Window>, T
     for path in paths {
         for doc in super::read_documents(path)? {
             match rules.classify(&doc) {
-                Classified::Window(Ok(w)) => windows.push(w),
-                Classified::Window(Err(_)) | Classified::Malformed(_) => {
+                Classified::Window(w) if w.is_ok() => windows.extend(*w),
+                Classified::Window(_) | Classified::Malformed(_) => {
                     return Err(PlanError::InvalidWindow(format!(
                         "{}: {}",
                         doc.source,
@@ -558,7 +558,7 @@ fn read_windows(paths: &[PathBuf], rules: &WindowRules) -> Result<Vec<Window>, T
 }
 
 /// Nodes from a NodeList or multi-document Nodes, YAML or JSON.
-fn nodes_from_file(path: &PathBuf) -> Result<Vec<PlanNode>, ToolError> {
+fn nodes_from_file(path: &Path) -> Result<Vec<PlanNode>, ToolError> {
     let mut nodes = Vec::new();
     for doc in super::read_documents(path)? {
         if doc.kind() != "Node" {

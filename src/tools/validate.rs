@@ -43,22 +43,24 @@ pub fn check(docs: &[Document], rules: &WindowRules, now: Timestamp) -> Report {
                 report.invalid += 1;
                 report.lines.push(format!("{at}: {why}"));
             }
-            Classified::Window(Err(invalid)) => {
-                report.invalid += 1;
-                for e in &invalid.0 {
-                    report.lines.push(format!("{at}: {e}"));
+            Classified::Window(window) => match *window {
+                Err(invalid) => {
+                    report.invalid += 1;
+                    for e in &invalid.0 {
+                        report.lines.push(format!("{at}: {e}"));
+                    }
                 }
-            }
-            Classified::Window(Ok(window)) => {
-                report.valid += 1;
-                let warnings = window.lint(now);
-                if warnings.is_empty() {
-                    report.lines.push(format!("{at}: ok"));
+                Ok(window) => {
+                    report.valid += 1;
+                    let warnings = window.lint(now);
+                    if warnings.is_empty() {
+                        report.lines.push(format!("{at}: ok"));
+                    }
+                    for w in warnings {
+                        report.lines.push(format!("{at}: warning: {w}"));
+                    }
                 }
-                for w in warnings {
-                    report.lines.push(format!("{at}: warning: {w}"));
-                }
-            }
+            },
         }
     }
     report
