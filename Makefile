@@ -17,6 +17,7 @@ test:
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) check -q --manifest-path fuzz/Cargo.toml
 
 bench:
 	$(CARGO) bench --bench schedule --bench selector --bench windows
