@@ -9,12 +9,11 @@
 //! `KUMACO_DIFF_CASES` sets the number of cases (default 100,000); `KUMACO_DIFF_SEED`
 //! replays a run (the seed is printed at the start of every run).
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use kumaco::duration::{self, DurationError, GoDuration};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use testkit::oracle::{Answer, Oracle, Request};
 
 const DEFAULT_CASES: usize = 100_000;
@@ -23,12 +22,11 @@ const MAX_REPORTED: usize = 20;
 
 #[test]
 fn durations_agree_with_go() {
-    let cases = env_number("KUMACO_DIFF_CASES").unwrap_or(DEFAULT_CASES as u64) as usize;
-    let seed = env_number("KUMACO_DIFF_SEED").unwrap_or_else(clock_seed);
-    eprintln!("diff_duration: {cases} cases, seed {seed} (replay: KUMACO_DIFF_SEED={seed})");
+    let run = testkit::diff::DiffRun::from_env("diff_duration", DEFAULT_CASES);
+    let (cases, seed) = (run.cases, run.seed);
 
     let started = Instant::now();
-    let mut runner = runner(seed);
+    let mut runner = run.runner();
     let strategy = duration_input();
     let mut oracle = Oracle::start().expect("starting the Go oracle");
     let mut mismatches = Vec::new();
@@ -236,30 +234,4 @@ fn near_the_limits() -> impl Strategy<Value = String> {
             let frac = frac.map(|f| format!(".{f}")).unwrap_or_default();
             format!("{sign}{int}{frac}{name}{}", extra.unwrap_or_default())
         })
-}
-
-fn runner(seed: u64) -> TestRunner {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
-    )
-}
-
-fn env_number(name: &str) -> Option<u64> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .trim()
-            .replace('_', "")
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}={value:?} is not a number: {e}")),
-    )
-}
-
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |t| t.as_nanos() as u64)
 }

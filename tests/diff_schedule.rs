@@ -15,13 +15,12 @@
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use jiff::Timestamp;
 use kumaco::schedule::{self, Schedule, ScheduleError, ScheduleKind};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use testkit::oracle::{Answer, Oracle, Request};
 
 const DEFAULT_CASES: usize = 100_000;
@@ -61,12 +60,11 @@ struct Tally {
 
 #[test]
 fn schedules_agree_with_go() {
-    let cases = env_number("KUMACO_DIFF_CASES").unwrap_or(DEFAULT_CASES as u64) as usize;
-    let seed = env_number("KUMACO_DIFF_SEED").unwrap_or_else(clock_seed);
-    eprintln!("diff_schedule: {cases} cases, seed {seed} (replay: KUMACO_DIFF_SEED={seed})");
+    let run = testkit::diff::DiffRun::from_env("diff_schedule", DEFAULT_CASES);
+    let (cases, seed) = (run.cases, run.seed);
 
     let started = Instant::now();
-    let mut runner = runner(seed);
+    let mut runner = run.runner();
     let strategy = case();
     let mut oracle = Oracle::start().expect("starting the Go oracle");
     let mut mismatches = Vec::new();
@@ -757,29 +755,3 @@ static TRANSITIONS: LazyLock<HashMap<&'static str, Vec<i64>>> = LazyLock::new(||
 });
 
 // ---- plumbing ----
-
-fn runner(seed: u64) -> TestRunner {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
-    )
-}
-
-fn env_number(name: &str) -> Option<u64> {
-    let value = std::env::var(name).ok()?;
-    Some(
-        value
-            .trim()
-            .replace('_', "")
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}={value:?} is not a number: {e}")),
-    )
-}
-
-fn clock_seed() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |t| t.as_nanos() as u64)
-}

@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod diff;
 pub mod gobuild;
 pub mod kumaco;
 pub mod nodes;
