@@ -55,22 +55,13 @@ pub struct RunArgs {
     #[arg(long = "namespace", value_name = "NS")]
     pub namespaces: Vec<String>,
 
-    /// Label selector a ConfigMap must match to be a window.
-    #[arg(
-        long,
-        value_name = "SEL",
-        default_value = "kured.dev/maintenance-window"
-    )]
-    pub window_selector: String,
+    #[command(flatten)]
+    pub window_args: WindowArgs,
 
     /// Label selector of the nodes this instance manages; kumaco never writes to another
     /// node. Empty: every node.
     #[arg(long, value_name = "SEL", default_value = "")]
     pub node_selector: String,
-
-    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name).
-    #[arg(long, value_name = "ZONE", default_value = "UTC")]
-    pub default_timezone: String,
 
     /// Exit when the window configuration changes, instead of regenerating state in
     /// process (the original kumaco behaviour; Kubernetes restarts the pod).
@@ -151,14 +142,9 @@ pub struct RunArgs {
     pub log_format: LogFormat,
 }
 
-/// `kumaco validate`.
-#[derive(Debug, Args)]
-pub struct ValidateArgs {
-    /// Manifest files (multi-document YAML or JSON; `kind: List` accepted); `-` reads
-    /// standard input.
-    #[arg(required = true, value_name = "FILE")]
-    pub files: Vec<PathBuf>,
-
+/// How ConfigMaps are recognised and read as windows: the same for every subcommand.
+#[derive(Clone, Debug, Args)]
+pub struct WindowArgs {
     /// Label selector a ConfigMap must match to be a window.
     #[arg(
         long,
@@ -167,9 +153,22 @@ pub struct ValidateArgs {
     )]
     pub window_selector: String,
 
-    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name).
+    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name); `plan` and
+    /// `status` also show times in it.
     #[arg(long, value_name = "ZONE", default_value = "UTC")]
     pub default_timezone: String,
+}
+
+/// `kumaco validate`.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Manifest files (multi-document YAML or JSON; `kind: List` accepted); `-` reads
+    /// standard input.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub window_args: WindowArgs,
 
     /// The time lint warnings are computed for (RFC 3339; default: now). For
     /// reproducible output.
@@ -214,17 +213,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "SEL", default_value = "")]
     pub node_selector: String,
 
-    /// Label selector a ConfigMap must match to be a window.
-    #[arg(
-        long,
-        value_name = "SEL",
-        default_value = "kured.dev/maintenance-window"
-    )]
-    pub window_selector: String,
-
-    /// Time zone of schedules without a CRON_TZ=/TZ= prefix, and of the times shown.
-    #[arg(long, value_name = "ZONE", default_value = "UTC")]
-    pub default_timezone: String,
+    #[command(flatten)]
+    pub window_args: WindowArgs,
 
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = PlanOutput::Table)]
@@ -246,17 +236,8 @@ pub struct StatusArgs {
     #[arg(long, value_name = "SEL", default_value = "")]
     pub node_selector: String,
 
-    /// Label selector a ConfigMap must match to be a window.
-    #[arg(
-        long,
-        value_name = "SEL",
-        default_value = "kured.dev/maintenance-window"
-    )]
-    pub window_selector: String,
-
-    /// Time zone of schedules without a CRON_TZ=/TZ= prefix.
-    #[arg(long, value_name = "ZONE", default_value = "UTC")]
-    pub default_timezone: String,
+    #[command(flatten)]
+    pub window_args: WindowArgs,
 }
 
 #[cfg(test)]
@@ -275,7 +256,10 @@ mod tests {
         let Command::Run(args) = cli.command else {
             panic!("not run")
         };
-        assert_eq!(args.window_selector, "kured.dev/maintenance-window");
+        assert_eq!(
+            args.window_args.window_selector,
+            "kured.dev/maintenance-window"
+        );
         assert_eq!(args.max_in_progress, "1");
         assert!(args.leader_elect);
         assert_eq!(args.log_format, LogFormat::Text);

@@ -54,10 +54,11 @@ impl Settings {
         pod_namespace: Option<String>,
         pod_name: Option<String>,
     ) -> Result<Settings, FlagError> {
-        selector::parse(&args.window_selector).map_err(|e| flag_err("window-selector", e))?;
+        selector::parse(&args.window_args.window_selector)
+            .map_err(|e| flag_err("window-selector", e))?;
         let node_selector =
             selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
-        let default_zone = schedule::load_zone(&args.default_timezone)
+        let default_zone = schedule::load_zone(&args.window_args.default_timezone)
             .map_err(|e| flag_err("default-timezone", e))?;
         let resync = duration::parse(&args.resync_interval)
             .map_err(|e| flag_err("resync-interval", e))?
@@ -139,7 +140,7 @@ impl Settings {
         };
         Ok(Settings {
             namespaces,
-            window_selector: args.window_selector.clone(),
+            window_selector: args.window_args.window_selector.clone(),
             node_selector,
             default_zone,
             field_manager: args.field_manager.clone(),

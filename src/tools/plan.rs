@@ -498,7 +498,10 @@ fn ticks(from: Timestamp, to: Timestamp, step_hours: i64, zone: &TimeZone) -> Ve
 
 /// Runs `kumaco plan`, writing the chosen output.
 pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), ToolError> {
-    let rules = WindowRules::new(&args.window_selector, &args.default_timezone)?;
+    let rules = WindowRules::new(
+        &args.window_args.window_selector,
+        &args.window_args.default_timezone,
+    )?;
     let node_selector =
         selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
     let from = super::parse_time("from", args.from.as_deref())?;

@@ -158,14 +158,17 @@ pub fn age(d: SignedDuration) -> String {
 
 /// Runs `kumaco status` against the API server.
 pub async fn run(args: &StatusArgs, out: &mut impl std::io::Write) -> Result<(), ToolError> {
-    let rules = WindowRules::new(&args.window_selector, &args.default_timezone)?;
+    let rules = WindowRules::new(
+        &args.window_args.window_selector,
+        &args.window_args.default_timezone,
+    )?;
     let node_selector =
         selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
     let client = super::client(args.kubeconfig.as_ref()).await?;
     let mut configmaps = Vec::new();
     for ns in &args.namespaces {
         let list = Api::<ConfigMap>::namespaced(client.clone(), ns)
-            .list(&ListParams::default().labels(&args.window_selector))
+            .list(&ListParams::default().labels(&args.window_args.window_selector))
             .await?;
         configmaps.extend(list.items);
     }
