@@ -134,9 +134,8 @@ pub async fn run(
     loop {
         let started = Instant::now();
         let next_edge = match reconciler.reconcile().await {
-            Some(Pass::ConfigChangedExit) => return Ok(Exit::ConfigChanged),
-            Some(Pass::Next(t)) => t,
-            None => None,
+            Pass::ConfigChangedExit => return Ok(Exit::ConfigChanged),
+            Pass::Next(t) => t,
         };
         reconciler
             .metrics
@@ -290,9 +289,9 @@ struct Write {
 }
 
 impl Reconciler {
-    async fn reconcile(&mut self) -> Option<Pass> {
+    async fn reconcile(&mut self) -> Pass {
         if self.load_windows() && self.settings.exit_on_config_change {
-            return Some(Pass::ConfigChangedExit);
+            return Pass::ConfigChangedExit;
         }
         let now = Timestamp::now();
         let windows: Vec<&Window> = self
@@ -417,7 +416,7 @@ impl Reconciler {
         }
 
         self.apply(writes, now).await;
-        Some(Pass::Next(next_edge))
+        Pass::Next(next_edge)
     }
 
     /// Re-reads window ConfigMaps from the cache; parses new or changed ones and posts
