@@ -1,0 +1,794 @@
+//! Fault injection: `kumaco run` against a real API server that crashes, revokes kumaco's
+//! permissions, or drops its watches (issue 7; contract `behaviour.md` §2-§4, §9; design:
+//! one pass re-derives everything, failed writes are retried with backoff, watches
+//! re-list on their own).
+//!
+//! Recovery times are printed as `RECOVERY_MS <n> ...` and `CATCHUP_MS <n> ...` lines for
+//! collection (`cargo test --test faults -- --nocapture 2>&1 | grep _MS`).
+//!
+//! Waits watch or poll with deadlines; the sleeps are until a known instant (an edge, or
+//! the chosen moment to inject a fault) and the observation periods of "nothing happens"
+//! checks.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeCondition};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::json;
+
+use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::kumaco::{KumacoProcess, apiserver_metrics, http_get, metric_sum};
+use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
+use testkit::{ApiServer, Scope, client_from_kubeconfig};
+
+/// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
+const EDGE_BOUND: Duration = Duration::from_secs(2);
+/// Slack on top of kumaco's retry schedule for a missed edge (see the crash test).
+const RECOVERY_MARGIN: Duration = Duration::from_secs(2);
+/// kumaco's write retries back off to at most 30 s (`MAX_SLEEP` in the controller): a
+/// write forbidden for a while is retried at the latest that long after access returns,
+/// plus a margin for the pass itself and a loaded machine.
+const CATCHUP_BOUND: Duration = Duration::from_secs(30 + 5);
+/// Waits that have no precise deadline in the contract.
+const SOON: Duration = Duration::from_secs(15);
+
+const REASON_WINDOW: &str = "MaintenanceWindow";
+const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
+
+// ---------------------------------------------------------------------------------------
+// 1. The API server crashes during a window and stays down across its end
+
+#[tokio::test]
+async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
+    let mut server = private_server().await;
+    let c = Cluster::new(&server, "apiserver-down").await;
+    let nodes = [
+        c.node("a", &[("zone", "a")]).await,
+        c.node("b", &[("zone", "a")]).await,
+    ];
+    let mut kumaco = c.kumaco(&server, &[]).await;
+
+    let start = edge_in(3);
+    let end = start + SignedDuration::from_secs(20);
+    c.put_window("w", &start, "20s", "zone=a").await;
+    let mut started = Vec::new();
+    for node in &nodes {
+        let cond = c
+            .wait_status(node, "True", until(start) + EDGE_BOUND + SOON)
+            .await;
+        assert_eq!(cond.reason.as_deref(), Some(REASON_WINDOW), "{cond:?}");
+        started.push(cond);
+    }
+    let histories = History::start_all(&c.client, &nodes).await;
+
+    // Down from 5 s before the end to 5 s after it: the end edge falls while kumaco can
+    // neither read nor write.
+    sleep_until(end - SignedDuration::from_secs(5)).await;
+    for (history, first) in histories.iter().zip(&started) {
+        assert_eq!(
+            history.states(),
+            [Some(first.clone())],
+            "before the crash: True with its first lastTransitionTime, nothing else"
+        );
+    }
+    for history in histories {
+        history.stop().await;
+    }
+    server.kill().expect("SIGKILL of the API server and etcd");
+    let killed = Instant::now();
+    sleep_until(end + SignedDuration::from_secs(5)).await;
+    // Assigned, not shadowed: `server` is declared before `kumaco`, so it is dropped
+    // after it; an API server stopped first would wait for kumaco's watches to drain.
+    server = restart(server).await;
+    let returned = Instant::now();
+    let down = returned - killed;
+    // How soon the missed edge can honestly be expected: kumaco retries a failed write
+    // with a backoff doubling from 0.5 s, so the first retry after the return comes at
+    // most about as long after it as the write had been failing (since the edge); its
+    // watches' re-list (kube's backoff, 0.8 s doubling) also triggers a pass and may come
+    // sooner. With the edge 5 s into a 10 s outage and a ~3 s start, that is ~8 s.
+    let failing_for = Duration::try_from(Timestamp::now().duration_since(end)).unwrap();
+    let recovery_bound = failing_for + RECOVERY_MARGIN;
+
+    // The old client may hold dead connections: a fresh one, and fresh watches, after the
+    // restart. A history that starts after the missed edge may begin at True (kumaco has
+    // not caught up yet) or already at False.
+    let client = server.client().await.expect("admin client after restart");
+    let histories = History::start_all(&client, &nodes).await;
+    let mut slowest = Duration::ZERO;
+    for node in &nodes {
+        let found = wait_for_condition(
+            &client,
+            node,
+            UNDER_MAINTENANCE,
+            recovery_bound + SOON,
+            |cond| has_status(cond, Some("False")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("the missed end edge never landed: {e:#}"));
+        let recovery = returned.elapsed();
+        slowest = slowest.max(recovery);
+        eprintln!(
+            "RECOVERY_MS {} node={node} (after the API server returned; it was down {} ms \
+             across the end edge, its start included; writes failing for {} ms)",
+            recovery.as_millis(),
+            down.as_millis(),
+            failing_for.as_millis()
+        );
+        let cond = condition(&found, UNDER_MAINTENANCE).unwrap();
+        assert_eq!(cond.reason.as_deref(), Some(REASON_NO_WINDOW), "{cond:?}");
+        assert!(transitioned_at_or_after(cond, end), "{cond:?}");
+    }
+    assert!(
+        slowest <= recovery_bound,
+        "the missed edge landed {slowest:?} after the API server returned (bound \
+         {recovery_bound:?}: failing for {failing_for:?} before it); kumaco log {}",
+        kumaco.log_path().display()
+    );
+
+    // Observation period: nothing more may happen (no flapping, no second False).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for ((history, node), first) in histories.iter().zip(&nodes).zip(&started) {
+        let states = history.states();
+        let statuses = history.statuses();
+        assert!(
+            statuses == [Some("True".into()), Some("False".into())]
+                || statuses == [Some("False".into())],
+            "{node}: after the restart, one False transition and nothing else: {states:#?}"
+        );
+        for state in states.iter().flatten() {
+            if state.status == "True" {
+                assert_eq!(
+                    state.last_transition_time, first.last_transition_time,
+                    "{node}: True must keep its lastTransitionTime until the end: {states:#?}"
+                );
+            }
+        }
+        let falses: Vec<_> = states
+            .iter()
+            .flatten()
+            .filter(|s| s.status == "False")
+            .map(|s| s.last_transition_time.clone())
+            .collect();
+        assert!(
+            falses.windows(2).all(|w| w[0] == w[1]),
+            "{node}: the False condition transitioned more than once: {states:#?}"
+        );
+    }
+    // Watches closed now, not when the runtime ends: the API server's graceful stop
+    // (when `server` drops) would wait for them.
+    for history in histories {
+        history.stop().await;
+    }
+    // The same process recovered: no restart of kumaco was needed.
+    assert_eq!(kumaco.wait_exit(Duration::ZERO).await.unwrap(), None);
+    let (code, _) = http_get(kumaco.health_address(), "/readyz").await.unwrap();
+    assert_eq!(
+        code, 200,
+        "kumaco is not ready after the API server returned"
+    );
+    let metrics = kumaco.metrics_text().await.unwrap();
+    let transitions_to = |status| {
+        metric_sum(
+            &metrics,
+            "kumaco_transitions_total",
+            &[("condition", UNDER_MAINTENANCE), ("status", status)],
+        )
+    };
+    assert_eq!(
+        (transitions_to("True"), transitions_to("False")),
+        (2.0, 2.0),
+        "one True and one False transition per node:\n{metrics}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. kumaco's permission to write node status is revoked across an edge, then restored
+
+#[tokio::test]
+async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
+    let server = ApiServer::shared();
+    let c = Cluster::new(server, "forbidden").await;
+    let a = c.node("a", &[("zone", "a")]).await;
+    // A user of its own (client certificate), bound with the rules of deploy/base.
+    let user = format!("kumaco-sa-{}", c.scope.value());
+    let kubeconfig = server
+        .kubeconfig_for(&user, &[])
+        .expect("a kubeconfig for kumaco's identity");
+    let binding = c.grant_kumaco_rules(&user).await;
+    let restricted = client_from_kubeconfig(&kubeconfig).await.unwrap();
+    let kumaco = RestrictedKumaco::start(&kubeconfig, &c).await;
+
+    let start = edge_in(6);
+    c.put_window("w", &start, "1h", "zone=a").await;
+    let history = History::start(&c.client, &a).await;
+
+    // Revoke just before the edge, and make sure the API server already enforces it
+    // (its RBAC authorizer follows bindings through an informer).
+    sleep_until(start - SignedDuration::from_secs(2)).await;
+    let bindings: Api<ClusterRoleBinding> = Api::all(c.client.clone());
+    bindings
+        .delete(
+            &binding.metadata.name.clone().unwrap(),
+            &DeleteParams::default(),
+        )
+        .await
+        .expect("deleting kumaco's ClusterRoleBinding");
+    poll_until(SOON, "the revocation to take effect", || async {
+        matches!(
+            Api::<Node>::all(restricted.clone()).get(&a).await,
+            Err(kube::Error::Api(e)) if e.code == 403
+        )
+    })
+    .await;
+    assert!(
+        Timestamp::now() < start,
+        "revoking took until after the edge; the test cannot show a forbidden edge"
+    );
+    let errors_before = kumaco.write_errors().await;
+
+    // Forbidden across the edge and for a while after it: the node must stay as it was.
+    sleep_until(start + SignedDuration::from_secs(6)).await;
+    assert_eq!(
+        history.states(),
+        [None],
+        "{a} changed while kumaco was forbidden to write it"
+    );
+    let errors_during = kumaco.write_errors().await;
+    assert!(
+        errors_during > errors_before,
+        "kumaco_api_writes_total{{result=\"error\"}} did not go up while forbidden \
+         ({errors_before} → {errors_during}); log {}",
+        kumaco.log.display()
+    );
+
+    let mut restored = binding.clone();
+    restored.metadata.resource_version = None;
+    bindings
+        .create(&PostParams::default(), &restored)
+        .await
+        .expect("restoring kumaco's ClusterRoleBinding");
+    let restored_at = Instant::now();
+    let cond = c.wait_status(&a, "True", CATCHUP_BOUND).await;
+    let catchup = restored_at.elapsed();
+    eprintln!(
+        "CATCHUP_MS {} after the ClusterRoleBinding was restored ({} failed writes while \
+         forbidden)",
+        catchup.as_millis(),
+        errors_during - errors_before
+    );
+    assert_eq!(cond.reason.as_deref(), Some(REASON_WINDOW), "{cond:?}");
+    assert_eq!(
+        history.statuses(),
+        [None, Some("True".into())],
+        "{:#?}",
+        history.states()
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Watches end and re-list (410 Gone) without duplicate writes
+
+/// kube-rs watches always send `timeoutSeconds=290`, which the API server honours over
+/// `--min-request-timeout` (that flag only bounds watches that give no timeout), so a
+/// steady API server never ends kumaco's watches within a test. A restarted one does: its
+/// fresh watch cache starts at the current etcd revision, later than the resourceVersion
+/// kumaco resumes from, so the resumed watch is answered 410 Gone (reason `Expired`, "too
+/// old resource version") and kumaco's watcher re-lists.
+#[tokio::test]
+async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
+    let mut server = private_server().await;
+    let mut c = Cluster::new(&server, "relist").await;
+    let steady = [
+        c.node("a", &[("zone", "a")]).await,
+        c.node("b", &[("zone", "a")]).await,
+    ];
+    c.put_active_window("now", "zone=a").await;
+    // Resyncs every 2 s: passes without a change must not write either.
+    let kumaco = c.kumaco(&server, &["--resync-interval=2s"]).await;
+    for node in &steady {
+        c.wait_status(node, "True", SOON).await;
+    }
+    let kumaco_writes = kumaco_patches(&kumaco).await;
+
+    const RESTARTS: usize = 3;
+    for round in 1..=RESTARTS {
+        // Quiet since the last restart (or kumaco's initial writes): the API server saw
+        // no node write in this lifetime beyond the baseline.
+        let baseline = settled_node_writes(&c.client).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(node_writes(&c.client).await, baseline, "round {round}");
+        let gone_before = expired_watches(&kumaco);
+        // A write kumaco's watches do not see (a ConfigMap without the window label)
+        // moves etcd's revision past the last one they know, so the restarted server's
+        // watch cache is certain to start after it.
+        c.put_unrelated(&format!("tick-{round}")).await;
+        server.kill().unwrap();
+        server = restart(server).await;
+        c.client = server.client().await.unwrap();
+        // kumaco's resumed watches are refused (410) and re-list.
+        poll_until(
+            SOON,
+            "kumaco's node watch to expire (410) and re-list",
+            || async { expired_watches(&kumaco) > gone_before },
+        )
+        .await;
+        eprintln!(
+            "round {round}: {} expired watches so far",
+            expired_watches(&kumaco)
+        );
+    }
+    // A steady period after the last re-list: still nothing written, by the API server's
+    // count (this lifetime) and by kumaco's (all lifetimes).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        node_writes(&c.client).await,
+        0.0,
+        "kumaco wrote nodes after re-listing; log {}",
+        kumaco.log_path().display()
+    );
+    assert_eq!(kumaco_patches(&kumaco).await, kumaco_writes);
+
+    // Across an edge, as many writes as transitions: one True and one False for `c`.
+    let edge_node = c.node("c", &[("zone", "c")]).await;
+    let before = settled_node_writes(&c.client).await;
+    let start = edge_in(4);
+    c.put_window("edge", &start, "3s", "zone=c").await;
+    c.wait_status(&edge_node, "True", until(start) + EDGE_BOUND + SOON)
+        .await;
+    let end = start + SignedDuration::from_secs(3);
+    c.wait_status(&edge_node, "False", until(end) + EDGE_BOUND + SOON)
+        .await;
+    assert_eq!(
+        settled_node_writes(&c.client).await - before,
+        2.0,
+        "two transitions, two writes"
+    );
+    assert_eq!(kumaco_patches(&kumaco).await, kumaco_writes + 2.0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+async fn private_server() -> ApiServer {
+    tokio::task::spawn_blocking(ApiServer::start_fresh)
+        .await
+        .unwrap()
+        .expect("a private API server")
+}
+
+/// Restarts a killed API server (blocking: the start takes seconds).
+async fn restart(mut server: ApiServer) -> ApiServer {
+    tokio::task::spawn_blocking(move || {
+        server.restart().expect("restarting the API server");
+        server
+    })
+    .await
+    .unwrap()
+}
+
+/// One test's slice of a cluster: a namespace for its windows, a scope for its nodes.
+/// Unlike `tests/controller.rs` it does not borrow the server, which tests here kill.
+struct Cluster {
+    client: kube::Client,
+    scope: Scope,
+    ns: String,
+}
+
+impl Cluster {
+    async fn new(server: &ApiServer, name: &str) -> Self {
+        let client = server.client().await.expect("admin client");
+        let scope = Scope::new(name);
+        let ns = scope.value().to_string();
+        let namespace: Namespace =
+            serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
+        Cluster { client, scope, ns }
+    }
+
+    async fn node(&self, short: &str, labels: &[(&str, &str)]) -> String {
+        let node = create_node(&self.client, &self.scope, short, labels, &[])
+            .await
+            .unwrap_or_else(|e| panic!("creating node {short}: {e:#}"));
+        node.metadata.name.unwrap()
+    }
+
+    /// The flags confining kumaco to this test's namespace and nodes, with a field manager
+    /// of its own.
+    fn kumaco_args(&self) -> Vec<String> {
+        vec![
+            format!("--namespace={}", self.ns),
+            format!("--node-selector={}", self.scope.selector()),
+            format!("--field-manager=kumaco-{}", self.scope.value()),
+        ]
+    }
+
+    async fn kumaco(&self, server: &ApiServer, extra: &[&str]) -> KumacoProcess {
+        let own = self.kumaco_args();
+        let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
+        args.extend_from_slice(extra);
+        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), server, &args)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// A one-shot window from `start`, lasting `duration`.
+    async fn put_window(&self, name: &str, start: &Timestamp, duration: &str, selector: &str) {
+        let cm = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "labels": { "kured.dev/maintenance-window": "" },
+            },
+            "data": {
+                "startTime": start.to_string(),
+                "duration": duration,
+                "nodeSelector": selector,
+            },
+        });
+        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
+            .patch(
+                name,
+                &PatchParams::apply("kumaco-tests").force(),
+                &Patch::Apply(cm),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying window {name}: {e}"));
+    }
+
+    /// A ConfigMap that is no window (no window label): invisible to kumaco's watches.
+    async fn put_unrelated(&self, name: &str) {
+        let cm = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": name },
+            "data": { "note": "not a window" },
+        });
+        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
+            .patch(
+                name,
+                &PatchParams::apply("kumaco-tests").force(),
+                &Patch::Apply(cm),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("applying ConfigMap {name}: {e}"));
+    }
+
+    /// A window that started a minute ago and lasts an hour: no edge during a test.
+    async fn put_active_window(&self, name: &str, selector: &str) {
+        let start = whole_second(Timestamp::now() - SignedDuration::from_secs(60));
+        self.put_window(name, &start, "1h", selector).await;
+    }
+
+    async fn wait_status(&self, node: &str, status: &str, timeout: Duration) -> NodeCondition {
+        let found = wait_for_condition(&self.client, node, UNDER_MAINTENANCE, timeout, |cond| {
+            has_status(cond, Some(status))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        condition(&found, UNDER_MAINTENANCE).cloned().unwrap()
+    }
+
+    /// Grants `user` kumaco's rules from `deploy/base` (nodes cluster-wide, windows and
+    /// events in this namespace; no Lease rules: leader election is off). Returns the
+    /// ClusterRoleBinding, the one the test revokes.
+    async fn grant_kumaco_rules(&self, user: &str) -> ClusterRoleBinding {
+        let name = format!("kumaco-{}", self.scope.value());
+        let subjects = json!([{
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "User",
+            "name": user,
+        }]);
+        let role: ClusterRole = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "rules": [
+                { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"] },
+                { "apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"] },
+            ],
+        }))
+        .unwrap();
+        let binding: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": name },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                         "name": name },
+            "subjects": subjects,
+        }))
+        .unwrap();
+        let windows: Role = serde_json::from_value(json!({
+            "metadata": { "name": "kumaco-windows" },
+            "rules": [
+                { "apiGroups": [""], "resources": ["configmaps"],
+                  "verbs": ["get", "list", "watch"] },
+                { "apiGroups": ["events.k8s.io"], "resources": ["events"],
+                  "verbs": ["create", "patch"] },
+            ],
+        }))
+        .unwrap();
+        let windows_binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": { "name": "kumaco-windows" },
+            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                         "name": "kumaco-windows" },
+            "subjects": subjects,
+        }))
+        .unwrap();
+        let pp = PostParams::default();
+        Api::<ClusterRole>::all(self.client.clone())
+            .create(&pp, &role)
+            .await
+            .unwrap();
+        Api::<Role>::namespaced(self.client.clone(), &self.ns)
+            .create(&pp, &windows)
+            .await
+            .unwrap();
+        Api::<RoleBinding>::namespaced(self.client.clone(), &self.ns)
+            .create(&pp, &windows_binding)
+            .await
+            .unwrap();
+        Api::<ClusterRoleBinding>::all(self.client.clone())
+            .create(&pp, &binding)
+            .await
+            .unwrap()
+    }
+}
+
+/// `kumaco run` with a kubeconfig of the test's choosing. [`KumacoProcess`] always passes
+/// the admin kubeconfig, and clap refuses a second `--kubeconfig`, so this starts the
+/// process itself with the same other flags. Dropping it SIGKILLs it.
+struct RestrictedKumaco {
+    child: Child,
+    log: PathBuf,
+    metrics: std::net::SocketAddr,
+}
+
+impl RestrictedKumaco {
+    async fn start(kubeconfig: &Path, c: &Cluster) -> Self {
+        let free = || {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            (l.local_addr().unwrap(), l)
+        };
+        // Both held until both are known, so they differ.
+        let ((metrics, _m), (health, _h)) = (free(), free());
+        let dir = std::env::temp_dir().join("kumaco-tests");
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join(format!("kumaco-restricted-{}.log", c.scope.value()));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_kumaco"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--leader-elect=false")
+            .arg(format!("--metrics-address={metrics}"))
+            .arg(format!("--health-address={health}"))
+            .arg("--log-format=json")
+            .args(c.kumaco_args())
+            .env("RUST_LOG", "info,kumaco=debug")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("starting kumaco");
+        drop((_m, _h));
+        let mut kumaco = RestrictedKumaco {
+            child,
+            log,
+            metrics,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = kumaco.child.try_wait().unwrap() {
+                panic!("kumaco exited with {status}; log {}", kumaco.log.display());
+            }
+            if let Ok((200, _)) = http_get(health, "/readyz").await {
+                return kumaco;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "kumaco was not ready in 30 s; log {}",
+                kumaco.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `kumaco_api_writes_total{verb="patch",result="error"}`.
+    async fn write_errors(&self) -> f64 {
+        let (code, text) = http_get(self.metrics, "/metrics").await.unwrap();
+        assert_eq!(code, 200, "{text}");
+        metric_sum(
+            &text,
+            "kumaco_api_writes_total",
+            &[("verb", "patch"), ("result", "error")],
+        )
+    }
+}
+
+impl Drop for RestrictedKumaco {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("kumaco log: {}", self.log.display());
+        }
+    }
+}
+
+/// Every distinct UnderMaintenance state a node goes through, in order, from the moment
+/// [`History::start`] returns (its first entry is the state then).
+struct History {
+    states: Arc<Mutex<Vec<Option<NodeCondition>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl History {
+    async fn start(client: &kube::Client, node: &str) -> History {
+        let api: Api<Node> = Api::all(client.clone());
+        let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+        let states = Arc::new(Mutex::new(Vec::new()));
+        let (listed_tx, listed) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn({
+            let states = states.clone();
+            async move {
+                let mut listed_tx = Some(listed_tx);
+                let mut events = watcher(api, config).boxed();
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
+                            let cond = condition(&n, UNDER_MAINTENANCE).cloned();
+                            let mut states = states.lock().unwrap();
+                            if states.last() != Some(&cond) {
+                                states.push(cond);
+                            }
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(tx) = listed_tx.take() {
+                                let _ = tx.send(());
+                            }
+                        }
+                        // The watcher retries on its own; a gap is re-listed.
+                        _ => {}
+                    }
+                }
+            }
+        });
+        tokio::time::timeout(SOON, listed)
+            .await
+            .expect("listing the node for its history")
+            .unwrap();
+        History { states, task }
+    }
+
+    async fn start_all(client: &kube::Client, nodes: &[String]) -> Vec<History> {
+        let mut all = Vec::new();
+        for node in nodes {
+            all.push(History::start(client, node).await);
+        }
+        all
+    }
+
+    /// Ends the watch and waits until it is gone.
+    async fn stop(mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+
+    fn states(&self) -> Vec<Option<NodeCondition>> {
+        self.states.lock().unwrap().clone()
+    }
+
+    /// The statuses, consecutive repeats merged (message changes are not transitions).
+    fn statuses(&self) -> Vec<Option<String>> {
+        let mut statuses: Vec<Option<String>> = Vec::new();
+        for state in self.states() {
+            let status = state.map(|c| c.status);
+            if statuses.last() != Some(&status) {
+                statuses.push(status);
+            }
+        }
+        statuses
+    }
+}
+
+impl Drop for History {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Polls `check` every 100 ms until it holds; fails after `timeout`.
+async fn poll_until<F, Fut>(timeout: Duration, what: &str, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Writes to nodes counted by the API server in its current lifetime (its counters start
+/// at zero on every restart). kumaco's server-side applies count as verb `APPLY`; other
+/// write verbs are included so that no write slips through.
+async fn node_writes(client: &kube::Client) -> f64 {
+    let text = apiserver_metrics(client).await.unwrap();
+    ["APPLY", "PATCH", "PUT", "POST", "DELETE"]
+        .iter()
+        .map(|verb| {
+            metric_sum(
+                &text,
+                "apiserver_request_total",
+                &[("resource", "nodes"), ("verb", verb)],
+            )
+        })
+        .sum()
+}
+
+/// [`node_writes`] once it has stopped moving for a second: a write's counter is bumped
+/// as the request completes, a little after a watch may have shown its effect.
+async fn settled_node_writes(client: &kube::Client) -> f64 {
+    let mut last = node_writes(client).await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = node_writes(client).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("writes to nodes did not settle: kumaco keeps writing ({last} so far)");
+}
+
+/// kumaco's own count of node writes (ok or not), which survives API server restarts.
+async fn kumaco_patches(kumaco: &KumacoProcess) -> f64 {
+    let text = kumaco.metrics_text().await.unwrap();
+    metric_sum(&text, "kumaco_api_writes_total", &[("verb", "patch")])
+}
+
+/// kumaco's node watches that the API server refused as expired (410 Gone, reason
+/// `Expired`: "too old resource version"), from its log: kube's watcher re-lists after
+/// each.
+fn expired_watches(kumaco: &KumacoProcess) -> usize {
+    let log = std::fs::read_to_string(kumaco.log_path()).unwrap_or_default();
+    log.lines()
+        .filter(|line| {
+            line.contains("watch error")
+                && line.contains(r#""what":"nodes""#)
+                && (line.contains("Expired") || line.contains("Gone"))
+        })
+        .count()
+}
+
+/// An instant `secs` ahead on a whole second (kumaco times edges to the second).
+fn edge_in(secs: i64) -> Timestamp {
+    whole_second(Timestamp::now() + SignedDuration::from_secs(secs))
+}
+
+fn whole_second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap()
+}
+
+/// Time from now until `t` (zero if past).
+fn until(t: Timestamp) -> Duration {
+    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
+}
+
+async fn sleep_until(t: Timestamp) {
+    tokio::time::sleep(until(t)).await;
+}
+
+/// `lastTransitionTime` (whole seconds) is not before `edge` (a whole second).
+fn transitioned_at_or_after(c: &NodeCondition, edge: Timestamp) -> bool {
+    c.last_transition_time.as_ref().is_some_and(|t| t.0 >= edge)
+}
