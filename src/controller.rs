@@ -76,10 +76,15 @@ pub async fn run(
 
     let (nodes, node_writer) = reflector::store::<Node>();
     let manager = settings.field_manager.clone();
-    let node_stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
-        .default_backoff()
-        .modify(move |node| slim_node(node, &manager))
-        .reflect(node_writer);
+    // Streaming lists (WatchList) send the initial state as watch events, one object at a
+    // time, instead of pages of full Nodes: a lower memory peak at start-up.
+    let node_stream = watcher(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().streaming_lists(),
+    )
+    .default_backoff()
+    .modify(move |node| slim_node(node, &manager))
+    .reflect(node_writer);
     tokio::spawn(drive(node_stream, wake.clone(), "nodes"));
 
     let mut window_stores = Vec::new();
@@ -186,19 +191,26 @@ where
     }
 }
 
-/// Keeps only what kumaco reads of a Node, and notes which of our conditions we own.
+/// Keeps only what kumaco reads of a Node (name, labels, resourceVersion, conditions) and
+/// notes which condition types this field manager owns. Everything else (spec, images,
+/// addresses, capacity, node info, other annotations, managedFields) is most of a Node's
+/// size and would be cached for nothing.
 fn slim_node(node: &mut Node, field_manager: &str) {
     let owned = owned_condition_types(node, field_manager);
-    node.metadata.managed_fields = None;
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
-        status.volumes_attached = None;
-        status.volumes_in_use = None;
-    }
-    if !owned.is_empty() {
-        node.annotations_mut()
-            .insert(OWNED_ANNOTATION.into(), owned.join(","));
-    }
+    let meta = &mut node.metadata;
+    meta.managed_fields = None;
+    meta.annotations = (!owned.is_empty())
+        .then(|| BTreeMap::from([(OWNED_ANNOTATION.to_string(), owned.join(","))]));
+    meta.owner_references = None;
+    meta.finalizers = None;
+    node.spec = None;
+    node.status = node
+        .status
+        .take()
+        .map(|s| k8s_openapi::api::core::v1::NodeStatus {
+            conditions: s.conditions,
+            ..Default::default()
+        });
 }
 
 /// Condition types under `f:status.f:conditions` in `field_manager`'s managed fields.
