@@ -35,6 +35,9 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long kumaco trusts its own write over a cache that has not shown it yet, when the
 /// API's resourceVersions are not numbers (they always are with etcd).
 const PENDING_TTL: Duration = Duration::from_secs(10);
+/// Longest wait before retrying failed writes: bounds how late a missed edge lands after
+/// the API server comes back (a retry pass against a down server costs one request).
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 /// Longest sleep between passes: bounds how late a wall-clock jump is noticed.
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// Writes in flight at once.
@@ -701,9 +704,9 @@ impl Reconciler {
             }
         }
         if failed > 0 {
-            // Exponential backoff for the retry pass: 0.5 s doubling to 30 s.
+            // Exponential backoff for the retry pass: 0.5 s doubling to 4 s.
             self.failures = (self.failures + 1).min(7);
-            let delay = Duration::from_millis(500 << (self.failures - 1)).min(MAX_SLEEP);
+            let delay = Duration::from_millis(500 << (self.failures - 1)).min(MAX_RETRY_DELAY);
             self.retry_at = now.checked_add(delay).ok();
         } else {
             self.failures = 0;
