@@ -175,6 +175,8 @@ async fn main() -> Result<()> {
         .with_context(|| format!("starting {kumaco_bin} (run `cargo build` first)"))?;
 
     let prefix = format!("{}-", scope.value());
+    // The most nodes seen MaintenanceInProgress=True at once, by this independent watch.
+    let most_in_progress = std::sync::atomic::AtomicUsize::new(0);
     let show = async {
         let nodes = watcher(
             Api::<Node>::all(client.clone()),
@@ -190,6 +192,7 @@ async fn main() -> Result<()> {
         .boxed();
         let mut seen: BTreeMap<String, String> = BTreeMap::new();
         let mut rebooting: std::collections::BTreeSet<String> = Default::default();
+        let mut in_progress: std::collections::BTreeSet<String> = Default::default();
         let mut merged =
             futures::stream::select(nodes.map(Either::Node), events.map(Either::Event));
         while let Some(item) = merged.next().await {
@@ -197,6 +200,15 @@ async fn main() -> Result<()> {
             match item {
                 Either::Node(Ok(node)) => {
                     let name = node.metadata.name.clone().unwrap_or_default();
+                    if testkit::nodes::condition(&node, IN_PROGRESS)
+                        .is_some_and(|c| c.status == "True")
+                    {
+                        in_progress.insert(name.clone());
+                    } else {
+                        in_progress.remove(&name);
+                    }
+                    most_in_progress
+                        .fetch_max(in_progress.len(), std::sync::atomic::Ordering::Relaxed);
                     for (ty, short) in [
                         ("kured.dev/UnderMaintenance", "UnderMaintenance"),
                         (IN_PROGRESS, IN_PROGRESS),
@@ -261,10 +273,11 @@ async fn main() -> Result<()> {
         })
         .count();
     println!(
-        "\nAfter {}s: {rebooted} of {} nodes were rebooted, never more than 2 at once. \
-         kumaco's log: {}",
+        "\nAfter {}s: {rebooted} of {} nodes were rebooted; at most {} were in progress at \
+         once (ceiling 2). kumaco's log: {}",
         SHOW_FOR.as_secs(),
         list.items.len(),
+        most_in_progress.load(std::sync::atomic::Ordering::Relaxed),
         log_path.display()
     );
     println!("Stopping the API server and removing its data.");
