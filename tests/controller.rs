@@ -11,18 +11,16 @@
 //! Edge latencies are printed as `EDGE_LATENCY_MS <n> ...` lines for collection
 //! (`cargo test --test controller -- --nocapture 2>&1 | grep EDGE_LATENCY_MS`).
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeCondition};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, apiserver_metrics, has_metric_family, metric_sum};
 use testkit::nodes::{condition, create_node, has_status, set_labels, wait_for_condition};
 use testkit::{ApiServer, SCOPE_LABEL, Scope};
@@ -59,7 +57,7 @@ async fn window_edges_set_exactly_the_selected_nodes_and_post_events_once() {
     // A fast resync makes any "event per resync" or "write per resync" bug show up
     // within this test's few seconds.
     let _kumaco = c.kumaco(&["--resync-interval=1s"]).await;
-    let b_history = History::start(&c.client, &b).await;
+    let b_history = History::start(&c.client, &b, UNDER_MAINTENANCE).await;
 
     let start = edge_in(4);
     let end = start + SignedDuration::from_secs(3);
@@ -146,7 +144,7 @@ async fn overlapping_windows_keep_the_node_until_the_last_one_ends() {
     let c = Cluster::new(ApiServer::shared(), "overlap").await;
     let a = c.node("a", &[("zone", "a")]).await;
     let _kumaco = c.kumaco(&[]).await;
-    let history = History::start(&c.client, &a).await;
+    let history = History::start(&c.client, &a, UNDER_MAINTENANCE).await;
 
     // w1: [s, s+4), w2: [s+2, s+6). The node is under maintenance on [s, s+6).
     let s = edge_in(4);
@@ -210,7 +208,7 @@ async fn blackout_holds_selected_nodes_out_of_maintenance() {
     for node in [&frozen, &other] {
         c.wait_status(node, Some("True"), SOON).await;
     }
-    let other_history = History::start(&c.client, &other).await;
+    let other_history = History::start(&c.client, &other, UNDER_MAINTENANCE).await;
 
     let s = edge_in(4);
     let end = s + SignedDuration::from_secs(3);
@@ -439,7 +437,7 @@ async fn nodes_outside_the_scope_are_never_written() {
         .metadata
         .name
         .unwrap();
-    let outside_history = History::start(&c.client, &outside).await;
+    let outside_history = History::start(&c.client, &outside, UNDER_MAINTENANCE).await;
     // The empty selector selects every node, in scope or not.
     c.put_active_window("everything", "").await;
     let _kumaco = c.kumaco(&[]).await;
@@ -481,7 +479,7 @@ async fn restart_mid_window_changes_nothing() {
     c.put_active_window("w", "zone=a").await;
     let mut kumaco = c.kumaco(&[]).await;
     let before = c.wait_status(&a, Some("True"), SOON).await;
-    let history = History::start(&c.client, &a).await;
+    let history = History::start(&c.client, &a, UNDER_MAINTENANCE).await;
 
     kumaco.kill().unwrap();
     let _kumaco = c.kumaco(&[]).await;
@@ -513,7 +511,7 @@ async fn instances_sharing_the_default_field_manager_leave_each_others_nodes_alo
     two.put_active_window("w", "").await;
     let _first = one.kumaco_default_manager(&[]).await;
     one.wait_status(&a, Some("True"), SOON).await;
-    let history = History::start(&one.client, &a).await;
+    let history = History::start(&one.client, &a, UNDER_MAINTENANCE).await;
 
     let _second = two.kumaco_default_manager(&[]).await;
     // The second instance's first reconcile, which covers every node it sees, is done.
@@ -863,74 +861,6 @@ async fn expect_one_at_edge(
 ) -> NodeCondition {
     let mut seen = expect_at_edge(c, &[node], edge, status, what).await;
     seen.pop().unwrap().1
-}
-
-/// Every distinct UnderMaintenance state a node goes through, in order, from the moment
-/// [`History::start`] returns (its first entry is the state then).
-struct History {
-    states: Arc<Mutex<Vec<Option<NodeCondition>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl History {
-    async fn start(client: &kube::Client, node: &str) -> History {
-        let api: Api<Node> = Api::all(client.clone());
-        let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
-        let states = Arc::new(Mutex::new(Vec::new()));
-        let (listed_tx, listed) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn({
-            let states = states.clone();
-            async move {
-                let mut listed_tx = Some(listed_tx);
-                let mut events = watcher(api, config).boxed();
-                while let Some(event) = events.next().await {
-                    match event {
-                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                            let cond = condition(&n, UNDER_MAINTENANCE).cloned();
-                            let mut states = states.lock().unwrap();
-                            if states.last() != Some(&cond) {
-                                states.push(cond);
-                            }
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(tx) = listed_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        // The watcher retries on its own; a gap is re-listed.
-                        _ => {}
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(SOON, listed)
-            .await
-            .expect("listing the node for its history")
-            .unwrap();
-        History { states, task }
-    }
-
-    fn states(&self) -> Vec<Option<NodeCondition>> {
-        self.states.lock().unwrap().clone()
-    }
-
-    /// The statuses, consecutive repeats merged (message changes are not transitions).
-    fn statuses(&self) -> Vec<Option<String>> {
-        let mut statuses: Vec<Option<String>> = Vec::new();
-        for state in self.states() {
-            let status = state.map(|c| c.status);
-            if statuses.last() != Some(&status) {
-                statuses.push(status);
-            }
-        }
-        statuses
-    }
-}
-
-impl Drop for History {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }
 
 /// Writes to nodes counted by the API server: kumaco's server-side applies count as verb

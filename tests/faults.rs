@@ -12,18 +12,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeCondition};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, apiserver_metrics, http_get, metric_sum};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
@@ -66,7 +64,7 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
         assert_eq!(cond.reason.as_deref(), Some(REASON_WINDOW), "{cond:?}");
         started.push(cond);
     }
-    let histories = History::start_all(&c.client, &nodes).await;
+    let histories = History::start_all(&c.client, &nodes, UNDER_MAINTENANCE).await;
 
     // Down from 5 s before the end to 5 s after it: the end edge falls while kumaco can
     // neither read nor write.
@@ -99,7 +97,7 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
     // restart. A history that starts after the missed edge may begin at True (kumaco has
     // not caught up yet) or already at False.
     let client = server.client().await.expect("admin client after restart");
-    let histories = History::start_all(&client, &nodes).await;
+    let histories = History::start_all(&client, &nodes, UNDER_MAINTENANCE).await;
     let mut slowest = Duration::ZERO;
     for node in &nodes {
         let found = wait_for_condition(
@@ -206,7 +204,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
 
     let start = edge_in(6);
     c.put_window("w", &start, "1h", "zone=a").await;
-    let history = History::start(&c.client, &a).await;
+    let history = History::start(&c.client, &a, UNDER_MAINTENANCE).await;
 
     // Revoke just before the edge, and make sure the API server already enforces it
     // (its RBAC authorizer follows bindings through an informer).
@@ -618,88 +616,6 @@ impl Drop for RestrictedKumaco {
         if std::thread::panicking() {
             eprintln!("kumaco log: {}", self.log.display());
         }
-    }
-}
-
-/// Every distinct UnderMaintenance state a node goes through, in order, from the moment
-/// [`History::start`] returns (its first entry is the state then).
-struct History {
-    states: Arc<Mutex<Vec<Option<NodeCondition>>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl History {
-    async fn start(client: &kube::Client, node: &str) -> History {
-        let api: Api<Node> = Api::all(client.clone());
-        let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
-        let states = Arc::new(Mutex::new(Vec::new()));
-        let (listed_tx, listed) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn({
-            let states = states.clone();
-            async move {
-                let mut listed_tx = Some(listed_tx);
-                let mut events = watcher(api, config).boxed();
-                while let Some(event) = events.next().await {
-                    match event {
-                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                            let cond = condition(&n, UNDER_MAINTENANCE).cloned();
-                            let mut states = states.lock().unwrap();
-                            if states.last() != Some(&cond) {
-                                states.push(cond);
-                            }
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(tx) = listed_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        // The watcher retries on its own; a gap is re-listed.
-                        _ => {}
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(SOON, listed)
-            .await
-            .expect("listing the node for its history")
-            .unwrap();
-        History { states, task }
-    }
-
-    async fn start_all(client: &kube::Client, nodes: &[String]) -> Vec<History> {
-        let mut all = Vec::new();
-        for node in nodes {
-            all.push(History::start(client, node).await);
-        }
-        all
-    }
-
-    /// Ends the watch and waits until it is gone.
-    async fn stop(mut self) {
-        self.task.abort();
-        let _ = (&mut self.task).await;
-    }
-
-    fn states(&self) -> Vec<Option<NodeCondition>> {
-        self.states.lock().unwrap().clone()
-    }
-
-    /// The statuses, consecutive repeats merged (message changes are not transitions).
-    fn statuses(&self) -> Vec<Option<String>> {
-        let mut statuses: Vec<Option<String>> = Vec::new();
-        for state in self.states() {
-            let status = state.map(|c| c.status);
-            if statuses.last() != Some(&status) {
-                statuses.push(status);
-            }
-        }
-        statuses
-    }
-}
-
-impl Drop for History {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
 

@@ -10,6 +10,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod diff;
 pub mod gobuild;
+pub mod history;
 pub mod kumaco;
 pub mod nodes;
 pub mod oracle;
