@@ -1,13 +1,20 @@
-//! Static checks of the Helm chart that need no `helm` binary (rendering it needs Helm,
-//! which this repository does not build; the kustomize base is what the API server tests
-//! apply, see charts/kumaco/README.md):
+//! Checks of the Helm chart:
 //!
 //! - the chart ships the same admission policy as the kustomize base;
 //! - every flag of `kumaco run` has a value in values.yaml (its comment names the flag),
-//!   so a new flag cannot be forgotten in the chart.
+//!   so a new flag cannot be forgotten in the chart;
+//! - rendered by a real `helm template` (Helm built once per machine from the Go module
+//!   proxy, see `testkit::gobuild::helm`), with the defaults and with most options on,
+//!   every object is accepted by the real API server (server-side apply, dry run, strict
+//!   field validation), and the Deployment passes the values on as flags.
 
 use std::path::Path;
 use std::process::Command;
+
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, ValidationDirective,
+};
+use testkit::ApiServer;
 
 fn read(relative: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
@@ -57,4 +64,161 @@ fn every_run_flag_has_a_chart_value() {
         "charts/kumaco/values.yaml has no value for {missing:?} (name the flag in the \
          value's comment and pass it in templates/deployment.yaml)"
     );
+}
+
+/// `helm template` of the chart with `--set` values, as objects.
+fn render(sets: &[&str]) -> Vec<DynamicObject> {
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/kumaco");
+    let mut cmd = Command::new(&helm);
+    // Offline, helm assumes Kubernetes 1.20 unless told: the test API server's version.
+    cmd.args(["template", "kumaco"]).arg(&chart).args([
+        "--namespace",
+        "kumaco",
+        "--kube-version",
+        "1.37.2",
+    ]);
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    let out = cmd.output().expect("running helm template");
+    assert!(
+        out.status.success(),
+        "helm template {sets:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).expect("helm prints UTF-8");
+    serde_saphyr::from_multiple::<Option<DynamicObject>>(&yaml)
+        .unwrap_or_else(|e| panic!("parsing helm's output: {e}\n{yaml}"))
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Server-side apply with strict validation; `dry_run` leaves the cluster unchanged.
+async fn apply(client: &kube::Client, obj: &DynamicObject, dry_run: bool) {
+    let types = obj.types.as_ref().expect("apiVersion and kind");
+    let gvk = GroupVersionKind::try_from(types).expect("a valid apiVersion");
+    let resource = ApiResource::from_gvk(&gvk);
+    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        // Helm leaves the namespace out of namespaced objects: the release's.
+        None if kind_is_namespaced(&types.kind) => {
+            Api::namespaced_with(client.clone(), "kumaco", &resource)
+        }
+        None => Api::all_with(client.clone(), &resource),
+    };
+    let name = obj.metadata.name.as_deref().expect("a name");
+    let mut params = PatchParams::apply("kumaco-chart-test").force();
+    params.field_validation = Some(ValidationDirective::Strict);
+    params.dry_run = dry_run;
+    api.patch(name, &params, &Patch::Apply(obj))
+        .await
+        .unwrap_or_else(|e| panic!("the API server refused {} {name}: {e}", types.kind));
+}
+
+fn kind_is_namespaced(kind: &str) -> bool {
+    !matches!(
+        kind,
+        "Namespace"
+            | "ClusterRole"
+            | "ClusterRoleBinding"
+            | "ValidatingAdmissionPolicy"
+            | "ValidatingAdmissionPolicyBinding"
+    )
+}
+
+fn kinds(objects: &[DynamicObject]) -> Vec<String> {
+    let mut kinds: Vec<String> = objects
+        .iter()
+        .filter_map(|o| o.types.as_ref().map(|t| t.kind.clone()))
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+/// The container args of the rendered Deployment.
+fn deployment_args(objects: &[DynamicObject]) -> Vec<String> {
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .expect("a Deployment");
+    deployment.data["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("container args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn helm_rendered_chart_is_accepted_by_the_api_server() {
+    let client = ApiServer::shared().client().await.unwrap();
+
+    let defaults = render(&[]);
+    for kind in [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Role",
+        "ServiceAccount",
+    ] {
+        assert!(
+            kinds(&defaults).iter().any(|k| k == kind),
+            "no {kind}: {:?}",
+            kinds(&defaults)
+        );
+    }
+    let args = deployment_args(&defaults);
+    assert!(args.iter().any(|a| a == "--leader-elect=true"), "{args:?}");
+
+    let options = render(&[
+        "createNamespaces=true",
+        "watchNamespaces={kumaco,maintenance-a}",
+        "nodeScope=pool=a",
+        "inProgress.enabled=true",
+        "inProgress.requireConditions={kured.dev/RebootRequired}",
+        "inProgress.maxInProgress=10%",
+    ]);
+    let args = deployment_args(&options);
+    for flag in [
+        "--namespace=kumaco",
+        "--namespace=maintenance-a",
+        "--node-selector=pool=a",
+        "--in-progress",
+        "--require-condition=kured.dev/RebootRequired",
+        "--max-in-progress=10%",
+    ] {
+        assert!(
+            args.iter().any(|a| a == flag),
+            "{flag} missing from {args:?}"
+        );
+    }
+    // One ConfigMap/event Role per watched namespace.
+    let roles = options
+        .iter()
+        .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+        .filter_map(|o| o.metadata.namespace.clone())
+        .collect::<Vec<_>>();
+    assert!(roles.contains(&"maintenance-a".to_string()), "{roles:?}");
+
+    // Namespaces for real (namespaced dry runs need them), everything else as a dry run.
+    for set in [&defaults, &options] {
+        for obj in set
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Namespace"))
+        {
+            apply(&client, obj, false).await;
+        }
+    }
+    for ns in ["kumaco", "maintenance-a"] {
+        let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns }
+        }))
+        .unwrap();
+        apply(&client, &obj, false).await;
+    }
+    for obj in defaults.iter().chain(&options) {
+        apply(&client, obj, true).await;
+    }
 }

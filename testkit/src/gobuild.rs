@@ -131,6 +131,47 @@ fn build(module: &Path, program: Program, out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The Helm release the chart tests render with (its go.mod builds with Go 1.26).
+pub const HELM_VERSION: &str = "v3.22.0";
+
+/// Returns the path of `helm`, building it once per machine from the Go module proxy
+/// (`go install helm.sh/helm/v3/cmd/helm@HELM_VERSION`) into the cache. `KUMACO_HELM_BIN`
+/// overrides.
+pub fn helm() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("KUMACO_HELM_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let dir = cache_root().join(format!("helm-{HELM_VERSION}"));
+    let bin = dir.join("helm");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
+    let lock = File::create(dir.join(".lock"))?;
+    lock.lock().context("locking the helm build cache")?;
+    if bin.exists() {
+        return Ok(bin);
+    }
+    eprintln!(
+        "testkit: building helm {HELM_VERSION} (first time on this machine, a few minutes)..."
+    );
+    let status = Command::new("go")
+        .env("GOBIN", &dir)
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .args(["install", "-trimpath", "-ldflags=-s -w"])
+        .arg(format!("helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"))
+        .status()
+        .context("running go install for helm (is Go >= 1.26 on PATH?)")?;
+    if !status.success() || !bin.exists() {
+        bail!(
+            "`go install helm.sh/helm/v3/cmd/helm@{HELM_VERSION}` failed ({status}); see the \
+             output above"
+        );
+    }
+    Ok(bin)
+}
+
 /// The k8s.io/kubernetes version testenv/go.mod requires (`v1.37.2`).
 fn kubernetes_version(module: &Path) -> Result<String> {
     let gomod = fs::read_to_string(module.join("go.mod"))?;

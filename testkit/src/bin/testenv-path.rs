@@ -1,4 +1,5 @@
-//! Builds (once per machine) the Go test programs and prints where they are cached.
+//! Builds (once per machine) the Go test programs and helm, and prints where they are
+//! cached.
 
 fn main() -> anyhow::Result<()> {
     use testkit::gobuild::{Program, binary};
@@ -11,5 +12,12 @@ fn main() -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
+    let started = std::time::Instant::now();
+    let helm = testkit::gobuild::helm()?;
+    println!(
+        "Helm: {} ({:.1}s)",
+        helm.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
