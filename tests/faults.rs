@@ -553,8 +553,10 @@ impl RestrictedKumaco {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             (l.local_addr().unwrap(), l)
         };
-        // Both held until both are known, so they differ.
-        let ((metrics, _m), (health, _h)) = (free(), free());
+        // Both held until both are known, so they differ; released before kumaco starts,
+        // or its bind races with them.
+        let ((metrics, m), (health, h)) = (free(), free());
+        drop((m, h));
         let dir = std::env::temp_dir().join("kumaco-tests");
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join(format!("kumaco-restricted-{}.log", c.scope.value()));
@@ -574,7 +576,6 @@ impl RestrictedKumaco {
             .stderr(out)
             .spawn()
             .expect("starting kumaco");
-        drop((_m, _h));
         let mut kumaco = RestrictedKumaco {
             child,
             log,
