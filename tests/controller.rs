@@ -21,8 +21,10 @@ use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, apiserver_metrics, has_metric_family, metric_sum};
+use testkit::kumaco::{KumacoProcess, has_metric_family, metric_sum};
+use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, create_node, has_status, set_labels, wait_for_condition};
+use testkit::time::{edge_in, until, whole_second};
 use testkit::{ApiServer, SCOPE_LABEL, Scope};
 
 /// The contract says 1 s; the brief allows 2 s for a loaded CI machine.
@@ -861,52 +863,6 @@ async fn expect_one_at_edge(
 ) -> NodeCondition {
     let mut seen = expect_at_edge(c, &[node], edge, status, what).await;
     seen.pop().unwrap().1
-}
-
-/// Writes to nodes counted by the API server: kumaco's server-side applies count as verb
-/// `APPLY`, not `PATCH`; other write verbs are included so that no write slips through.
-async fn node_writes(client: &kube::Client) -> f64 {
-    let text = apiserver_metrics(client).await.unwrap();
-    ["APPLY", "PATCH", "PUT", "POST", "DELETE"]
-        .iter()
-        .map(|verb| {
-            metric_sum(
-                &text,
-                "apiserver_request_total",
-                &[("resource", "nodes"), ("verb", verb)],
-            )
-        })
-        .sum()
-}
-
-/// [`node_writes`] once it has stopped moving for a second: a write's counter is bumped
-/// as the request completes, a little after a watch may have shown its effect.
-async fn settled_node_writes(client: &kube::Client) -> f64 {
-    let mut last = node_writes(client).await;
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = node_writes(client).await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-    panic!("writes to nodes did not settle: kumaco keeps writing ({last} so far)");
-}
-
-/// An instant `secs` ahead on a whole second (kumaco times edges to the second), so 3 to 4
-/// seconds ahead for `edge_in(4)`: time to create windows and start watches before it.
-fn edge_in(secs: i64) -> Timestamp {
-    whole_second(Timestamp::now() + SignedDuration::from_secs(secs))
-}
-
-fn whole_second(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap()
-}
-
-/// Time from now until `t` (zero if past).
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }
 
 fn message_has(c: Option<&NodeCondition>, text: &str) -> bool {

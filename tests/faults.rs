@@ -22,8 +22,10 @@ use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, apiserver_metrics, http_get, metric_sum};
+use testkit::kumaco::{KumacoProcess, http_get, metric_sum};
+use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
+use testkit::time::{edge_in, until, whole_second};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
 /// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
@@ -633,38 +635,6 @@ where
     }
 }
 
-/// Writes to nodes counted by the API server in its current lifetime (its counters start
-/// at zero on every restart). kumaco's server-side applies count as verb `APPLY`; other
-/// write verbs are included so that no write slips through.
-async fn node_writes(client: &kube::Client) -> f64 {
-    let text = apiserver_metrics(client).await.unwrap();
-    ["APPLY", "PATCH", "PUT", "POST", "DELETE"]
-        .iter()
-        .map(|verb| {
-            metric_sum(
-                &text,
-                "apiserver_request_total",
-                &[("resource", "nodes"), ("verb", verb)],
-            )
-        })
-        .sum()
-}
-
-/// [`node_writes`] once it has stopped moving for a second: a write's counter is bumped
-/// as the request completes, a little after a watch may have shown its effect.
-async fn settled_node_writes(client: &kube::Client) -> f64 {
-    let mut last = node_writes(client).await;
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = node_writes(client).await;
-        if now == last {
-            return now;
-        }
-        last = now;
-    }
-    panic!("writes to nodes did not settle: kumaco keeps writing ({last} so far)");
-}
-
 /// kumaco's own count of node writes (ok or not), which survives API server restarts.
 async fn kumaco_patches(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
@@ -683,20 +653,6 @@ fn expired_watches(kumaco: &KumacoProcess) -> usize {
                 && (line.contains("Expired") || line.contains("Gone"))
         })
         .count()
-}
-
-/// An instant `secs` ahead on a whole second (kumaco times edges to the second).
-fn edge_in(secs: i64) -> Timestamp {
-    whole_second(Timestamp::now() + SignedDuration::from_secs(secs))
-}
-
-fn whole_second(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap()
-}
-
-/// Time from now until `t` (zero if past).
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }
 
 async fn sleep_until(t: Timestamp) {

@@ -37,6 +37,7 @@ use testkit::agent::{
 };
 use testkit::kumaco::{KumacoProcess, has_metric_family, http_get, metric_sum};
 use testkit::nodes::{condition, create_node, has_status, set_condition, wait_for_condition};
+use testkit::time::{edge_in, until, whole_second};
 use testkit::{ApiServer, Scope};
 
 const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
@@ -1296,18 +1297,4 @@ impl Cluster {
             .spec?
             .holder_identity
     }
-}
-
-/// An instant `secs` ahead on a whole second (kumaco times edges to the second).
-fn edge_in(secs: i64) -> Timestamp {
-    whole_second(Timestamp::now() + SignedDuration::from_secs(secs))
-}
-
-fn whole_second(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap()
-}
-
-/// Time from now until `t` (zero if past).
-fn until(t: Timestamp) -> Duration {
-    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }

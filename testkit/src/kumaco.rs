@@ -335,6 +335,40 @@ fn parse_labels(inner: &str) -> Option<Vec<(&str, String)>> {
     Some(labels)
 }
 
+/// Writes to nodes counted by the API server in its current lifetime (its counters start
+/// at zero on every restart). kumaco's server-side applies count as verb `APPLY`, not
+/// `PATCH`; other write verbs are included so that no write slips through.
+pub async fn node_writes(client: &kube::Client) -> f64 {
+    let text = apiserver_metrics(client)
+        .await
+        .expect("reading the API server's metrics");
+    ["APPLY", "PATCH", "PUT", "POST", "DELETE"]
+        .iter()
+        .map(|verb| {
+            metric_sum(
+                &text,
+                "apiserver_request_total",
+                &[("resource", "nodes"), ("verb", verb)],
+            )
+        })
+        .sum()
+}
+
+/// [`node_writes`] once it has stopped moving for a second: a write's counter is bumped
+/// as the request completes, a little after a watch may have shown its effect.
+pub async fn settled_node_writes(client: &kube::Client) -> f64 {
+    let mut last = node_writes(client).await;
+    for _ in 0..10 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let now = node_writes(client).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("writes to nodes did not settle: kumaco keeps writing ({last} so far)");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

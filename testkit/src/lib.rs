@@ -14,6 +14,7 @@ pub mod history;
 pub mod kumaco;
 pub mod nodes;
 pub mod oracle;
+pub mod time;
 
 pub use apiserver::{ApiServer, client_from_kubeconfig};
 

@@ -1,0 +1,21 @@
+//! Instants for tests that wait for window edges (kumaco times edges to the second).
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// An instant `secs` ahead on a whole second: `edge_in(4)` is 3 to 4 seconds ahead, time
+/// to create windows and start watches before it.
+pub fn edge_in(secs: i64) -> Timestamp {
+    whole_second(Timestamp::now() + SignedDuration::from_secs(secs))
+}
+
+/// `t` truncated to its second.
+pub fn whole_second(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).expect("a second of a valid timestamp is valid")
+}
+
+/// Time from now until `t` (zero if past).
+pub fn until(t: Timestamp) -> Duration {
+    Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
+}
