@@ -5,10 +5,13 @@
 //! - [`nodes`]: create Nodes with labels and conditions (no kubelet), and wait for
 //!   conditions with a deadline.
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
+//! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
+//!   harnesses.
 
 pub mod agent;
 pub mod apiserver;
 pub mod diff;
+pub mod fleet;
 pub mod gobuild;
 pub mod history;
 pub mod kumaco;

@@ -1,0 +1,946 @@
+//! `kumaco-soak`: kumaco for half an hour under a steady churn of windows and reboots,
+//! against a private, real kube-apiserver + etcd on loopback (issue 7, item 3). Not a
+//! test and not in CI: it runs only when asked.
+//!
+//! ```sh
+//! cargo build --release --bin kumaco        # the binary under test
+//! cargo run --release -p testkit --bin kumaco-soak
+//! #   --nodes N              nodes (default 1000)
+//! #   --minutes M            length of the run from kumaco's readiness (default 30)
+//! #   --max-in-progress C    kumaco's ceiling, N or P% (default 5%)
+//! #   --sample-secs S        sampling period (default 10)
+//! #   --kumaco PATH          kumaco binary (default target/release/kumaco)
+//! #   --json FILE            samples and summary (default target/kumaco-soak.json)
+//! ```
+//!
+//! The cluster: N nodes of realistic size (20 labels, 5 conditions, 40 images, 4 zones);
+//! one window per zone, `K-59/4 * * * *` for 3 minutes (zone K is in maintenance 3
+//! minutes of every 4, so every minute one zone's window opens and another's closes),
+//! and a 30-second window every minute on one rack (N/50 nodes). kumaco runs as kured's
+//! brain: `--in-progress --require-condition kured.dev/RebootRequired`. A stand-in for
+//! kured's reboot-required reporter marks random nodes `RebootRequired=True` (each node
+//! about every 10 minutes), and a stand-in reboot agent "reboots" each node kumaco puts
+//! in progress (5-20 s, then `RebootRequired=False`).
+//!
+//! Every sample prints one line: kumaco's RSS (now and peak) and CPU seconds, its
+//! `nodes/status` applies as the API server counts them, its transitions and write
+//! errors, how many nodes it holds under maintenance and in progress, the most in
+//! progress at once as an independent watch saw it, reboots done and nodes waiting for
+//! one, and the WARN/ERROR lines of its log. The summary: writes in all and per minute
+//! against transitions, RSS at the start of the steady state (after the first minute),
+//! peak, end and its slope over the second half (a leak shows as a steady climb), CPU,
+//! errors, reboots and how long nodes waited for them, and the ceiling check.
+//!
+//! Writes and transitions are not equal with `--in-progress`: one apply may carry two
+//! transitions (`UnderMaintenance=True` with the first `MaintenanceInProgress`), or none
+//! (a why-not reason changing, e.g. to `WaitingForSlot`). What must be equal is the API
+//! server's count of kumaco's applies and kumaco's own count of its writes; excess
+//! writes would show as a steady-state write rate above what the windows and reboots
+//! explain (per minute: a zone's nodes on, another's off, and a start and an end per
+//! reboot).
+//!
+//! Exits non-zero if more nodes were in progress at once than the ceiling, or if kumaco
+//! died. Ctrl-C ends the run early with the summary of the samples taken so far (the
+//! terminal's SIGINT also stops kumaco and the API server, so no sample follows it).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::{Value, json};
+use testkit::agent::{MAINTENANCE_IN_PROGRESS, Observer, REBOOT_REQUIRED, RebootAgent};
+use testkit::fleet::{
+    Kumaco, KumacoOptions, LogLevels, ZONES, create_namespace, create_nodes, load_average,
+    node_name, node_status_requests, put_window,
+};
+use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::nodes::set_condition;
+use testkit::{ApiServer, Scope};
+
+const NAMESPACE: &str = "soak";
+/// kumaco's field manager and log directory, and the windows' field manager.
+const NAME: &str = "kumaco-soak";
+const UNDER_MAINTENANCE: &str = "kured.dev/UnderMaintenance";
+/// Field manager of the stand-in reboot-required reporter.
+const REPORTER: &str = "reboot-required-reporter";
+/// Each node needs a reboot about this often.
+const REBOOT_EVERY: Duration = Duration::from_secs(600);
+/// The reporter's period: small batches, as updates land on nodes at random moments.
+const MARK_EVERY: Duration = Duration::from_secs(5);
+/// A drain and reboot, as the stand-in agent takes it.
+const REBOOT_PAUSE: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(20));
+/// A node is not marked again for this long after its reboot. The agent tells one
+/// maintenance from the next by `lastTransitionTime`, which has whole seconds: re-marked
+/// within the second of its end, a node's next maintenance would look already handled
+/// and keep a slot forever. (A real node also needs a while before its next update.)
+const COOLDOWN: Duration = Duration::from_secs(60);
+/// Marks written at once.
+const MARK_CONCURRENCY: usize = 8;
+/// The first minute holds the startup (every open window written at once) and the
+/// reboot backlog filling up; figures "in steady state" start after it.
+const STEADY_AFTER: Duration = Duration::from_secs(60);
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+struct Args {
+    nodes: usize,
+    minutes: f64,
+    kumaco: PathBuf,
+    json: PathBuf,
+    sample_secs: u64,
+    max_in_progress: String,
+}
+
+fn parse_args() -> Result<Args> {
+    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut args = Args {
+        nodes: 1000,
+        minutes: 30.0,
+        kumaco: root.join("target/release/kumaco"),
+        json: root.join("target/kumaco-soak.json"),
+        sample_secs: 10,
+        max_in_progress: "5%".into(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        // Both `--flag value` and `--flag=value`.
+        let (flag, value) = match flag.split_once('=') {
+            Some((f, v)) => (f.to_string(), v.to_string()),
+            None if flag == "--help" || flag == "-h" => {
+                println!(
+                    "usage: kumaco-soak [--nodes 1000] [--minutes 30] [--max-in-progress 5%] \
+                     [--sample-secs 10] [--kumaco PATH] [--json FILE]"
+                );
+                std::process::exit(0);
+            }
+            None => {
+                let v = it.next().with_context(|| format!("{flag} needs a value"))?;
+                (flag, v)
+            }
+        };
+        match flag.as_str() {
+            "--nodes" => args.nodes = value.parse().context("--nodes N")?,
+            "--minutes" => args.minutes = value.parse().context("--minutes M")?,
+            "--kumaco" => args.kumaco = PathBuf::from(value),
+            "--json" => args.json = PathBuf::from(value),
+            "--sample-secs" => args.sample_secs = value.parse().context("--sample-secs S")?,
+            "--max-in-progress" => args.max_in_progress = value,
+            other => bail!("unknown flag {other} (see --help)"),
+        }
+    }
+    if args.nodes < 50 {
+        // The rack window needs a rack (node i is in rack i % 50).
+        bail!("--nodes: at least 50");
+    }
+    if !args.minutes.is_finite() || args.minutes <= 0.0 || args.sample_secs == 0 {
+        bail!("--minutes and --sample-secs must be positive");
+    }
+    if !args.kumaco.exists() {
+        bail!(
+            "{} does not exist: run `cargo build --release --bin kumaco` first, or pass \
+             --kumaco PATH",
+            args.kumaco.display()
+        );
+    }
+    Ok(args)
+}
+
+/// kumaco's rule for `--max-in-progress`: a count, or a percentage of the nodes in scope
+/// rounded down but at least 1.
+fn ceiling(spec: &str, nodes: usize) -> Result<usize> {
+    match spec.strip_suffix('%') {
+        Some(p) => {
+            let p: usize = p.parse().context("--max-in-progress P%")?;
+            Ok((nodes * p / 100).max(1))
+        }
+        None => spec.parse().context("--max-in-progress N"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<ExitCode> {
+    let args = parse_args()?;
+    let outcome = run(&args).await?;
+    print_summary(&outcome.summary);
+    if let Some(dir) = args.json.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let out = json!({ "samples": outcome.samples, "summary": outcome.summary });
+    std::fs::write(&args.json, serde_json::to_string_pretty(&out)?)?;
+    println!("samples and summary written to {}", args.json.display());
+    if outcome.failures.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for failure in &outcome.failures {
+        eprintln!("kumaco-soak: FAILED: {failure}");
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+struct Outcome {
+    samples: Vec<Sample>,
+    summary: Value,
+    failures: Vec<String>,
+}
+
+/// The whole run; kumaco, the helpers and the API server stop when it returns.
+async fn run(args: &Args) -> Result<Outcome> {
+    let n = args.nodes;
+    let ceiling = ceiling(&args.max_in_progress, n)?;
+    let load_start = load_average();
+    println!(
+        "kumaco-soak: {n} nodes, {} min, ceiling {} ({ceiling} nodes), load average {load_start}",
+        args.minutes, args.max_in_progress
+    );
+    // start_fresh blocks for a few seconds; nothing else runs on this runtime yet.
+    let server = ApiServer::start_fresh()?;
+    let client = server.client().await?;
+    let scope = Scope::new("soak");
+    let setup = Instant::now();
+    create_namespace(&client, NAMESPACE).await?;
+    create_nodes(&client, &scope, n).await?;
+    create_windows(&client).await?;
+    println!(
+        "setup: {n} nodes and {} windows in {:.1}s",
+        ZONES.len() + 1,
+        setup.elapsed().as_secs_f64()
+    );
+
+    let selector = scope.selector();
+    let observer = Observer::start(&client, &selector).await?;
+    let agent = Arc::new(RebootAgent::start(&client, &selector, REBOOT_PAUSE).await?);
+    // Taken before the spawn: kumaco writes as soon as its lists are in. The PATCHes so
+    // far are the nodes' creation.
+    let baseline = apiserver_metrics(&client).await?;
+    let baseline = Baseline {
+        applies: node_status_requests(&baseline, "APPLY").0,
+        patches: node_status_requests(&baseline, "PATCH").0,
+    };
+    let mut kumaco = Kumaco::spawn(
+        &args.kumaco,
+        &server,
+        &scope,
+        &KumacoOptions {
+            namespace: NAMESPACE,
+            name: NAME,
+            extra_args: vec![
+                "--in-progress".into(),
+                format!("--require-condition={REBOOT_REQUIRED}"),
+                format!("--max-in-progress={}", args.max_in_progress),
+            ],
+        },
+    )?;
+    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
+    println!(
+        "kumaco ready in {ready_secs:.2}s; log {}",
+        kumaco.log_path().display()
+    );
+    let names: Vec<String> = (0..n).map(|i| node_name(&scope, i)).collect();
+    let mut source = RebootSource::start(client.clone(), names, agent.clone());
+
+    let probe = Probe {
+        client: &client,
+        observer: &observer,
+        agent: &agent,
+        source: &source,
+        baseline,
+        started: Instant::now(),
+    };
+    let length = Duration::from_secs_f64(args.minutes * 60.0);
+    let period = Duration::from_secs(args.sample_secs);
+    let sampled = sample_until(&probe, &mut kumaco, period, length).await;
+    // No mark may land after the figures are taken.
+    source.stop(&agent).await;
+
+    let observed = observer.observed();
+    let source_state = source.state.lock().unwrap();
+    let mut failures = Vec::new();
+    if observed.max_in_progress > ceiling {
+        failures.push(format!(
+            "{} nodes were MaintenanceInProgress=True at once, above the ceiling of {ceiling}",
+            observed.max_in_progress
+        ));
+    }
+    if let Some(status) = &sampled.died {
+        failures.push(format!(
+            "kumaco died ({status}); log {}",
+            kumaco.log_path().display()
+        ));
+    }
+    if sampled.samples.is_empty() {
+        bail!("no sample was taken");
+    }
+    let summary = summarize(&SummaryInput {
+        args,
+        ceiling,
+        sampled: &sampled,
+        // After Ctrl-C kumaco logs the API server's going away: not part of the run.
+        logs: if sampled.interrupted {
+            sampled.logs.clone()
+        } else {
+            kumaco.log_levels().cloned().unwrap_or(sampled.logs.clone())
+        },
+        log_path: kumaco.log_path(),
+        observed_max: observed.max_in_progress,
+        observer_relists: observed.relists,
+        source: &source_state,
+        ready_secs,
+        load_start,
+    });
+    drop(source_state);
+    Ok(Outcome {
+        samples: sampled.samples,
+        summary,
+        failures,
+    })
+}
+
+/// One window per zone, zone K opening at minutes ≡ K (mod 4) for 3 minutes: 3 zones are
+/// in maintenance at any time, and at every minute one window opens as another closes.
+/// On top, a 30-second window every minute on one rack, which spans the zones.
+async fn create_windows(client: &kube::Client) -> Result<()> {
+    for (k, zone) in ZONES.iter().enumerate() {
+        put_window(
+            client,
+            NAMESPACE,
+            NAME,
+            &format!("soak-{zone}"),
+            &[
+                ("startTime", &format!("{k}-59/4 * * * *")),
+                ("duration", "3m"),
+                (
+                    "nodeSelector",
+                    &format!("topology.kubernetes.io/zone={zone}"),
+                ),
+                ("description", &format!("{zone} rolling reboots")),
+            ],
+        )
+        .await?;
+    }
+    put_window(
+        client,
+        NAMESPACE,
+        NAME,
+        "soak-rack-r07",
+        &[
+            ("startTime", "* * * * *"),
+            ("duration", "30s"),
+            ("nodeSelector", "bench.kumaco.dev/rack=r07"),
+            ("description", "rack r07, half of every minute"),
+        ],
+    )
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// The reboot-required reporter
+
+/// Stands in for kured's reboot-required reporter: every [`MARK_EVERY`] it sets
+/// `RebootRequired=True` on a random batch of nodes that need no reboot yet, so many
+/// that each node needs one about every [`REBOOT_EVERY`]. It also follows the agent's
+/// reboots, to know which nodes wait and for how long they waited.
+struct RebootSource {
+    state: Arc<Mutex<SourceState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct SourceState {
+    /// Nodes marked and not rebooted yet, with the time of the mark.
+    waiting: HashMap<String, Timestamp>,
+    /// When each node's last reboot was reported done.
+    rebooted: HashMap<String, Timestamp>,
+    /// How many of the agent's reboots are accounted for.
+    reboots_seen: usize,
+    marks: usize,
+    /// Seconds from a mark to its reboot done, per reboot.
+    waits: Vec<f64>,
+    errors: usize,
+}
+
+impl RebootSource {
+    fn start(client: kube::Client, names: Vec<String>, agent: Arc<RebootAgent>) -> Self {
+        let state = Arc::new(Mutex::new(SourceState::default()));
+        let task = tokio::spawn({
+            let state = state.clone();
+            async move {
+                let mut ticker = tokio::time::interval(MARK_EVERY);
+                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let per_tick =
+                    names.len() as f64 * MARK_EVERY.as_secs_f64() / REBOOT_EVERY.as_secs_f64();
+                // The fraction of a node owed by earlier ticks, so that the rate holds
+                // when it is below one node per tick.
+                let mut owed = 0.0;
+                loop {
+                    ticker.tick().await;
+                    owed += per_tick;
+                    let batch = owed.floor() as usize;
+                    owed -= batch as f64;
+                    let batch = state.lock().unwrap().pick(&names, &agent.rebooted(), batch);
+                    let failed: Vec<String> = futures::stream::iter(batch)
+                        .map(|name| {
+                            let client = client.clone();
+                            async move {
+                                let res = set_condition(
+                                    &client,
+                                    &name,
+                                    REBOOT_REQUIRED,
+                                    "True",
+                                    REPORTER,
+                                )
+                                .await;
+                                (name, res)
+                            }
+                        })
+                        .buffer_unordered(MARK_CONCURRENCY)
+                        .filter_map(|(name, res)| async move { res.err().map(|_| name) })
+                        .collect()
+                        .await;
+                    let mut state = state.lock().unwrap();
+                    for name in failed {
+                        state.errors += 1;
+                        state.marks -= 1;
+                        state.waiting.remove(&name);
+                    }
+                }
+            }
+        });
+        RebootSource { state, task }
+    }
+
+    /// Stops marking and accounts for the reboots done so far; the state stays readable.
+    async fn stop(&mut self, agent: &RebootAgent) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        self.state.lock().unwrap().sync(&agent.rebooted());
+    }
+
+    fn waiting(&self) -> usize {
+        self.state.lock().unwrap().waiting.len()
+    }
+}
+
+impl Drop for RebootSource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SourceState {
+    /// Takes the agent's reboots not seen yet into account.
+    fn sync(&mut self, rebooted: &[(Timestamp, String)]) {
+        for (at, node) in &rebooted[self.reboots_seen.min(rebooted.len())..] {
+            if let Some(marked) = self.waiting.remove(node) {
+                self.waits.push(at.duration_since(marked).as_secs_f64());
+            }
+            self.rebooted.insert(node.clone(), *at);
+        }
+        self.reboots_seen = rebooted.len();
+    }
+
+    /// After [`SourceState::sync`], picks up to `count` random nodes to mark among those
+    /// neither waiting nor just rebooted, and records them as waiting.
+    fn pick(
+        &mut self,
+        names: &[String],
+        rebooted: &[(Timestamp, String)],
+        count: usize,
+    ) -> Vec<String> {
+        self.sync(rebooted);
+        let now = Timestamp::now();
+        let mut eligible: Vec<&String> = names
+            .iter()
+            .filter(|name| {
+                !self.waiting.contains_key(*name)
+                    && self.rebooted.get(*name).is_none_or(|at| {
+                        now.duration_since(*at).as_secs_f64() >= COOLDOWN.as_secs_f64()
+                    })
+            })
+            .collect();
+        let mut batch = Vec::new();
+        while batch.len() < count && !eligible.is_empty() {
+            let name = eligible.swap_remove(random_below(eligible.len())).clone();
+            self.waiting.insert(name.clone(), now);
+            batch.push(name);
+        }
+        self.marks += batch.len();
+        batch
+    }
+}
+
+/// A random index below `n` (> 0). Randomness from std's hasher keys, as
+/// `testkit::agent::random_duration` (the harness has no `rand`).
+fn random_below(n: usize) -> usize {
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let bits = RandomState::new().hash_one(CALLS.fetch_add(1, Ordering::Relaxed));
+    (bits % n as u64) as usize
+}
+
+// ---------------------------------------------------------------------------------------
+// Sampling
+
+/// The API server's counts before kumaco started.
+struct Baseline {
+    applies: u64,
+    patches: u64,
+}
+
+/// Everything a sample reads.
+struct Probe<'a> {
+    client: &'a kube::Client,
+    observer: &'a Observer,
+    agent: &'a RebootAgent,
+    source: &'a RebootSource,
+    baseline: Baseline,
+    started: Instant,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct Sample {
+    /// Seconds since kumaco was ready.
+    t: f64,
+    at: String,
+    rss_mib: f64,
+    /// Peak RSS so far (VmHWM).
+    hwm_mib: f64,
+    cpu_seconds: f64,
+    /// Server-side applies to `nodes/status` (only kumaco applies) as the API server
+    /// counts them, retries included, and how many of them it failed.
+    applies: u64,
+    applies_failed: u64,
+    /// Other patches to `nodes/status`: the stand-in reporter's and agent's.
+    helper_patches: u64,
+    /// kumaco's own count of its condition writes (`kumaco_api_writes_total{verb="patch"}`).
+    kumaco_writes: u64,
+    /// `kumaco_api_writes_total{result="error"}`, condition writes and events.
+    write_errors: u64,
+    /// `kumaco_transitions_total`: condition status changes written.
+    transitions: u64,
+    /// kumaco's gauges.
+    under_maintenance: u64,
+    in_progress: u64,
+    /// What an independent watch saw: nodes in progress now, and the most at once so far.
+    observed_in_progress: usize,
+    observed_max_in_progress: usize,
+    reboots: usize,
+    /// Nodes marked RebootRequired=True and not rebooted yet.
+    waiting: usize,
+    warn_lines: usize,
+    error_lines: usize,
+    load1: f64,
+}
+
+impl Sample {
+    const HEADER: &str = "  time  RSS MiB  peak MiB  CPU s  applies  transitions  write err  \
+                          under  in prog  max seen  reboots  waiting  warn/error  load";
+
+    fn line(&self) -> String {
+        format!(
+            "{:>6}  {:>7.1}  {:>8.1}  {:>5.1}  {:>7}  {:>11}  {:>9}  {:>5}  {:>7}  {:>8}  {:>7}  \
+             {:>7}  {:>10}  {:>4.2}",
+            clock(self.t),
+            self.rss_mib,
+            self.hwm_mib,
+            self.cpu_seconds,
+            self.applies,
+            self.transitions,
+            self.write_errors,
+            self.under_maintenance,
+            self.in_progress,
+            self.observed_max_in_progress,
+            self.reboots,
+            self.waiting,
+            format!("{}/{}", self.warn_lines, self.error_lines),
+            self.load1,
+        )
+    }
+}
+
+impl Probe<'_> {
+    fn elapsed(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// A sample, and the kumaco metrics text and log levels it was taken from.
+    async fn sample(&self, kumaco: &mut Kumaco) -> Result<(Sample, String, LogLevels)> {
+        let t = self.elapsed();
+        let mib = |kib: u64| kib as f64 / 1024.0;
+        let rss_mib = mib(kumaco.status_kib("VmRSS")?);
+        let hwm_mib = mib(kumaco.status_kib("VmHWM")?);
+        let cpu_seconds = kumaco.cpu_seconds()?;
+        let logs = kumaco.log_levels()?.clone();
+        let metrics = kumaco.metrics().await?;
+        let server = apiserver_metrics(self.client).await?;
+        let (applies, applies_failed) = node_status_requests(&server, "APPLY");
+        let observed = self.observer.observed();
+        let ours = |name: &str, labels: &[(&str, &str)]| metric_sum(&metrics, name, labels) as u64;
+        let sample = Sample {
+            t,
+            at: Timestamp::now().to_string(),
+            rss_mib,
+            hwm_mib,
+            cpu_seconds,
+            applies: applies - self.baseline.applies,
+            applies_failed,
+            helper_patches: node_status_requests(&server, "PATCH").0 - self.baseline.patches,
+            kumaco_writes: ours("kumaco_api_writes_total", &[("verb", "patch")]),
+            write_errors: ours("kumaco_api_writes_total", &[("result", "error")]),
+            transitions: ours("kumaco_transitions_total", &[]),
+            under_maintenance: ours("kumaco_nodes_under_maintenance", &[]),
+            in_progress: ours("kumaco_nodes_in_progress", &[]),
+            observed_in_progress: observed.in_progress.len(),
+            observed_max_in_progress: observed.max_in_progress,
+            reboots: self.agent.reboots(),
+            waiting: self.source.waiting(),
+            warn_lines: logs.warn,
+            error_lines: logs.error,
+            load1: load_average()
+                .split_whitespace()
+                .next()
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(f64::NAN),
+        };
+        Ok((sample, metrics, logs))
+    }
+}
+
+/// What the sampling ended with.
+struct Sampled {
+    samples: Vec<Sample>,
+    /// kumaco's metrics text and log levels at the last sample.
+    kumaco_metrics: String,
+    logs: LogLevels,
+    /// Samples that could not be taken (a source did not answer).
+    failures: usize,
+    interrupted: bool,
+    /// How kumaco ended, if it died.
+    died: Option<String>,
+}
+
+/// Samples every `period` until `length` has passed (the last sample at the end exactly),
+/// Ctrl-C, or kumaco's death.
+async fn sample_until(
+    probe: &Probe<'_>,
+    kumaco: &mut Kumaco,
+    period: Duration,
+    length: Duration,
+) -> Sampled {
+    let mut out = Sampled {
+        samples: Vec::new(),
+        kumaco_metrics: String::new(),
+        logs: LogLevels::default(),
+        failures: 0,
+        interrupted: false,
+        died: None,
+    };
+    println!("{}", Sample::HEADER);
+    let start = tokio::time::Instant::now();
+    let deadline = start + length;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut next = start;
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c => { out.interrupted = true; break; }
+            _ = tokio::time::sleep_until(next) => {}
+        }
+        if let Some(status) = kumaco.exited() {
+            println!("kumaco exited with {status}");
+            out.died = Some(status.to_string());
+            break;
+        }
+        // The sample itself is cut short by Ctrl-C too: the API server stops with it.
+        tokio::select! {
+            biased;
+            _ = &mut ctrl_c => { out.interrupted = true; break; }
+            sampled = probe.sample(kumaco) => match sampled {
+                Ok((sample, metrics, logs)) => {
+                    println!("{}", sample.line());
+                    out.samples.push(sample);
+                    out.kumaco_metrics = metrics;
+                    out.logs = logs;
+                }
+                Err(e) => {
+                    out.failures += 1;
+                    println!("{:>6}  sample failed: {e:#}", clock(probe.elapsed()));
+                }
+            },
+        }
+        if next >= deadline {
+            break;
+        }
+        next = (next + period).min(deadline);
+    }
+    if out.interrupted {
+        println!("interrupted: summary of the samples so far");
+    }
+    out
+}
+
+/// `mm:ss` of a number of seconds.
+fn clock(secs: f64) -> String {
+    let secs = secs.round() as u64;
+    format!("{:02}:{:02}", secs / 60, secs % 60)
+}
+
+// ---------------------------------------------------------------------------------------
+// The summary
+
+struct SummaryInput<'a> {
+    args: &'a Args,
+    ceiling: usize,
+    sampled: &'a Sampled,
+    logs: LogLevels,
+    log_path: &'a std::path::Path,
+    observed_max: usize,
+    observer_relists: usize,
+    source: &'a SourceState,
+    ready_secs: f64,
+    load_start: String,
+}
+
+fn summarize(input: &SummaryInput) -> Value {
+    let samples = &input.sampled.samples;
+    let last = samples.last().expect("at least one sample");
+    let minutes = last.t / 60.0;
+    // The steady state: from the first sample after the first minute to the last.
+    let steady = samples
+        .iter()
+        .find(|s| s.t >= STEADY_AFTER.as_secs_f64())
+        .filter(|s| last.t > s.t);
+    let per_minute =
+        |f: fn(&Sample) -> f64| steady.map(|s| (f(last) - f(s)) / ((last.t - s.t) / 60.0));
+    let transitions_of = |condition: &str, status: &str| {
+        metric_sum(
+            &input.sampled.kumaco_metrics,
+            "kumaco_transitions_total",
+            &[("condition", condition), ("status", status)],
+        ) as u64
+    };
+    let mut waits = input.source.waits.clone();
+    waits.sort_by(f64::total_cmp);
+    json!({
+        "nodes": input.args.nodes,
+        "max_in_progress": input.args.max_in_progress,
+        "kumaco": input.args.kumaco,
+        "minutes_planned": input.args.minutes,
+        "minutes_run": minutes,
+        "interrupted": input.sampled.interrupted,
+        "sample_secs": input.args.sample_secs,
+        "samples": samples.len(),
+        "sample_failures": input.sampled.failures,
+        "load_average_start": input.load_start,
+        "load_average_end": load_average(),
+        "ready_seconds": input.ready_secs,
+        "writes": {
+            "applies": last.applies,
+            "applies_failed": last.applies_failed,
+            "kumaco_writes": last.kumaco_writes,
+            "transitions": last.transitions,
+            "transitions_by": {
+                "UnderMaintenance=True": transitions_of(UNDER_MAINTENANCE, "True"),
+                "UnderMaintenance=False": transitions_of(UNDER_MAINTENANCE, "False"),
+                "MaintenanceInProgress=True": transitions_of(MAINTENANCE_IN_PROGRESS, "True"),
+                "MaintenanceInProgress=False": transitions_of(MAINTENANCE_IN_PROGRESS, "False"),
+            },
+            "applies_per_minute": last.applies as f64 / minutes,
+            "applies_per_minute_steady": per_minute(|s| s.applies as f64),
+            "transitions_per_minute_steady": per_minute(|s| s.transitions as f64),
+            "helper_patches": last.helper_patches,
+        },
+        "memory_mib": {
+            "rss_steady_start": steady.map(|s| s.rss_mib),
+            "rss_end": last.rss_mib,
+            "peak": last.hwm_mib,
+            "rss_slope_second_half_per_hour": rss_slope(samples),
+        },
+        "cpu_seconds": {
+            "total": last.cpu_seconds,
+            "per_minute": last.cpu_seconds / minutes,
+            "per_minute_steady": per_minute(|s| s.cpu_seconds),
+        },
+        "errors": {
+            "kumaco_write_errors": last.write_errors,
+            "log_warn": input.logs.warn,
+            "log_error": input.logs.error,
+            "log_first": input.logs.first,
+            "reporter_errors": input.source.errors,
+            "observer_relists": input.observer_relists,
+        },
+        // As of the end, not the last sample: marks done since it are waiting.
+        "reboots": {
+            "marked": input.source.marks,
+            "done": input.source.reboots_seen,
+            "waiting_at_end": input.source.waiting.len(),
+            "wait_seconds": {
+                "p50": percentile(&waits, 0.50),
+                "p99": percentile(&waits, 0.99),
+                "max": waits.last(),
+            },
+        },
+        "in_progress": {
+            "ceiling": input.ceiling,
+            "max_observed": input.observed_max,
+            "within_ceiling": input.observed_max <= input.ceiling,
+        },
+        "kumaco_alive": input.sampled.died.is_none(),
+        "kumaco_log": input.log_path,
+    })
+}
+
+/// The least-squares slope of RSS over the second half of the run, in MiB per hour: the
+/// first half holds the startup and the reboot backlog filling up; a leak climbs on.
+fn rss_slope(samples: &[Sample]) -> Option<f64> {
+    let half = samples.last()?.t / 2.0;
+    let points: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.t >= half)
+        .map(|s| (s.t / 3600.0, s.rss_mib))
+        .collect();
+    if points.len() < 3 {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (mx, my) = points
+        .iter()
+        .fold((0.0, 0.0), |(x, y), p| (x + p.0 / n, y + p.1 / n));
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    Some(sxy / sxx)
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+fn print_summary(s: &Value) {
+    // Figures the run was too short for are null: shown as "-".
+    let num = |v: &Value, decimals: usize| match v.as_f64() {
+        Some(x) => format!("{x:.decimals$}"),
+        None => "-".into(),
+    };
+    let row = |name: &str, value: String, expected: &str| {
+        println!("{name:<40} {value:>32}  {expected}");
+    };
+    let (w, m, c, e, r) = (
+        &s["writes"],
+        &s["memory_mib"],
+        &s["cpu_seconds"],
+        &s["errors"],
+        &s["reboots"],
+    );
+    let (by, waits, p) = (&w["transitions_by"], &r["wait_seconds"], &s["in_progress"]);
+    println!();
+    row("summary", String::new(), "expected");
+    let interrupted = if s["interrupted"] == true {
+        ", interrupted"
+    } else {
+        ""
+    };
+    let run = format!(
+        "{} of {} min",
+        num(&s["minutes_run"], 1),
+        s["minutes_planned"]
+    );
+    row(
+        "run",
+        format!("{run}, {} samples{interrupted}", s["samples"]),
+        "",
+    );
+    row("nodes", s["nodes"].to_string(), "");
+    let load = |k: &str| s[k].as_str().unwrap_or("?").to_string();
+    let loads = format!(
+        "{} / {}",
+        load("load_average_start"),
+        load("load_average_end")
+    );
+    row("load average start / end", loads, "");
+    let applies = format!("{} ({} failed)", w["applies"], w["applies_failed"]);
+    row(
+        "nodes/status applies (API server)",
+        applies,
+        "= kumaco's writes",
+    );
+    row(
+        "kumaco's condition writes",
+        w["kumaco_writes"].to_string(),
+        "",
+    );
+    row("transitions", w["transitions"].to_string(), "");
+    let pair = |a: &str, b: &str| format!("{} / {}", by[a], by[b]);
+    let um = pair("UnderMaintenance=True", "UnderMaintenance=False");
+    row("  UnderMaintenance True / False", um, "");
+    let mip = pair("MaintenanceInProgress=True", "MaintenanceInProgress=False");
+    row("  MaintenanceInProgress True / False", mip, "");
+    let per_minute = format!(
+        "{} / {}",
+        num(&w["applies_per_minute"], 0),
+        num(&w["applies_per_minute_steady"], 0)
+    );
+    row("applies per minute (all / steady)", per_minute, "");
+    let transitions = num(&w["transitions_per_minute_steady"], 0);
+    row("transitions per minute (steady)", transitions, "");
+    let rss = format!(
+        "{} / {} / {} MiB",
+        num(&m["rss_steady_start"], 1),
+        num(&m["rss_end"], 1),
+        num(&m["peak"], 1)
+    );
+    row("RSS steady start / end / peak", rss, "");
+    let slope = format!("{} MiB/h", num(&m["rss_slope_second_half_per_hour"], 1));
+    row("RSS slope over the second half", slope, "≈ 0");
+    let cpu = format!(
+        "{} s / {} s",
+        num(&c["total"], 1),
+        num(&c["per_minute_steady"], 2)
+    );
+    row("CPU total / per minute (steady)", cpu, "");
+    row(
+        "kumaco write errors",
+        e["kumaco_write_errors"].to_string(),
+        "0",
+    );
+    let logs = format!("{} / {}", e["log_warn"], e["log_error"]);
+    row("kumaco log WARN / ERROR", logs, "0 / 0");
+    let harness = format!(
+        "{} / {} / {}",
+        e["reporter_errors"], e["observer_relists"], s["sample_failures"]
+    );
+    row(
+        "reporter errors / re-lists / bad samples",
+        harness,
+        "0 / 0 / 0",
+    );
+    let reboots = format!("{} / {} / {}", r["marked"], r["done"], r["waiting_at_end"]);
+    row("reboots marked / done / waiting", reboots, "");
+    let wait = format!(
+        "{} / {} / {} s",
+        num(&waits["p50"], 0),
+        num(&waits["p99"], 0),
+        num(&waits["max"], 0)
+    );
+    row("wait for a reboot p50 / p99 / max", wait, "");
+    let most = format!("{} (ceiling {})", p["max_observed"], p["ceiling"]);
+    row("most in progress at once (watch)", most, "≤ ceiling");
+    row(
+        "kumaco alive at the last sample",
+        s["kumaco_alive"].to_string(),
+        "true",
+    );
+    for line in e["log_first"].as_array().into_iter().flatten() {
+        println!("  log: {}", line.as_str().unwrap_or_default());
+    }
+}

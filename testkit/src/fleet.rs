@@ -1,0 +1,481 @@
+//! A fleet of realistic nodes on a private API server, and kumaco as a measured child
+//! process: what the scale harnesses (`kumaco-bench`, `kumaco-soak`) need beyond the
+//! test helpers.
+//!
+//! - [`create_nodes`]: nodes of the size a cloud node has (20 labels, 5 conditions, 40
+//!   images, 4 zones), created as a kubelet registers;
+//! - [`put_window`]: a window ConfigMap;
+//! - [`Kumaco`]: the kumaco binary as a child process, with its `/proc` figures (RSS,
+//!   CPU), its `/metrics` and the WARN/ERROR lines of its JSON log;
+//! - [`node_status_requests`]: the API server's own count of `nodes/status` writes.
+
+// kumaco-bench still carries its own copies of these helpers (node_labels, node_status,
+// create_namespace, create_nodes, put_window, Kumaco, clock_ticks, load_average); it
+// should move to this module.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::kumaco::{http_get, metric_sum};
+use crate::{ApiServer, SCOPE_LABEL, Scope};
+
+/// The label that makes a ConfigMap a window (kumaco's default `--window-selector`).
+pub const WINDOW_LABEL: &str = "kured.dev/maintenance-window";
+/// Node `i` is in zone `ZONES[i % 4]`.
+pub const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
+/// Node `i` is in pool `POOLS[i % 3]`.
+pub const POOLS: [&str; 3] = ["general", "memory", "gpu"];
+/// Nodes are grouped by this many in label `bench.kumaco.dev/batch` (`b0`, `b1`, ...).
+pub const BATCH: usize = 1000;
+/// Requests in flight while creating nodes: enough to keep the API server busy on 2
+/// cores, few enough not to trip its max-in-flight limits.
+const SETUP_CONCURRENCY: usize = 32;
+
+/// The name of node `i` of `scope`.
+pub fn node_name(scope: &Scope, i: usize) -> String {
+    scope.node_name(&format!("{i:05}"))
+}
+
+/// The labels of node `i`: 20 in all, as a cloud node carries (well-known topology and
+/// instance labels plus a few of the operator's own). `batch` groups nodes by [`BATCH`];
+/// `rack` (`r00`..`r49`, by `i % 50`) gives small groups for windows.
+pub fn node_labels(scope: &Scope, name: &str, i: usize) -> BTreeMap<String, String> {
+    let zone = ZONES[i % ZONES.len()];
+    let pool = POOLS[i % POOLS.len()];
+    let pairs = [
+        (SCOPE_LABEL, scope.value().to_string()),
+        ("kubernetes.io/hostname", name.to_string()),
+        ("kubernetes.io/os", "linux".into()),
+        ("kubernetes.io/arch", "amd64".into()),
+        ("beta.kubernetes.io/os", "linux".into()),
+        ("beta.kubernetes.io/arch", "amd64".into()),
+        ("topology.kubernetes.io/zone", zone.into()),
+        ("topology.kubernetes.io/region", "bench-region-1".into()),
+        ("failure-domain.beta.kubernetes.io/zone", zone.into()),
+        ("node.kubernetes.io/instance-type", "m6i.2xlarge".into()),
+        ("node-role.kubernetes.io/worker", String::new()),
+        ("node.kubernetes.io/pool", pool.into()),
+        ("bench.kumaco.dev/batch", format!("b{}", i / BATCH)),
+        ("bench.kumaco.dev/rack", format!("r{:02}", i % 50)),
+        ("bench.kumaco.dev/team", format!("team-{}", i % 7)),
+        ("bench.kumaco.dev/env", "production".into()),
+        ("bench.kumaco.dev/kernel", "6.8.0-45".into()),
+        ("bench.kumaco.dev/os-image", "ubuntu-24.04".into()),
+        ("bench.kumaco.dev/reboot-group", format!("g{}", i % 10)),
+        ("bench.kumaco.dev/cost-center", format!("cc-{}", i % 13)),
+    ];
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// What a kubelet reports: the 5 standard conditions, 40 images (the bulk of a real
+/// node's size), addresses, capacity and node info.
+pub fn node_status(i: usize) -> Value {
+    let now = Timestamp::now().to_string();
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({
+            "type": type_, "status": status, "reason": reason,
+            "message": format!("kubelet reports {reason}"),
+            "lastHeartbeatTime": now, "lastTransitionTime": now,
+        })
+    };
+    let images: Vec<Value> = (0..40)
+        .map(|k| {
+            let repo = format!("registry.example.com/platform/service-{k:02}");
+            json!({
+                "names": [
+                    format!("{repo}@sha256:{:064x}", (k as u128 + 1) * 0x9e37_79b9_7f4a_7c15),
+                    format!("{repo}:v1.{k}.{}", i % 5),
+                ],
+                "sizeBytes": 20_000_000 + k * 3_000_000,
+            })
+        })
+        .collect();
+    json!({
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+            condition("NetworkUnavailable", "False", "RouteCreated"),
+            condition("Ready", "True", "KubeletReady"),
+        ],
+        "addresses": [
+            { "type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256) },
+            { "type": "Hostname", "address": format!("ip-10-{i}") },
+        ],
+        "capacity": { "cpu": "8", "memory": "32613388Ki", "pods": "110", "ephemeral-storage": "101430960Ki" },
+        "allocatable": { "cpu": "7910m", "memory": "31595532Ki", "pods": "110", "ephemeral-storage": "93478772Ki" },
+        "nodeInfo": {
+            "machineID": format!("{i:032x}"), "systemUUID": format!("ec2{i:029x}"),
+            "bootID": format!("{:032x}", i * 7919), "kernelVersion": "6.8.0-45-generic",
+            "osImage": "Ubuntu 24.04.1 LTS", "containerRuntimeVersion": "containerd://1.7.22",
+            "kubeletVersion": "v1.37.0", "kubeProxyVersion": "", "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+        "images": images,
+    })
+}
+
+pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": name } }))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .with_context(|| format!("creating namespace {name}"))?;
+    Ok(())
+}
+
+/// Creates nodes `0..n` of `scope` ([`node_name`], [`node_labels`], [`node_status`]),
+/// `SETUP_CONCURRENCY` at a time: each a POST then a status patch (the API server
+/// ignores status on create), as a kubelet registers.
+pub async fn create_nodes(client: &kube::Client, scope: &Scope, n: usize) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let name = node_name(scope, i);
+                let node: Node = serde_json::from_value(json!({
+                    "metadata": { "name": name, "labels": node_labels(scope, &name, i) },
+                    "spec": { "providerID": format!("aws:///bench/{name}") },
+                }))?;
+                api.create(&PostParams::default(), &node)
+                    .await
+                    .with_context(|| format!("creating node {name}"))?;
+                api.patch_status(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": node_status(i) })),
+                )
+                .await
+                .with_context(|| format!("setting the status of node {name}"))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(SETUP_CONCURRENCY)
+        .try_collect::<()>()
+        .await
+}
+
+/// Creates or replaces window ConfigMap `namespace/name` with `data` (server-side apply
+/// as `manager`).
+pub async fn put_window(
+    client: &kube::Client,
+    namespace: &str,
+    manager: &str,
+    name: &str,
+    data: &[(&str, &str)],
+) -> Result<()> {
+    let data: serde_json::Map<_, _> = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let cm = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "name": name, "labels": { WINDOW_LABEL: "" } },
+        "data": data,
+    });
+    Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .patch(
+            name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(cm),
+        )
+        .await
+        .with_context(|| format!("applying window {namespace}/{name}"))?;
+    Ok(())
+}
+
+/// Requests to `nodes/status` with verb `verb` that the API server has answered in its
+/// current lifetime, from its `/metrics` text: `(all, failed)`, failed being any answer
+/// but 200 and 201. Server-side apply (kumaco) counts as `APPLY`, any other patch (node
+/// agents) as `PATCH`.
+pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> (u64, u64) {
+    let count = |code: Option<&str>| {
+        let mut labels = vec![
+            ("verb", verb),
+            ("resource", "nodes"),
+            ("subresource", "status"),
+        ];
+        labels.extend(code.map(|c| ("code", c)));
+        metric_sum(apiserver_metrics, "apiserver_request_total", &labels) as u64
+    };
+    let all = count(None);
+    (all, all - count(Some("200")) - count(Some("201")))
+}
+
+/// How the harness starts kumaco: every `kumaco run` flag beyond the connection, the
+/// listeners, the scope and the window namespace.
+pub struct KumacoOptions<'a> {
+    /// Namespace of the window ConfigMaps.
+    pub namespace: &'a str,
+    /// Names the field manager and the log directory (under the temp dir).
+    pub name: &'a str,
+    pub extra_args: Vec<String>,
+}
+
+/// `kumaco run` as a child process whose pid we keep, for /proc. Dropping it kills it.
+pub struct Kumaco {
+    child: Option<Child>,
+    spawned: Instant,
+    health: SocketAddr,
+    metrics: SocketAddr,
+    log: PathBuf,
+    log_scan: LogScan,
+}
+
+impl Kumaco {
+    /// Starts `bin run` against `server`, confined to `scope`'s nodes, without leader
+    /// election, logging JSON at level info to a file of its own.
+    pub fn spawn(
+        bin: &Path,
+        server: &ApiServer,
+        scope: &Scope,
+        options: &KumacoOptions,
+    ) -> Result<Self> {
+        // Two listeners held together so the ports differ (kumaco binds them right away).
+        let (m, h) = (
+            TcpListener::bind("127.0.0.1:0")?,
+            TcpListener::bind("127.0.0.1:0")?,
+        );
+        let (metrics, health) = (m.local_addr()?, h.local_addr()?);
+        drop((m, h));
+        let dir = std::env::temp_dir().join(options.name);
+        std::fs::create_dir_all(&dir)?;
+        let log = dir.join(format!(
+            "kumaco-{}-{}.log",
+            std::process::id(),
+            scope.value()
+        ));
+        let out = std::fs::File::create(&log)?;
+        let spawned = Instant::now();
+        let child = Command::new(bin)
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(server.kubeconfig())
+            .arg("--leader-elect=false")
+            .arg(format!("--metrics-address={metrics}"))
+            .arg(format!("--health-address={health}"))
+            .arg(format!("--namespace={}", options.namespace))
+            .arg(format!("--node-selector={}", scope.selector()))
+            .arg(format!("--field-manager={}", options.name))
+            .arg("--log-format=json")
+            .args(&options.extra_args)
+            // info, not debug: per-node debug lines at thousands of nodes would be what we
+            // measure.
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        Ok(Kumaco {
+            child: Some(child),
+            spawned,
+            health,
+            metrics,
+            log,
+            log_scan: LogScan::default(),
+        })
+    }
+
+    /// Polls `/readyz` every 10 ms; seconds from spawn to the first 200.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<f64> {
+        while self.spawned.elapsed() < timeout {
+            if let Some(status) = self.exited() {
+                bail!("kumaco exited with {status}; log {}", self.log.display());
+            }
+            if let Ok((200, _)) = http_get(self.health, "/readyz").await {
+                return Ok(self.spawned.elapsed().as_secs_f64());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        bail!(
+            "kumaco not ready in {timeout:?}; log {}",
+            self.log.display()
+        )
+    }
+
+    /// How kumaco ended, if it has (also once stopped).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// kumaco's own `/metrics` (Prometheus text).
+    pub async fn metrics(&self) -> Result<String> {
+        match http_get(self.metrics, "/metrics").await? {
+            (200, body) => Ok(body),
+            (code, body) => bail!("kumaco's /metrics answered {code}: {body}"),
+        }
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    fn pid(&self) -> Result<u32> {
+        Ok(self.child.as_ref().context("kumaco is not running")?.id())
+    }
+
+    /// A `kB` field of /proc/<pid>/status: `VmHWM` (peak resident set), `VmRSS` (now).
+    pub fn status_kib(&self, field: &str) -> Result<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .with_context(|| format!("no {field} in /proc/<pid>/status"))
+    }
+
+    /// utime + stime, in seconds.
+    pub fn cpu_seconds(&self) -> Result<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?))?;
+        // The command name (field 2) may hold spaces; fields after its ')' are plain.
+        // utime and stime are fields 14 and 15, i.e. 12th and 13th after the ')'.
+        let rest = &stat[stat.rfind(')').context("malformed /proc/<pid>/stat")? + 1..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+        Ok(ticks / clock_ticks())
+    }
+
+    /// The WARN and ERROR lines of the log so far. Reads only what was appended since the
+    /// last call: over a long run the log grows to megabytes.
+    pub fn log_levels(&mut self) -> Result<&LogLevels> {
+        self.log_scan.advance(&self.log)?;
+        Ok(&self.log_scan.levels)
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Kumaco {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Counts of kumaco's WARN and ERROR log lines, with the first few of them.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LogLevels {
+    pub warn: usize,
+    pub error: usize,
+    /// The first [`LogLevels::KEPT`] WARN or ERROR lines, as written.
+    pub first: Vec<String>,
+}
+
+impl LogLevels {
+    pub const KEPT: usize = 10;
+
+    fn count(&mut self, line: &str) {
+        // kumaco's JSON log (`--log-format=json`) flattens the event: `"level":"WARN"`.
+        let level = if line.contains(r#""level":"WARN""#) {
+            &mut self.warn
+        } else if line.contains(r#""level":"ERROR""#) {
+            &mut self.error
+        } else {
+            return;
+        };
+        *level += 1;
+        if self.first.len() < Self::KEPT {
+            self.first.push(line.to_string());
+        }
+    }
+}
+
+/// Where the last read of a log file stopped, and what it counted.
+#[derive(Default)]
+struct LogScan {
+    offset: u64,
+    levels: LogLevels,
+}
+
+impl LogScan {
+    fn advance(&mut self, path: &Path) -> Result<()> {
+        let mut file = std::fs::File::open(path)?;
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut new = Vec::new();
+        file.read_to_end(&mut new)?;
+        // A line still being written is left for the next call.
+        let Some(end) = new.iter().rposition(|&b| b == b'\n') else {
+            return Ok(());
+        };
+        for line in String::from_utf8_lossy(&new[..end]).lines() {
+            self.levels.count(line);
+        }
+        self.offset += end as u64 + 1;
+        Ok(())
+    }
+}
+
+/// `sysconf(_SC_CLK_TCK)` without a libc dependency: ask getconf, else Linux's usual 100.
+pub fn clock_ticks() -> f64 {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(100.0)
+    })
+}
+
+/// The 1, 5 and 15 minute load averages, as /proc/loadavg gives them.
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_warn_and_error_lines_across_partial_reads() {
+        let path = std::env::temp_dir().join(format!("fleet-logscan-{}", std::process::id()));
+        let info = r#"{"timestamp":"t","level":"INFO","message":"condition changed"}"#;
+        let warn = r#"{"timestamp":"t","level":"WARN","message":"writing failed"}"#;
+        let error = r#"{"timestamp":"t","level":"ERROR","message":"watch failed"}"#;
+        let mut scan = LogScan::default();
+        // The second WARN line is cut in the middle: counted once it is complete.
+        std::fs::write(&path, format!("{info}\n{warn}\n{}", &warn[..20])).unwrap();
+        scan.advance(&path).unwrap();
+        assert_eq!((scan.levels.warn, scan.levels.error), (1, 0));
+        std::fs::write(&path, format!("{info}\n{warn}\n{warn}\n{error}\n")).unwrap();
+        scan.advance(&path).unwrap();
+        assert_eq!((scan.levels.warn, scan.levels.error), (2, 1));
+        assert_eq!(scan.levels.first, [warn, warn, error]);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn node_status_requests_separates_failures() {
+        let text = r#"apiserver_request_total{code="200",resource="nodes",subresource="status",verb="APPLY"} 7
+apiserver_request_total{code="201",resource="nodes",subresource="status",verb="APPLY"} 1
+apiserver_request_total{code="500",resource="nodes",subresource="status",verb="APPLY"} 2
+apiserver_request_total{code="200",resource="nodes",subresource="status",verb="PATCH"} 5
+apiserver_request_total{code="200",resource="nodes",subresource="",verb="APPLY"} 9
+"#;
+        assert_eq!(node_status_requests(text, "APPLY"), (10, 2));
+        assert_eq!(node_status_requests(text, "PATCH"), (5, 0));
+    }
+}
