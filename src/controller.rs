@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, ObjectReference};
+use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, ObjectReference};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
@@ -22,12 +22,13 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
-use crate::conditions::{self, Desired, UNDER_MAINTENANCE};
+use crate::conditions::{self, Desired, MAINTENANCE_IN_PROGRESS, UNDER_MAINTENANCE};
 use crate::config::Settings;
 use crate::decision::{self, ActiveWindows, Verdict};
 use crate::in_progress::{self, NodeState};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::node::SlimNode;
 use crate::window::{InvalidWindow, Window, WindowId};
 
 /// Every API write gets this long before it counts as failed and is retried.
@@ -42,10 +43,6 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
-/// Annotation on kumaco's *cached copy* of a Node (never written to the API): the
-/// condition types this instance's field manager owns, read from managedFields before
-/// they are stripped to save memory.
-const OWNED_ANNOTATION: &str = "kumaco.kured.dev/owned-conditions";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -77,16 +74,21 @@ pub async fn run(
 ) -> Result<Exit, ControllerError> {
     let wake = Arc::new(Notify::new());
 
-    let (nodes, node_writer) = reflector::store::<Node>();
+    let (nodes, node_writer) = reflector::store::<SlimNode>();
     let manager = settings.field_manager.clone();
+    // The condition types any decision reads; the cache keeps no others.
+    let mut read: Vec<String> = vec![UNDER_MAINTENANCE.into(), MAINTENANCE_IN_PROGRESS.into()];
+    if let Some(policy) = &settings.in_progress {
+        read.extend(policy.required.iter().chain(&policy.blocking).cloned());
+    }
     // Streaming lists (WatchList) send the initial state as watch events, one object at a
-    // time, instead of pages of full Nodes: a lower memory peak at start-up.
+    // time, instead of pages of Nodes: a lower memory peak at start-up.
     let node_stream = watcher(
-        Api::<Node>::all(client.clone()),
+        Api::<SlimNode>::all(client.clone()),
         watcher::Config::default().streaming_lists(),
     )
     .default_backoff()
-    .modify(move |node| slim_node(node, &manager))
+    .modify(move |node| node.keep_only(&manager, &read))
     .reflect(node_writer);
     tokio::spawn(drive(node_stream, wake.clone(), "nodes"));
 
@@ -194,55 +196,6 @@ where
     }
 }
 
-/// Keeps only what kumaco reads of a Node (name, labels, resourceVersion, conditions) and
-/// notes which condition types this field manager owns. Everything else (spec, images,
-/// addresses, capacity, node info, other annotations, managedFields) is most of a Node's
-/// size and would be cached for nothing.
-fn slim_node(node: &mut Node, field_manager: &str) {
-    let owned = owned_condition_types(node, field_manager);
-    let meta = &mut node.metadata;
-    meta.managed_fields = None;
-    meta.annotations = (!owned.is_empty())
-        .then(|| BTreeMap::from([(OWNED_ANNOTATION.to_string(), owned.join(","))]));
-    meta.owner_references = None;
-    meta.finalizers = None;
-    node.spec = None;
-    node.status = node
-        .status
-        .take()
-        .map(|s| k8s_openapi::api::core::v1::NodeStatus {
-            conditions: s.conditions,
-            ..Default::default()
-        });
-}
-
-/// Condition types under `f:status.f:conditions` in `field_manager`'s managed fields.
-fn owned_condition_types(node: &Node, field_manager: &str) -> Vec<String> {
-    let mut types = Vec::new();
-    for entry in node.metadata.managed_fields.iter().flatten() {
-        if entry.manager.as_deref() != Some(field_manager)
-            || entry.subresource.as_deref() != Some("status")
-        {
-            continue;
-        }
-        let conds = entry
-            .fields_v1
-            .as_ref()
-            .and_then(|f| f.0.pointer("/f:status/f:conditions"))
-            .and_then(|v| v.as_object());
-        for key in conds.into_iter().flat_map(|m| m.keys()) {
-            let ty = key
-                .strip_prefix("k:")
-                .and_then(|k| serde_json::from_str::<serde_json::Value>(k).ok())
-                .and_then(|v| v["type"].as_str().map(str::to_string));
-            types.extend(ty);
-        }
-    }
-    types.sort();
-    types.dedup();
-    types
-}
-
 enum Pass {
     Next(Option<Timestamp>),
     ConfigChangedExit,
@@ -264,13 +217,13 @@ struct Pending {
 }
 
 struct Reconciler {
-    api: Api<Node>,
+    api: Api<SlimNode>,
     client: Client,
     reporter: Reporter,
     leadership: Leadership,
     settings: Settings,
     metrics: Arc<Metrics>,
-    nodes: Store<Node>,
+    nodes: Store<SlimNode>,
     window_stores: Vec<Store<ConfigMap>>,
     parsed: BTreeMap<WindowId, Parsed>,
     config_hash: Option<u64>,
@@ -331,10 +284,10 @@ impl Reconciler {
             let labels = node.labels();
             let current = current_conditions(&mut self.pending, &name, &node);
             let owned: Vec<&str> = node
-                .annotations()
-                .get(OWNED_ANNOTATION)
-                .map(|s| s.split(',').collect())
-                .unwrap_or_default();
+                .owned_by(&self.settings.field_manager)
+                .iter()
+                .map(String::as_str)
+                .collect();
             if self.settings.node_selector.matches(labels) {
                 in_scope += 1;
                 self.left_scope.remove(&name);
@@ -596,20 +549,16 @@ fn window_announcements(
 fn current_conditions(
     pending: &mut HashMap<String, Pending>,
     name: &str,
-    node: &Node,
+    node: &SlimNode,
 ) -> Vec<NodeCondition> {
-    let cached: Vec<NodeCondition> = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
+    let cached = node.conditions.clone();
     let Some(p) = pending.get(name) else {
         return cached;
     };
     // resourceVersions are etcd revisions; the API calls them opaque, but kube-apiserver's
     // own watch cache orders them the same way. A cache at or past our write has seen it,
     // and anything it shows since (another writer undoing ours) is the truth to act on.
-    let caught_up = match (p.resource_version, resource_version(node)) {
+    let caught_up = match (p.resource_version, node.resource_version()) {
         (Some(ours), Some(cached)) => cached >= ours,
         _ => false,
     };
@@ -633,10 +582,6 @@ fn current_conditions(
     merged
 }
 
-fn resource_version(node: &Node) -> Option<u64> {
-    node.metadata.resource_version.as_deref()?.parse().ok()
-}
-
 impl Reconciler {
     async fn apply(&mut self, writes: Vec<Write>, now: Timestamp) {
         if writes.is_empty() || !self.leadership.is_leader() {
@@ -644,7 +589,9 @@ impl Reconciler {
         }
         let manager = self.settings.field_manager.clone();
         let api = self.api.clone();
-        let results: Vec<(Write, Result<Node, String>)> = futures::stream::iter(writes)
+        // Only each answer's resourceVersion is kept: the results wait for the whole
+        // burst, and even slim Nodes add up over a thousand writes.
+        let results: Vec<(Write, Result<Option<u64>, String>)> = futures::stream::iter(writes)
             .map(|w| {
                 let api = api.clone();
                 let manager = manager.clone();
@@ -668,7 +615,7 @@ impl Reconciler {
                     )
                     .await;
                     let res = match res {
-                        Ok(Ok(node)) => Ok(node),
+                        Ok(Ok(node)) => Ok(node.resource_version()),
                         Ok(Err(e)) => Err(e.to_string()),
                         Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}")),
                     };
@@ -681,7 +628,7 @@ impl Reconciler {
         let mut failed = 0;
         for (w, res) in results {
             match res {
-                Ok(node) => {
+                Ok(written_version) => {
                     self.metrics.write("patch", true);
                     for (ty, status) in &w.transitions {
                         info!(node = %w.node, condition = %ty, status = %status, "condition changed");
@@ -691,7 +638,7 @@ impl Reconciler {
                         w.node,
                         Pending {
                             conditions: w.conditions,
-                            resource_version: resource_version(&node),
+                            resource_version: written_version,
                             at: Instant::now(),
                         },
                     );
@@ -879,31 +826,6 @@ fn hash_data(id: &WindowId, data: &BTreeMap<String, String>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn owned_types_come_from_our_status_manager_only() {
-        let node: Node = serde_json::from_value(json!({
-            "metadata": { "name": "n", "managedFields": [
-                { "manager": "kumaco", "operation": "Apply", "subresource": "status",
-                  "fieldsType": "FieldsV1",
-                  "fieldsV1": { "f:status": { "f:conditions": {
-                      "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {} } } } } },
-                { "manager": "other", "operation": "Apply", "subresource": "status",
-                  "fieldsType": "FieldsV1",
-                  "fieldsV1": { "f:status": { "f:conditions": {
-                      "k:{\"type\":\"kured.dev/RebootRequired\"}": { ".": {} } } } } },
-                { "manager": "kumaco", "operation": "Update",
-                  "fieldsType": "FieldsV1",
-                  "fieldsV1": { "f:metadata": { "f:labels": {} } } }
-            ]}
-        }))
-        .unwrap();
-        assert_eq!(owned_condition_types(&node, "kumaco"), [UNDER_MAINTENANCE]);
-        let mut slim = node.clone();
-        slim_node(&mut slim, "kumaco");
-        assert!(slim.metadata.managed_fields.is_none());
-        assert_eq!(slim.annotations()[OWNED_ANNOTATION], UNDER_MAINTENANCE);
-    }
 
     #[test]
     fn no_write_when_nothing_differs() {

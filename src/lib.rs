@@ -18,6 +18,7 @@
 //! Shell:
 //! - [`cli`]: the command line; [`config`]: its flags validated into settings.
 //! - [`controller`]: watches, the reconcile loop, writes and events.
+//! - [`node`]: the part of a Node kumaco reads, decoded without the rest.
 //! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //! - [`tools`]: `kumaco validate`, `plan` and `status`, the tools for people.
@@ -31,6 +32,7 @@ pub mod duration;
 pub mod in_progress;
 pub mod leader;
 pub mod metrics;
+pub mod node;
 pub mod schedule;
 pub mod selector;
 pub mod telemetry;

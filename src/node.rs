@@ -1,0 +1,268 @@
+//! A Node as kumaco reads it: name, labels, resourceVersion, conditions, and which
+//! condition types each field manager owns on the status.
+//!
+//! Decoded straight from the API server's JSON, skipping everything else. A real Node is
+//! mostly images, addresses, capacity and managedFields (tens of KiB once decoded); kumaco
+//! reads none of it, and decoding it only to drop it again cost both the memory peak (a
+//! heap fragmented by thousands of short-lived strings) and the CPU of every watch event
+//! and every write's answer. Used as the object type of the node watch, cache and writes.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::NodeCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer};
+
+/// The part of a Node kumaco reads. `metadata` carries only name, labels and
+/// resourceVersion.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SlimNode {
+    pub metadata: ObjectMeta,
+    pub conditions: Vec<NodeCondition>,
+    /// (field manager, condition types it owns) from the managedFields of the status
+    /// subresource, sorted by manager.
+    pub status_owners: Vec<(String, Vec<String>)>,
+}
+
+impl SlimNode {
+    /// The condition types `field_manager` owns on this node's status (sorted).
+    pub fn owned_by(&self, field_manager: &str) -> &[String] {
+        self.status_owners
+            .iter()
+            .find(|(m, _)| m == field_manager)
+            .map(|(_, types)| types.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// Forgets what the controller never asks about: every field manager's ownership but
+    /// `field_manager`'s, and every condition neither in `read` nor owned by
+    /// `field_manager` (a kubelet's five conditions, for one, are a third of a cached
+    /// node).
+    pub fn keep_only(&mut self, field_manager: &str, read: &[String]) {
+        self.status_owners.retain(|(m, _)| m == field_manager);
+        let owned = self.owned_by(field_manager).to_vec();
+        self.conditions
+            .retain(|c| read.contains(&c.type_) || owned.contains(&c.type_));
+    }
+
+    pub fn resource_version(&self) -> Option<u64> {
+        self.metadata.resource_version.as_deref()?.parse().ok()
+    }
+}
+
+impl kube::Resource for SlimNode {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Node".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "nodes".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+// The wire shape, field by field; serde skips unknown fields (`IgnoredAny` style) without
+// allocating for them.
+
+#[derive(Deserialize)]
+struct Wire {
+    metadata: WireMeta,
+    #[serde(default)]
+    status: Option<WireStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireMeta {
+    name: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    resource_version: Option<String>,
+    #[serde(default)]
+    managed_fields: Option<Vec<WireManagedFields>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireManagedFields {
+    manager: Option<String>,
+    subresource: Option<String>,
+    fields_v1: Option<WireFields>,
+}
+
+#[derive(Deserialize)]
+struct WireFields {
+    #[serde(rename = "f:status")]
+    status: Option<WireStatusFields>,
+}
+
+#[derive(Deserialize)]
+struct WireStatusFields {
+    /// Keys like `k:{"type":"Ready"}`; the values (which subfields) do not matter.
+    #[serde(rename = "f:conditions")]
+    conditions: Option<BTreeMap<String, IgnoredAny>>,
+}
+
+#[derive(Deserialize)]
+struct WireStatus {
+    #[serde(default)]
+    conditions: Option<Vec<NodeCondition>>,
+}
+
+impl<'de> Deserialize<'de> for SlimNode {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Wire::deserialize(deserializer)?;
+        let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for entry in wire.metadata.managed_fields.into_iter().flatten() {
+            let (Some(manager), Some("status")) = (entry.manager, entry.subresource.as_deref())
+            else {
+                continue;
+            };
+            let keys = entry
+                .fields_v1
+                .and_then(|f| f.status)
+                .and_then(|s| s.conditions)
+                .unwrap_or_default();
+            let types = owners.entry(manager).or_default();
+            types.extend(keys.into_keys().filter_map(|k| condition_type_of_key(&k)));
+            types.sort();
+            types.dedup();
+        }
+        Ok(SlimNode {
+            metadata: ObjectMeta {
+                name: wire.metadata.name,
+                labels: wire.metadata.labels,
+                resource_version: wire.metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            conditions: wire.status.and_then(|s| s.conditions).unwrap_or_default(),
+            status_owners: owners.into_iter().collect(),
+        })
+    }
+}
+
+/// `k:{"type":"Ready"}` → `Ready`: the key server-side apply gives a list item merged
+/// by its `type`.
+fn condition_type_of_key(key: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Key {
+        #[serde(rename = "type")]
+        type_: String,
+    }
+    let json = key.strip_prefix("k:")?;
+    serde_json::from_str::<Key>(json).ok().map(|k| k.type_)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn full_node() -> serde_json::Value {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "n",
+                "resourceVersion": "42",
+                "uid": "u",
+                "labels": { "zone": "a" },
+                "annotations": { "big": "x" },
+                "managedFields": [
+                    { "manager": "kumaco", "operation": "Apply", "subresource": "status",
+                      "fieldsType": "FieldsV1",
+                      "fieldsV1": { "f:status": { "f:conditions": {
+                          "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {}, "f:status": {} },
+                          "k:{\"type\":\"MaintenanceInProgress\"}": { ".": {} } } } } },
+                    { "manager": "agent", "operation": "Apply", "subresource": "status",
+                      "fieldsType": "FieldsV1",
+                      "fieldsV1": { "f:status": { "f:conditions": {
+                          "k:{\"type\":\"kured.dev/RebootRequired\"}": { ".": {} } } } } },
+                    { "manager": "kumaco", "operation": "Update",
+                      "fieldsType": "FieldsV1",
+                      "fieldsV1": { "f:metadata": { "f:labels": {} } } }
+                ]
+            },
+            "spec": { "podCIDR": "10.0.0.0/24", "taints": [{ "key": "k", "effect": "NoSchedule" }] },
+            "status": {
+                "conditions": [
+                    { "type": "Ready", "status": "True", "reason": "KubeletReady",
+                      "lastTransitionTime": "2026-01-01T00:00:00Z" }
+                ],
+                "images": [{ "names": ["a", "b"], "sizeBytes": 1 }],
+                "nodeInfo": { "kubeletVersion": "v1.37.2" }
+            }
+        })
+    }
+
+    #[test]
+    fn keeps_what_kumaco_reads_and_nothing_else() {
+        let node: SlimNode = serde_json::from_value(full_node()).unwrap();
+        assert_eq!(node.metadata.name.as_deref(), Some("n"));
+        assert_eq!(node.resource_version(), Some(42));
+        assert_eq!(node.metadata.labels.as_ref().unwrap()["zone"], "a");
+        assert!(node.metadata.annotations.is_none() && node.metadata.uid.is_none());
+        assert_eq!(node.conditions.len(), 1);
+        assert_eq!(node.conditions[0].type_, "Ready");
+        assert_eq!(
+            node.owned_by("kumaco"),
+            ["MaintenanceInProgress", "kured.dev/UnderMaintenance"]
+        );
+        assert_eq!(node.owned_by("agent"), ["kured.dev/RebootRequired"]);
+        assert!(node.owned_by("nobody").is_empty());
+    }
+
+    #[test]
+    fn keep_only_drops_other_managers_and_unread_conditions() {
+        let mut node: SlimNode = serde_json::from_value(full_node()).unwrap();
+        node.conditions.push(NodeCondition {
+            type_: "kured.dev/UnderMaintenance".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+        node.conditions.push(NodeCondition {
+            type_: "kured.dev/RebootRequired".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+        node.keep_only("kumaco", &["kured.dev/RebootRequired".to_string()]);
+        assert_eq!(node.status_owners.len(), 1);
+        assert!(node.owned_by("agent").is_empty());
+        let types: Vec<&str> = node.conditions.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(
+            types,
+            ["kured.dev/UnderMaintenance", "kured.dev/RebootRequired"]
+        );
+    }
+
+    #[test]
+    fn a_bare_node_decodes() {
+        let node: SlimNode =
+            serde_json::from_value(json!({ "metadata": { "name": "n" } })).unwrap();
+        assert!(node.conditions.is_empty() && node.status_owners.is_empty());
+        assert_eq!(node.resource_version(), None);
+    }
+
+    #[test]
+    fn agrees_with_the_full_node_on_conditions_and_labels() {
+        let full: k8s_openapi::api::core::v1::Node = serde_json::from_value(full_node()).unwrap();
+        let slim: SlimNode = serde_json::from_value(full_node()).unwrap();
+        assert_eq!(Some(slim.conditions), full.status.unwrap().conditions);
+        assert_eq!(slim.metadata.labels, full.metadata.labels);
+    }
+}
