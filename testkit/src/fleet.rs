@@ -9,10 +9,6 @@
 //!   CPU), its `/metrics` and the WARN/ERROR lines of its JSON log;
 //! - [`node_status_requests`]: the API server's own count of `nodes/status` writes.
 
-// kumaco-bench still carries its own copies of these helpers (node_labels, node_status,
-// create_namespace, create_nodes, put_window, Kumaco, clock_ticks, load_average); it
-// should move to this module.
-
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::net::{SocketAddr, TcpListener};

@@ -4,6 +4,8 @@
 //! ```sh
 //! cargo build --release --bin kumaco        # the binary under test
 //! cargo run --release -p testkit --bin kumaco-bench -- --nodes 1000,5000
+//! #   --edge-nodes K  nodes the edge window selects (default 1000; a multiple of 20)
+//! #   --repeat R      runs per N, each on a fresh API server (default 1)
 //! #   --kumaco PATH   kumaco binary (default target/release/kumaco)
 //! #   --idle SECS     length of the idle period (default 120)
 //! #   --json FILE     results (default target/kumaco-bench.json)
@@ -15,45 +17,49 @@
 //! 1. N nodes of realistic size (20 labels, 5 conditions, 40 images, 4 zones) and 200
 //!    windows of mixed schedules, almost all inactive for the whole run;
 //! 2. kumaco started: (a) time from spawn to `/readyz` 200;
-//! 3. a one-shot window selecting 1,000 nodes (all if fewer) opening on a whole second
-//!    ~10 s ahead; an independent watch records when each node shows `True`: (b) p50,
-//!    p99, max of seen − edge; (c) `nodes/status` writes (APPLY or PATCH) counted by the
-//!    API server itself during the transition, against the number of transitions;
+//! 3. a one-shot window selecting K nodes (all of batch `b0` if fewer) opening on a whole
+//!    second ~10 s ahead; an independent watch records when each node shows `True`: (b)
+//!    p50, p99, max of seen − edge; (c) `nodes/status` writes (APPLY or PATCH) counted by
+//!    the API server itself during the transition, against the number of transitions;
 //! 4. (d) the same count over an idle period with no edge;
-//! 5. (e) kumaco's peak RSS (VmHWM) and CPU seconds (utime + stime).
+//! 5. (e) kumaco's peak RSS (VmHWM) and CPU seconds (utime + stime);
+//! 6. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
+//!    condition to the same K nodes, as many in flight as kumaco (32). Edge latency can
+//!    be no better than this; the ratio says how much of it is kumaco's.
 //!
 //! Targets at 5,000 nodes: ready < 5 s, edge p99 < 1 s, RSS < 64 MiB, writes = transitions
 //! at the edge, 0 when idle. The machine's load average is recorded at start and end,
 //! because the figures mean little without it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::net::{SocketAddr, TcpListener};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use testkit::kumaco::{apiserver_metrics, http_get, metric_sum};
+use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, POOLS, ZONES, load_average};
+use testkit::kumaco::apiserver_metrics;
 use testkit::nodes::condition;
-use testkit::{ApiServer, SCOPE_LABEL, Scope};
+use testkit::{ApiServer, Scope};
 
 const UNDER_MAINTENANCE: &str = "kured.dev/UnderMaintenance";
-const WINDOW_LABEL: &str = "kured.dev/maintenance-window";
 const NAMESPACE: &str = "bench";
-/// Requests in flight while creating nodes: enough to keep the API server busy on 2
-/// cores, few enough not to trip its max-in-flight limits.
-const SETUP_CONCURRENCY: usize = 32;
+/// kumaco's field manager, and the harness's for its windows.
+const MANAGER: &str = "kumaco-bench";
+/// Requests in flight while creating windows, and in the plain client's burst: what
+/// kumaco uses for its writes.
+const CONCURRENCY: usize = 32;
 /// The background windows (the edge window comes on top).
 const WINDOWS: usize = 200;
-/// How many nodes the edge window selects (all if the cluster is smaller).
-const EDGE_NODES: usize = 1000;
+/// Racks (label `bench.kumaco.dev/rack`, node `i` in rack `i % 50`): a smaller edge
+/// selects whole racks of batch `b0`, 20 nodes each.
+const RACKS: usize = 50;
 /// The edge is this far ahead of the moment the edge window is created: time for kumaco
 /// to load it and for the measurement baseline to be read.
 const EDGE_AHEAD_SECS: i64 = 10;
@@ -66,6 +72,8 @@ const QUIET: Duration = Duration::from_secs(3);
 
 struct Args {
     nodes: Vec<usize>,
+    edge_nodes: usize,
+    repeat: usize,
     kumaco: PathBuf,
     idle: Duration,
     json: PathBuf,
@@ -75,6 +83,8 @@ fn parse_args() -> Result<Args> {
     let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
     let mut args = Args {
         nodes: vec![1000],
+        edge_nodes: BATCH,
+        repeat: 1,
         kumaco: root.join("target/release/kumaco"),
         idle: Duration::from_secs(120),
         json: root.join("target/kumaco-bench.json"),
@@ -86,8 +96,8 @@ fn parse_args() -> Result<Args> {
             Some((f, v)) => (f.to_string(), v.to_string()),
             None if flag == "--help" || flag == "-h" => {
                 println!(
-                    "usage: kumaco-bench [--nodes 1000,5000] [--kumaco PATH] [--idle SECS] \
-                     [--json FILE]"
+                    "usage: kumaco-bench [--nodes 1000,5000] [--edge-nodes 1000] [--repeat 1] \
+                     [--kumaco PATH] [--idle SECS] [--json FILE]"
                 );
                 std::process::exit(0);
             }
@@ -108,6 +118,24 @@ fn parse_args() -> Result<Args> {
                     .collect::<Result<_>>()?;
                 if args.nodes.contains(&0) {
                     bail!("--nodes: counts must be positive");
+                }
+            }
+            "--edge-nodes" => {
+                args.edge_nodes = value.parse().context("--edge-nodes K")?;
+                let whole_racks = BATCH / RACKS;
+                if args.edge_nodes == 0
+                    || args.edge_nodes > BATCH
+                    || !args.edge_nodes.is_multiple_of(whole_racks)
+                {
+                    bail!(
+                        "--edge-nodes: a multiple of {whole_racks} up to {BATCH} (whole racks of batch b0)"
+                    );
+                }
+            }
+            "--repeat" => {
+                args.repeat = value.parse().context("--repeat R")?;
+                if args.repeat == 0 {
+                    bail!("--repeat: at least 1");
                 }
             }
             "--kumaco" => args.kumaco = PathBuf::from(value),
@@ -131,39 +159,71 @@ async fn main() -> Result<()> {
     let args = parse_args()?;
     let mut results = Vec::new();
     for &n in &args.nodes {
-        let result = run_one(&args, n).await?;
-        print_table(&result);
-        results.push(result);
-        // Written after each N, so a later, failing N keeps the earlier figures.
-        if let Some(dir) = args.json.parent() {
-            std::fs::create_dir_all(dir)?;
+        for run in 1..=args.repeat {
+            let result = run_one(&args, n, run).await?;
+            print_table(&result);
+            results.push(result);
+            // Written after each run, so a later, failing run keeps the earlier figures.
+            if let Some(dir) = args.json.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            std::fs::write(&args.json, serde_json::to_string_pretty(&json!(results))?)?;
         }
-        std::fs::write(&args.json, serde_json::to_string_pretty(&json!(results))?)?;
+    }
+    if args.repeat > 1 {
+        print_spread(&results);
     }
     println!("results written to {}", args.json.display());
     Ok(())
 }
 
+/// The edge window's selector and the number of nodes it selects among `0..n`: all of
+/// batch `b0`, or its first racks.
+fn edge_selector(n: usize, edge_nodes: usize) -> (String, usize) {
+    let in_b0 = n.min(BATCH);
+    if edge_nodes >= BATCH {
+        return ("bench.kumaco.dev/batch=b0".into(), in_b0);
+    }
+    let racks = edge_nodes / (BATCH / RACKS);
+    let list: Vec<String> = (0..racks).map(|r| format!("r{r:02}")).collect();
+    let count = (0..in_b0).filter(|i| i % RACKS < racks).count();
+    (
+        format!(
+            "bench.kumaco.dev/batch=b0,bench.kumaco.dev/rack in ({})",
+            list.join(", ")
+        ),
+        count,
+    )
+}
+
 /// One full measurement at `n` nodes, on its own API server.
-async fn run_one(args: &Args, n: usize) -> Result<Value> {
+async fn run_one(args: &Args, n: usize, run: usize) -> Result<Value> {
     let load_start = load_average();
-    println!("== {n} nodes (load average {load_start})");
+    println!(
+        "== {n} nodes, run {run}/{} (load average {load_start})",
+        args.repeat
+    );
     // start_fresh blocks for a few seconds; nothing else runs on this runtime yet.
     let server = ApiServer::start_fresh()?;
     let client = server.client().await?;
     let scope = Scope::new("bench");
 
     let setup = Instant::now();
-    create_namespace(&client).await?;
-    create_nodes(&client, &scope, n).await?;
+    fleet::create_namespace(&client, NAMESPACE).await?;
+    fleet::create_nodes(&client, &scope, n).await?;
     let nodes_secs = setup.elapsed().as_secs_f64();
     create_windows(&client).await?;
     println!("   setup: {n} nodes in {nodes_secs:.1}s, {WINDOWS} windows");
 
     // Counted from before the spawn: kumaco may write as soon as its lists are in.
     let writes_at_spawn = status_writes(&client).await?;
-    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope)?;
-    let ready_secs = kumaco.wait_ready().await?;
+    let options = KumacoOptions {
+        namespace: NAMESPACE,
+        name: MANAGER,
+        extra_args: vec![],
+    };
+    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options)?;
+    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
     let cpu_at_ready = kumaco.cpu_seconds()?;
     println!("   ready in {ready_secs:.2}s");
     // The few windows active from the start make kumaco write once at startup; the edge
@@ -173,15 +233,17 @@ async fn run_one(args: &Args, n: usize) -> Result<Value> {
 
     // (b), (c): the edge.
     let watch = EdgeWatch::start(&client, &scope).await?;
-    let edge_count = n.min(EDGE_NODES);
+    let (edge_selector, edge_count) = edge_selector(n, args.edge_nodes);
     let edge = Timestamp::from_second(Timestamp::now().as_second() + EDGE_AHEAD_SECS)?;
-    put_window(
+    fleet::put_window(
         &client,
+        NAMESPACE,
+        MANAGER,
         "bench-edge",
         &[
             ("startTime", &edge.to_string()),
             ("duration", "1h"),
-            ("nodeSelector", "bench.kumaco.dev/batch=b0"),
+            ("nodeSelector", &edge_selector),
             ("description", "kumaco-bench edge"),
         ],
     )
@@ -193,6 +255,7 @@ async fn run_one(args: &Args, n: usize) -> Result<Value> {
     settle(&client).await?;
     let edge_writes = status_writes(&client).await? - writes_before;
     let transitions = watch.transitions();
+    let edge_nodes: Vec<String> = watch.nodes();
     let mut latencies_ms: Vec<f64> = seen
         .iter()
         .map(|t| t.duration_since(edge).as_secs_f64() * 1000.0)
@@ -214,14 +277,22 @@ async fn run_one(args: &Args, n: usize) -> Result<Value> {
     // The current size too: a peak far above it points at a startup transient.
     let rss_now = kumaco.status_kib("VmRSS")? * 1024;
     let cpu = kumaco.cpu_seconds()?;
-    let log = kumaco.log.clone();
+    let log = kumaco.log_path().to_path_buf();
     kumaco.stop();
     drop(watch);
+
+    // (f): the same nodes, the same number of writes, without kumaco.
+    let ceiling_secs = plain_client_burst(&client, &edge_nodes).await?;
+    println!(
+        "   plain client: {} applies in {ceiling_secs:.2}s",
+        edge_nodes.len()
+    );
     drop(server);
     let load_end = load_average();
 
     Ok(json!({
         "nodes": n,
+        "run": run,
         "windows": WINDOWS + 1,
         "load_average_start": load_start,
         "load_average_end": load_end,
@@ -239,6 +310,7 @@ async fn run_one(args: &Args, n: usize) -> Result<Value> {
             "max": latencies_ms.last().copied(),
             "min": latencies_ms.first().copied(),
         },
+        "plain_client_burst_ms": ceiling_secs * 1000.0,
         "idle_seconds": args.idle.as_secs(),
         "idle_status_writes": idle_writes,
         "peak_rss_mib": rss as f64 / (1024.0 * 1024.0),
@@ -248,11 +320,83 @@ async fn run_one(args: &Args, n: usize) -> Result<Value> {
     }))
 }
 
+/// Seconds for a plain client to server-side apply one condition to each of `nodes`,
+/// [`CONCURRENCY`] in flight: the API server's throughput for exactly kumaco's edge work.
+async fn plain_client_burst(client: &kube::Client, nodes: &[String]) -> Result<f64> {
+    let api: Api<Node> = Api::all(client.clone());
+    let started = Instant::now();
+    futures::stream::iter(nodes)
+        .map(|name| {
+            let api = api.clone();
+            async move {
+                let body = json!({
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": { "name": name },
+                    "status": { "conditions": [{
+                        "type": "bench.kumaco.dev/Probe", "status": "True",
+                        "reason": "Probe", "message": "kumaco-bench's plain client",
+                        "lastTransitionTime": Timestamp::now().to_string(),
+                    }]},
+                });
+                api.patch_status(
+                    name,
+                    &PatchParams::apply("kumaco-bench-probe").force(),
+                    &Patch::Apply(body),
+                )
+                .await
+                .with_context(|| format!("plain client: applying to {name}"))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<()>()
+        .await?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Min, median and max of each figure over the runs of each N.
+fn print_spread(results: &[Value]) {
+    // (name, JSON pointer into a run's result, unit)
+    let figures = [
+        ("(a) start → /readyz", "/ready_seconds", "s"),
+        ("(b) edge latency first node", "/edge_latency_ms/min", "ms"),
+        ("(b) edge latency p50", "/edge_latency_ms/p50", "ms"),
+        ("(b) edge latency p99", "/edge_latency_ms/p99", "ms"),
+        ("(f) plain client burst", "/plain_client_burst_ms", "ms"),
+        ("(e) peak RSS", "/peak_rss_mib", "MiB"),
+        ("(e) CPU", "/cpu_seconds", "s"),
+    ];
+    let mut sizes: Vec<u64> = results.iter().filter_map(|r| r["nodes"].as_u64()).collect();
+    sizes.dedup();
+    for n in sizes {
+        let runs: Vec<&Value> = results.iter().filter(|r| r["nodes"] == n).collect();
+        println!(
+            "== spread over {} runs at {n} nodes: min / median / max",
+            runs.len()
+        );
+        for (name, pointer, unit) in figures {
+            let mut v: Vec<f64> = runs
+                .iter()
+                .map(|r| r.pointer(pointer).map_or(f64::NAN, num))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            let median = percentile(&v, 0.5).unwrap_or(f64::NAN);
+            println!(
+                "{name:<34} {:>9.2} / {median:>9.2} / {:>9.2} {unit}",
+                v[0],
+                v[v.len() - 1]
+            );
+        }
+    }
+}
+
 fn print_table(r: &Value) {
     let f = |key: &str| r[key].clone();
     let lat = &r["edge_latency_ms"];
     let rows: Vec<(String, String, &str)> = vec![
         ("nodes".into(), f("nodes").to_string(), ""),
+        ("run".into(), f("run").to_string(), ""),
         ("windows".into(), f("windows").to_string(), ""),
         (
             "load average start / end".into(),
@@ -314,6 +458,11 @@ fn print_table(r: &Value) {
             "equal",
         ),
         (
+            "(f) plain client, same applies".into(),
+            format!("{:.0} ms", num(&f("plain_client_burst_ms"))),
+            "",
+        ),
+        (
             format!("(d) writes in {} s idle", f("idle_seconds")),
             f("idle_status_writes").to_string(),
             "0",
@@ -355,128 +504,6 @@ fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
 
 // ---------------------------------------------------------------------------------------
 // Cluster contents
-
-const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
-const POOLS: [&str; 3] = ["general", "memory", "gpu"];
-
-/// The labels of node `i`: 20 in all, as a cloud node carries (well-known topology and
-/// instance labels plus a few of the operator's own). `batch` groups nodes by 1,000 (the
-/// edge window selects `b0`); `rack` gives small groups for the background windows.
-fn node_labels(scope: &Scope, name: &str, i: usize) -> BTreeMap<String, String> {
-    let zone = ZONES[i % ZONES.len()];
-    let pool = POOLS[i % POOLS.len()];
-    let pairs = [
-        (SCOPE_LABEL, scope.value().to_string()),
-        ("kubernetes.io/hostname", name.to_string()),
-        ("kubernetes.io/os", "linux".into()),
-        ("kubernetes.io/arch", "amd64".into()),
-        ("beta.kubernetes.io/os", "linux".into()),
-        ("beta.kubernetes.io/arch", "amd64".into()),
-        ("topology.kubernetes.io/zone", zone.into()),
-        ("topology.kubernetes.io/region", "bench-region-1".into()),
-        ("failure-domain.beta.kubernetes.io/zone", zone.into()),
-        ("node.kubernetes.io/instance-type", "m6i.2xlarge".into()),
-        ("node-role.kubernetes.io/worker", String::new()),
-        ("node.kubernetes.io/pool", pool.into()),
-        ("bench.kumaco.dev/batch", format!("b{}", i / EDGE_NODES)),
-        ("bench.kumaco.dev/rack", format!("r{:02}", i % 50)),
-        ("bench.kumaco.dev/team", format!("team-{}", i % 7)),
-        ("bench.kumaco.dev/env", "production".into()),
-        ("bench.kumaco.dev/kernel", "6.8.0-45".into()),
-        ("bench.kumaco.dev/os-image", "ubuntu-24.04".into()),
-        ("bench.kumaco.dev/reboot-group", format!("g{}", i % 10)),
-        ("bench.kumaco.dev/cost-center", format!("cc-{}", i % 13)),
-    ];
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
-
-/// What a kubelet reports: the 5 standard conditions, 40 images (the bulk of a real
-/// node's size), addresses, capacity and node info.
-fn node_status(i: usize) -> Value {
-    let now = Timestamp::now().to_string();
-    let condition = |type_: &str, status: &str, reason: &str| {
-        json!({
-            "type": type_, "status": status, "reason": reason,
-            "message": format!("kubelet reports {reason}"),
-            "lastHeartbeatTime": now, "lastTransitionTime": now,
-        })
-    };
-    let images: Vec<Value> = (0..40)
-        .map(|k| {
-            let repo = format!("registry.example.com/platform/service-{k:02}");
-            json!({
-                "names": [
-                    format!("{repo}@sha256:{:064x}", (k as u128 + 1) * 0x9e37_79b9_7f4a_7c15),
-                    format!("{repo}:v1.{k}.{}", i % 5),
-                ],
-                "sizeBytes": 20_000_000 + k * 3_000_000,
-            })
-        })
-        .collect();
-    json!({
-        "conditions": [
-            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
-            condition("NetworkUnavailable", "False", "RouteCreated"),
-            condition("Ready", "True", "KubeletReady"),
-        ],
-        "addresses": [
-            { "type": "InternalIP", "address": format!("10.{}.{}.{}", i / 65536 % 256, i / 256 % 256, i % 256) },
-            { "type": "Hostname", "address": format!("ip-10-{i}") },
-        ],
-        "capacity": { "cpu": "8", "memory": "32613388Ki", "pods": "110", "ephemeral-storage": "101430960Ki" },
-        "allocatable": { "cpu": "7910m", "memory": "31595532Ki", "pods": "110", "ephemeral-storage": "93478772Ki" },
-        "nodeInfo": {
-            "machineID": format!("{i:032x}"), "systemUUID": format!("ec2{i:029x}"),
-            "bootID": format!("{:032x}", i * 7919), "kernelVersion": "6.8.0-45-generic",
-            "osImage": "Ubuntu 24.04.1 LTS", "containerRuntimeVersion": "containerd://1.7.22",
-            "kubeletVersion": "v1.37.0", "kubeProxyVersion": "", "operatingSystem": "linux",
-            "architecture": "amd64",
-        },
-        "images": images,
-    })
-}
-
-async fn create_namespace(client: &kube::Client) -> Result<()> {
-    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } }))?;
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .context("creating the windows' namespace")?;
-    Ok(())
-}
-
-/// Creates the nodes, `SETUP_CONCURRENCY` at a time: each a POST then a status patch
-/// (the API server ignores status on create), as a kubelet registers.
-async fn create_nodes(client: &kube::Client, scope: &Scope, n: usize) -> Result<()> {
-    let api: Api<Node> = Api::all(client.clone());
-    futures::stream::iter(0..n)
-        .map(|i| {
-            let api = api.clone();
-            async move {
-                let name = scope.node_name(&format!("{i:05}"));
-                let node: Node = serde_json::from_value(json!({
-                    "metadata": { "name": name, "labels": node_labels(scope, &name, i) },
-                    "spec": { "providerID": format!("aws:///bench/{name}") },
-                }))?;
-                api.create(&PostParams::default(), &node)
-                    .await
-                    .with_context(|| format!("creating node {name}"))?;
-                api.patch_status(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": node_status(i) })),
-                )
-                .await
-                .with_context(|| format!("setting the status of node {name}"))?;
-                anyhow::Ok(())
-            }
-        })
-        .buffer_unordered(SETUP_CONCURRENCY)
-        .try_collect::<()>()
-        .await
-}
 
 /// 200 windows of mixed kinds: daily, weekday, weekly and monthly crons in four zones,
 /// past and future one-shots, a few blackouts, and three windows active from the start
@@ -578,35 +605,12 @@ async fn create_windows(client: &kube::Client) -> Result<()> {
             let client = client.clone();
             async move {
                 let data: Vec<(&str, &str)> = data.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                put_window(&client, &name, &data).await
+                fleet::put_window(&client, NAMESPACE, MANAGER, &name, &data).await
             }
         })
-        .buffer_unordered(SETUP_CONCURRENCY)
+        .buffer_unordered(CONCURRENCY)
         .try_collect::<()>()
         .await
-}
-
-/// Creates or replaces window ConfigMap `name` (server-side apply).
-async fn put_window(client: &kube::Client, name: &str, data: &[(&str, &str)]) -> Result<()> {
-    let data: serde_json::Map<_, _> = data
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    let cm = json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": { "name": name, "labels": { WINDOW_LABEL: "" } },
-        "data": data,
-    });
-    Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
-        .patch(
-            name,
-            &PatchParams::apply("kumaco-bench").force(),
-            &Patch::Apply(cm),
-        )
-        .await
-        .with_context(|| format!("applying window {name}"))?;
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -618,17 +622,7 @@ async fn status_writes(client: &kube::Client) -> Result<u64> {
     let text = apiserver_metrics(client).await?;
     Ok(["APPLY", "PATCH"]
         .iter()
-        .map(|verb| {
-            metric_sum(
-                &text,
-                "apiserver_request_total",
-                &[
-                    ("verb", verb),
-                    ("resource", "nodes"),
-                    ("subresource", "status"),
-                ],
-            ) as u64
-        })
+        .map(|verb| fleet::node_status_requests(&text, verb).0)
         .sum())
 }
 
@@ -677,7 +671,7 @@ impl EdgeWatch {
             tokio::spawn(async move {
                 let mut synced_tx = Some(synced_tx);
                 // Nodes True before the watch started are not transitions of this edge.
-                let mut was_true = std::collections::HashSet::new();
+                let mut was_true = HashSet::new();
                 let mut stream = watcher(api, config).boxed();
                 while let Some(event) = stream.next().await {
                     // Stamp before anything else: the time of receipt is the measurement.
@@ -726,141 +720,15 @@ impl EdgeWatch {
     fn transitions(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
+
+    /// The nodes seen turning True.
+    fn nodes(&self) -> Vec<String> {
+        self.seen.lock().unwrap().keys().cloned().collect()
+    }
 }
 
 impl Drop for EdgeWatch {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// `kumaco run` as a child process whose pid we keep, for /proc.
-struct Kumaco {
-    child: Option<Child>,
-    spawned: Instant,
-    health: SocketAddr,
-    log: PathBuf,
-}
-
-impl Kumaco {
-    fn spawn(bin: &std::path::Path, server: &ApiServer, scope: &Scope) -> Result<Self> {
-        // Two listeners held together so the ports differ (kumaco binds them right away).
-        let (m, h) = (
-            TcpListener::bind("127.0.0.1:0")?,
-            TcpListener::bind("127.0.0.1:0")?,
-        );
-        let (metrics, health) = (m.local_addr()?, h.local_addr()?);
-        drop((m, h));
-        let dir = std::env::temp_dir().join("kumaco-bench");
-        std::fs::create_dir_all(&dir)?;
-        let log = dir.join(format!(
-            "kumaco-{}-{}.log",
-            std::process::id(),
-            scope.value()
-        ));
-        let out = std::fs::File::create(&log)?;
-        let spawned = Instant::now();
-        let child = Command::new(bin)
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .arg("--leader-elect=false")
-            .arg(format!("--metrics-address={metrics}"))
-            .arg(format!("--health-address={health}"))
-            .arg(format!("--namespace={NAMESPACE}"))
-            .arg(format!("--node-selector={}", scope.selector()))
-            .arg("--field-manager=kumaco-bench")
-            .arg("--log-format=json")
-            // info, not debug: per-node debug lines at 5,000 nodes would be what we measure.
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Kumaco {
-            child: Some(child),
-            spawned,
-            health,
-            log,
-        })
-    }
-
-    /// Polls `/readyz` every 10 ms; seconds from spawn to the first 200.
-    async fn wait_ready(&mut self) -> Result<f64> {
-        while self.spawned.elapsed() < READY_TIMEOUT {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                bail!("kumaco exited with {status}; log {}", self.log.display());
-            }
-            if let Ok((200, _)) = http_get(self.health, "/readyz").await {
-                return Ok(self.spawned.elapsed().as_secs_f64());
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        bail!(
-            "kumaco not ready in {READY_TIMEOUT:?}; log {}",
-            self.log.display()
-        )
-    }
-
-    fn pid(&self) -> Result<u32> {
-        Ok(self.child.as_ref().context("kumaco is not running")?.id())
-    }
-
-    /// A `kB` field of /proc/<pid>/status: `VmHWM` (peak resident set), `VmRSS` (now).
-    fn status_kib(&self, field: &str) -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .with_context(|| format!("no {field} in /proc/<pid>/status"))
-    }
-
-    /// utime + stime, in seconds.
-    fn cpu_seconds(&self) -> Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?))?;
-        // The command name (field 2) may hold spaces; fields after its ')' are plain.
-        // utime and stime are fields 14 and 15, i.e. 12th and 13th after the ')'.
-        let rest = &stat[stat.rfind(')').context("malformed /proc/<pid>/stat")? + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-        Ok(ticks / clock_ticks())
-    }
-
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Kumaco {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// `sysconf(_SC_CLK_TCK)` without a libc dependency: ask getconf, else Linux's usual 100.
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// The 1, 5 and 15 minute load averages, as /proc/loadavg gives them.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
 }
