@@ -420,6 +420,21 @@ impl LogScan {
     }
 }
 
+/// Where a harness finds the kumaco binary unless told otherwise.
+pub const DEFAULT_KUMACO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/release/kumaco");
+
+/// Fails with the command that builds it if the kumaco binary at `path` is missing.
+pub fn check_kumaco_binary(path: &Path) -> Result<()> {
+    if !path.exists() {
+        bail!(
+            "{} does not exist: run `cargo build --release --bin kumaco` first, or pass \
+             --kumaco PATH",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// `sysconf(_SC_CLK_TCK)` without a libc dependency: ask getconf, else Linux's usual 100.
 pub fn clock_ticks() -> f64 {
     static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();

@@ -70,97 +70,45 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Writes are "settled" when the API server's counter has not moved for this long.
 const QUIET: Duration = Duration::from_secs(3);
 
+/// kumaco at scale against a private, real kube-apiserver + etcd (see the module docs).
+#[derive(clap::Parser)]
 struct Args {
-    nodes: Vec<usize>,
-    edge_nodes: usize,
-    repeat: usize,
+    /// Cluster sizes, one measurement (or --repeat) each.
+    #[arg(long, value_delimiter = ',', default_value = "1000",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    nodes: Vec<u64>,
+    /// Nodes the edge window selects: whole racks of batch b0, 20 nodes each.
+    #[arg(long, default_value_t = BATCH as u64,
+          value_parser = clap::value_parser!(u64).range(20..=BATCH as u64))]
+    edge_nodes: u64,
+    /// Runs per size, each on a fresh API server.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    repeat: u64,
+    /// The kumaco binary.
+    #[arg(long, default_value = fleet::DEFAULT_KUMACO)]
     kumaco: PathBuf,
-    idle: Duration,
+    /// Seconds of the idle period.
+    #[arg(long, default_value_t = 120)]
+    idle: u64,
+    /// Where the results go.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/kumaco-bench.json"))]
     json: PathBuf,
-}
-
-fn parse_args() -> Result<Args> {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let mut args = Args {
-        nodes: vec![1000],
-        edge_nodes: BATCH,
-        repeat: 1,
-        kumaco: root.join("target/release/kumaco"),
-        idle: Duration::from_secs(120),
-        json: root.join("target/kumaco-bench.json"),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        // Both `--flag value` and `--flag=value`.
-        let (flag, value) = match flag.split_once('=') {
-            Some((f, v)) => (f.to_string(), v.to_string()),
-            None if flag == "--help" || flag == "-h" => {
-                println!(
-                    "usage: kumaco-bench [--nodes 1000,5000] [--edge-nodes 1000] [--repeat 1] \
-                     [--kumaco PATH] [--idle SECS] [--json FILE]"
-                );
-                std::process::exit(0);
-            }
-            None => {
-                let v = it.next().with_context(|| format!("{flag} needs a value"))?;
-                (flag, v)
-            }
-        };
-        match flag.as_str() {
-            "--nodes" => {
-                args.nodes = value
-                    .split(',')
-                    .map(|n| {
-                        n.trim()
-                            .parse::<usize>()
-                            .context("--nodes: a list of counts")
-                    })
-                    .collect::<Result<_>>()?;
-                if args.nodes.contains(&0) {
-                    bail!("--nodes: counts must be positive");
-                }
-            }
-            "--edge-nodes" => {
-                args.edge_nodes = value.parse().context("--edge-nodes K")?;
-                let whole_racks = BATCH / RACKS;
-                if args.edge_nodes == 0
-                    || args.edge_nodes > BATCH
-                    || !args.edge_nodes.is_multiple_of(whole_racks)
-                {
-                    bail!(
-                        "--edge-nodes: a multiple of {whole_racks} up to {BATCH} (whole racks of batch b0)"
-                    );
-                }
-            }
-            "--repeat" => {
-                args.repeat = value.parse().context("--repeat R")?;
-                if args.repeat == 0 {
-                    bail!("--repeat: at least 1");
-                }
-            }
-            "--kumaco" => args.kumaco = PathBuf::from(value),
-            "--idle" => args.idle = Duration::from_secs(value.parse().context("--idle SECS")?),
-            "--json" => args.json = PathBuf::from(value),
-            other => bail!("unknown flag {other} (see --help)"),
-        }
-    }
-    if !args.kumaco.exists() {
-        bail!(
-            "{} does not exist: run `cargo build --release --bin kumaco` first, or pass \
-             --kumaco PATH",
-            args.kumaco.display()
-        );
-    }
-    Ok(args)
 }
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    let args = parse_args()?;
+    let args = <Args as clap::Parser>::parse();
+    fleet::check_kumaco_binary(&args.kumaco)?;
+    if !(args.edge_nodes as usize).is_multiple_of(BATCH / RACKS) {
+        bail!(
+            "--edge-nodes: a multiple of {} (whole racks)",
+            BATCH / RACKS
+        );
+    }
     let mut results = Vec::new();
     for &n in &args.nodes {
         for run in 1..=args.repeat {
-            let result = run_one(&args, n, run).await?;
+            let result = run_one(&args, n as usize, run).await?;
             print_table(&result);
             results.push(result);
             // Written after each run, so a later, failing run keeps the earlier figures.
@@ -197,7 +145,7 @@ fn edge_selector(n: usize, edge_nodes: usize) -> (String, usize) {
 }
 
 /// One full measurement at `n` nodes, on its own API server.
-async fn run_one(args: &Args, n: usize, run: usize) -> Result<Value> {
+async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
     let load_start = load_average();
     println!(
         "== {n} nodes, run {run}/{} (load average {load_start})",
@@ -233,7 +181,7 @@ async fn run_one(args: &Args, n: usize, run: usize) -> Result<Value> {
 
     // (b), (c): the edge.
     let watch = EdgeWatch::start(&client, &scope).await?;
-    let (edge_selector, edge_count) = edge_selector(n, args.edge_nodes);
+    let (edge_selector, edge_count) = edge_selector(n, args.edge_nodes as usize);
     let edge = Timestamp::from_second(Timestamp::now().as_second() + EDGE_AHEAD_SECS)?;
     fleet::put_window(
         &client,
@@ -267,9 +215,9 @@ async fn run_one(args: &Args, n: usize, run: usize) -> Result<Value> {
     );
 
     // (d): idle. No window has an edge during this period.
-    println!("   idle for {}s...", args.idle.as_secs());
+    println!("   idle for {}s...", args.idle);
     let idle_before = status_writes(&client).await?;
-    tokio::time::sleep(args.idle).await;
+    tokio::time::sleep(Duration::from_secs(args.idle)).await;
     let idle_writes = status_writes(&client).await? - idle_before;
 
     // (e): resources at the end.
@@ -311,7 +259,7 @@ async fn run_one(args: &Args, n: usize, run: usize) -> Result<Value> {
             "min": latencies_ms.first().copied(),
         },
         "plain_client_burst_ms": ceiling_secs * 1000.0,
-        "idle_seconds": args.idle.as_secs(),
+        "idle_seconds": args.idle,
         "idle_status_writes": idle_writes,
         "peak_rss_mib": rss as f64 / (1024.0 * 1024.0),
         "rss_at_end_mib": rss_now as f64 / (1024.0 * 1024.0),

@@ -58,7 +58,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use testkit::agent::{MAINTENANCE_IN_PROGRESS, Observer, REBOOT_REQUIRED, RebootAgent};
 use testkit::fleet::{
-    Kumaco, KumacoOptions, LogLevels, ZONES, create_namespace, create_nodes, load_average,
+    self, Kumaco, KumacoOptions, LogLevels, ZONES, create_namespace, create_nodes, load_average,
     node_name, node_status_requests, put_window,
 };
 use testkit::kumaco::{apiserver_metrics, metric_sum};
@@ -89,67 +89,28 @@ const MARK_CONCURRENCY: usize = 8;
 const STEADY_AFTER: Duration = Duration::from_secs(60);
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// A long run of kumaco with windows every minute and a reboot agent (see the module
+/// docs).
+#[derive(clap::Parser)]
 struct Args {
-    nodes: usize,
+    /// Nodes in the cluster (at least 50: the rack window needs a rack).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..))]
+    nodes: u64,
+    /// Length of the run.
+    #[arg(long, default_value_t = 30.0)]
     minutes: f64,
-    kumaco: PathBuf,
-    json: PathBuf,
-    sample_secs: u64,
+    /// kumaco's --max-in-progress.
+    #[arg(long, default_value = "5%")]
     max_in_progress: String,
-}
-
-fn parse_args() -> Result<Args> {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-    let mut args = Args {
-        nodes: 1000,
-        minutes: 30.0,
-        kumaco: root.join("target/release/kumaco"),
-        json: root.join("target/kumaco-soak.json"),
-        sample_secs: 10,
-        max_in_progress: "5%".into(),
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        // Both `--flag value` and `--flag=value`.
-        let (flag, value) = match flag.split_once('=') {
-            Some((f, v)) => (f.to_string(), v.to_string()),
-            None if flag == "--help" || flag == "-h" => {
-                println!(
-                    "usage: kumaco-soak [--nodes 1000] [--minutes 30] [--max-in-progress 5%] \
-                     [--sample-secs 10] [--kumaco PATH] [--json FILE]"
-                );
-                std::process::exit(0);
-            }
-            None => {
-                let v = it.next().with_context(|| format!("{flag} needs a value"))?;
-                (flag, v)
-            }
-        };
-        match flag.as_str() {
-            "--nodes" => args.nodes = value.parse().context("--nodes N")?,
-            "--minutes" => args.minutes = value.parse().context("--minutes M")?,
-            "--kumaco" => args.kumaco = PathBuf::from(value),
-            "--json" => args.json = PathBuf::from(value),
-            "--sample-secs" => args.sample_secs = value.parse().context("--sample-secs S")?,
-            "--max-in-progress" => args.max_in_progress = value,
-            other => bail!("unknown flag {other} (see --help)"),
-        }
-    }
-    if args.nodes < 50 {
-        // The rack window needs a rack (node i is in rack i % 50).
-        bail!("--nodes: at least 50");
-    }
-    if !args.minutes.is_finite() || args.minutes <= 0.0 || args.sample_secs == 0 {
-        bail!("--minutes and --sample-secs must be positive");
-    }
-    if !args.kumaco.exists() {
-        bail!(
-            "{} does not exist: run `cargo build --release --bin kumaco` first, or pass \
-             --kumaco PATH",
-            args.kumaco.display()
-        );
-    }
-    Ok(args)
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    sample_secs: u64,
+    /// The kumaco binary.
+    #[arg(long, default_value = fleet::DEFAULT_KUMACO)]
+    kumaco: PathBuf,
+    /// Where the samples and the summary go.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/kumaco-soak.json"))]
+    json: PathBuf,
 }
 
 /// kumaco's rule for `--max-in-progress`: a count, or a percentage of the nodes in scope
@@ -166,7 +127,11 @@ fn ceiling(spec: &str, nodes: usize) -> Result<usize> {
 
 #[tokio::main]
 async fn main() -> Result<ExitCode> {
-    let args = parse_args()?;
+    let args = <Args as clap::Parser>::parse();
+    fleet::check_kumaco_binary(&args.kumaco)?;
+    if !args.minutes.is_finite() || args.minutes <= 0.0 {
+        bail!("--minutes: a positive number");
+    }
     let outcome = run(&args).await?;
     print_summary(&outcome.summary);
     if let Some(dir) = args.json.parent() {
@@ -192,7 +157,7 @@ struct Outcome {
 
 /// The whole run; kumaco, the helpers and the API server stop when it returns.
 async fn run(args: &Args) -> Result<Outcome> {
-    let n = args.nodes;
+    let n = args.nodes as usize;
     let ceiling = ceiling(&args.max_in_progress, n)?;
     let load_start = load_average();
     println!(
