@@ -58,11 +58,14 @@ async fn run(args: RunArgs) -> Result<()> {
             Leadership::always()
         }
     };
-    metrics::serve(metrics.clone(), args.metrics_address, args.health_address)
-        .await
-        .context("binding the metrics/health addresses")?;
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), metrics = %args.metrics_address,
-                   health = %args.health_address, "kumaco starting");
+    // The addresses bound, not those asked for: with port 0 the log says which port
+    // (the test harnesses start kumaco that way).
+    let (metrics_address, health_address) =
+        metrics::serve(metrics.clone(), args.metrics_address, args.health_address)
+            .await
+            .context("binding the metrics/health addresses")?;
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), metrics = %metrics_address,
+                   health = %health_address, "kumaco starting");
     match controller::run(client, settings, metrics, leadership).await? {
         Exit::Signal => Ok(()),
         Exit::ConfigChanged => {

@@ -180,12 +180,13 @@ impl Metrics {
 }
 
 /// Binds both addresses (they may be the same) and serves until the process ends.
-/// Binding happens before this returns, so a port in use fails start-up loudly.
+/// Binding happens before this returns, so a port in use fails start-up loudly. Returns
+/// the addresses bound, which differ from those asked for when those had port 0.
 pub async fn serve(
     metrics: Arc<Metrics>,
     metrics_addr: SocketAddr,
     health_addr: SocketAddr,
-) -> std::io::Result<()> {
+) -> std::io::Result<(SocketAddr, SocketAddr)> {
     let health = {
         let ready = metrics.clone();
         Router::new()
@@ -224,12 +225,15 @@ pub async fn serve(
     );
     if metrics_addr == health_addr {
         let listener = TcpListener::bind(metrics_addr).await?;
+        let bound = listener.local_addr()?;
         tokio::spawn(async move { axum::serve(listener, metrics_router.merge(health)).await });
+        Ok((bound, bound))
     } else {
         let ml = TcpListener::bind(metrics_addr).await?;
         let hl = TcpListener::bind(health_addr).await?;
+        let bound = (ml.local_addr()?, hl.local_addr()?);
         tokio::spawn(async move { axum::serve(ml, metrics_router).await });
         tokio::spawn(async move { axum::serve(hl, health).await });
+        Ok(bound)
     }
-    Ok(())
 }

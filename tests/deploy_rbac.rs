@@ -12,7 +12,6 @@
 //! as they are (the base is plain YAML, so this is what `kubectl kustomize` outputs).
 
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,7 +29,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
-use testkit::kumaco::http_get;
+use testkit::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
@@ -374,8 +373,6 @@ struct Kumaco {
 
 impl Kumaco {
     async fn start(kubeconfig: &Path, node_selector: &str) -> Kumaco {
-        let metrics = free_port();
-        let health = free_port();
         let log = std::env::temp_dir().join(format!("kumaco-rbac-{}.log", std::process::id()));
         let out = File::create(&log).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_kumaco"))
@@ -385,8 +382,7 @@ impl Kumaco {
             .arg("--leader-elect=true")
             .arg(format!("--node-selector={node_selector}"))
             .arg("--resync-interval=1s")
-            .arg(format!("--metrics-address={metrics}"))
-            .arg(format!("--health-address={health}"))
+            .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .env("POD_NAMESPACE", NS)
             .env("POD_NAME", POD_NAME)
@@ -397,6 +393,9 @@ impl Kumaco {
             .spawn()
             .expect("starting kumaco");
         let mut kumaco = Kumaco { child, log };
+        let (_, health) = bound_addresses(&kumaco.log, &mut kumaco.child)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
         let deadline = Instant::now() + SOON;
         loop {
             if let Ok(Some(status)) = kumaco.child.try_wait() {
@@ -433,13 +432,6 @@ impl Drop for Kumaco {
             eprintln!("kumaco log {}:\n{}", self.log.display(), self.log_tail(30));
         }
     }
-}
-
-/// A free loopback port (released before kumaco binds it; a clash shows in its log).
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
 }
 
 /// The base as `kubectl kustomize deploy/base` outputs it: every document of every file

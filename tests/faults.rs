@@ -22,7 +22,7 @@ use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, http_get, metric_sum};
+use testkit::kumaco::{KumacoProcess, LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
@@ -551,14 +551,6 @@ struct RestrictedKumaco {
 
 impl RestrictedKumaco {
     async fn start(kubeconfig: &Path, c: &Cluster) -> Self {
-        let free = || {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            (l.local_addr().unwrap(), l)
-        };
-        // Both held until both are known, so they differ; released before kumaco starts,
-        // or its bind races with them.
-        let ((metrics, m), (health, h)) = (free(), free());
-        drop((m, h));
         let dir = std::env::temp_dir().join("kumaco-tests");
         std::fs::create_dir_all(&dir).unwrap();
         let log = dir.join(format!("kumaco-restricted-{}.log", c.scope.value()));
@@ -568,8 +560,7 @@ impl RestrictedKumaco {
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--leader-elect=false")
-            .arg(format!("--metrics-address={metrics}"))
-            .arg(format!("--health-address={health}"))
+            .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .args(c.kumaco_args())
             .env("RUST_LOG", "info,kumaco=debug")
@@ -581,8 +572,13 @@ impl RestrictedKumaco {
         let mut kumaco = RestrictedKumaco {
             child,
             log,
-            metrics,
+            metrics: "0.0.0.0:0".parse().unwrap(),
         };
+        // Dropping `kumaco` on a panic kills it.
+        let (metrics, health) = bound_addresses(&kumaco.log, &mut kumaco.child)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        kumaco.metrics = metrics;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = kumaco.child.try_wait().unwrap() {

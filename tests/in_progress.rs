@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -35,7 +35,9 @@ use testkit::agent::{
     MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
     random_duration, set_condition_at,
 };
-use testkit::kumaco::{KumacoProcess, has_metric_family, http_get, metric_sum};
+use testkit::kumaco::{
+    KumacoProcess, LISTEN_ANYWHERE, bound_addresses, has_metric_family, http_get, metric_sum,
+};
 use testkit::nodes::{condition, create_node, has_status, set_condition, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
 use testkit::{ApiServer, Scope};
@@ -852,7 +854,6 @@ impl Replica {
     /// Starts a replica of `c`'s kumaco named `pod`, with `args` after the common flags,
     /// and waits until `/healthz` answers (a follower need not be ready).
     async fn start(c: &Cluster, pod: &str, args: &[&str]) -> Replica {
-        let (metrics, health) = two_free_ports();
         let log = log_path();
         let out = File::create(&log).unwrap();
         let err = out.try_clone().unwrap();
@@ -862,8 +863,7 @@ impl Replica {
             .arg(ApiServer::shared().kubeconfig())
             .arg("--leader-elect=true")
             .arg(format!("--lease-name={LEASE_NAME}"))
-            .arg(format!("--metrics-address={metrics}"))
-            .arg(format!("--health-address={health}"))
+            .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .args(c.common_args())
             .args(args)
@@ -875,6 +875,14 @@ impl Replica {
             .stderr(err)
             .spawn()
             .expect("starting kumaco");
+        let mut child = child;
+        let (metrics, health) = match bound_addresses(&log, &mut child).await {
+            Ok(addresses) => addresses,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("replica {pod}: {e:#}");
+            }
+        };
         let mut replica = Replica {
             pod: pod.to_string(),
             child: Some(child),
@@ -959,13 +967,6 @@ impl Drop for Replica {
             );
         }
     }
-}
-
-fn two_free_ports() -> (SocketAddr, SocketAddr) {
-    // Both held until both are known, so that they differ.
-    let a = TcpListener::bind("127.0.0.1:0").unwrap();
-    let b = TcpListener::bind("127.0.0.1:0").unwrap();
-    (a.local_addr().unwrap(), b.local_addr().unwrap())
 }
 
 fn log_path() -> PathBuf {

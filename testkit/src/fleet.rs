@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -23,7 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::kumaco::{http_get, metric_sum};
+use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
 use crate::{ApiServer, SCOPE_LABEL, Scope};
 
 /// The label that makes a ConfigMap a window (kumaco's default `--window-selector`).
@@ -221,6 +221,9 @@ pub struct KumacoOptions<'a> {
     pub extra_args: Vec<String>,
 }
 
+/// Until kumaco has said where it listens.
+const NO_ADDRESS: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+
 /// `kumaco run` as a child process whose pid we keep, for /proc. Dropping it kills it.
 pub struct Kumaco {
     child: Option<Child>,
@@ -234,19 +237,12 @@ pub struct Kumaco {
 impl Kumaco {
     /// Starts `bin run` against `server`, confined to `scope`'s nodes, without leader
     /// election, logging JSON at level info to a file of its own.
-    pub fn spawn(
+    pub async fn spawn(
         bin: &Path,
         server: &ApiServer,
         scope: &Scope,
-        options: &KumacoOptions,
+        options: &KumacoOptions<'_>,
     ) -> Result<Self> {
-        // Two listeners held together so the ports differ (kumaco binds them right away).
-        let (m, h) = (
-            TcpListener::bind("127.0.0.1:0")?,
-            TcpListener::bind("127.0.0.1:0")?,
-        );
-        let (metrics, health) = (m.local_addr()?, h.local_addr()?);
-        drop((m, h));
         let dir = std::env::temp_dir().join(options.name);
         std::fs::create_dir_all(&dir)?;
         let log = dir.join(format!(
@@ -261,8 +257,7 @@ impl Kumaco {
             .arg("--kubeconfig")
             .arg(server.kubeconfig())
             .arg("--leader-elect=false")
-            .arg(format!("--metrics-address={metrics}"))
-            .arg(format!("--health-address={health}"))
+            .args(LISTEN_ANYWHERE)
             .arg(format!("--namespace={}", options.namespace))
             .arg(format!("--node-selector={}", scope.selector()))
             .arg(format!("--field-manager={}", options.name))
@@ -276,14 +271,18 @@ impl Kumaco {
             .stderr(out)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
-        Ok(Kumaco {
+        let mut kumaco = Kumaco {
             child: Some(child),
             spawned,
-            health,
-            metrics,
+            health: NO_ADDRESS,
+            metrics: NO_ADDRESS,
             log,
             log_scan: LogScan::default(),
-        })
+        };
+        // Dropping `kumaco` on an error kills it.
+        let child = kumaco.child.as_mut().expect("just spawned");
+        (kumaco.metrics, kumaco.health) = bound_addresses(&kumaco.log, child).await?;
+        Ok(kumaco)
     }
 
     /// Polls `/readyz` every 10 ms; seconds from spawn to the first 200.

@@ -5,7 +5,7 @@
 //! integration tests of the kumaco package where it is, not this crate.
 
 use std::fs::File;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -41,17 +41,15 @@ impl KumacoProcess {
     /// Fails loudly, with the log tail, if kumaco exits or is not ready in time.
     pub async fn start(bin: impl AsRef<Path>, server: &ApiServer, args: &[&str]) -> Result<Self> {
         let bin = bin.as_ref();
-        let (metrics_address, health_address) = two_free_ports()?;
         let log = log_path()?;
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(bin)
+        let mut child = Command::new(bin)
             .arg("run")
             .arg("--kubeconfig")
             .arg(server.kubeconfig())
             .arg("--leader-elect=false")
-            .arg(format!("--metrics-address={metrics_address}"))
-            .arg(format!("--health-address={health_address}"))
+            .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .args(args)
             .env("RUST_LOG", "info,kumaco=debug")
@@ -60,6 +58,14 @@ impl KumacoProcess {
             .stderr(err)
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
+        let (metrics_address, health_address) = match bound_addresses(&log, &mut child).await {
+            Ok(addresses) => addresses,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         let mut kumaco = KumacoProcess {
             child: Some(child),
             log,
@@ -173,13 +179,50 @@ impl Drop for KumacoProcess {
     }
 }
 
-/// Two distinct free loopback ports. Both listeners are held until both ports are known,
-/// so they differ; another process could still take one before kumaco binds it, which
-/// kumaco reports as an error on startup (visible in the log).
-fn two_free_ports() -> Result<(SocketAddr, SocketAddr)> {
-    let a = TcpListener::bind("127.0.0.1:0")?;
-    let b = TcpListener::bind("127.0.0.1:0")?;
-    Ok((a.local_addr()?, b.local_addr()?))
+/// The loopback listen flags for a harness-started kumaco: port 0 for both, so kumaco
+/// picks free ports itself (no port probed here and released can be taken in between);
+/// [`bound_addresses`] then reads which it got.
+pub const LISTEN_ANYWHERE: [&str; 2] = [
+    "--metrics-address=127.0.0.1:0",
+    "--health-address=127.0.0.1:0",
+];
+
+/// The metrics and health addresses a kumaco started with [`LISTEN_ANYWHERE`] and
+/// `--log-format=json` bound, from the `kumaco starting` line of its log at `log`. Polls
+/// the log until that line appears, `child` exits, or [`READY_TIMEOUT`] passes.
+pub async fn bound_addresses(log: &Path, child: &mut Child) -> Result<(SocketAddr, SocketAddr)> {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if entry["message"] != "kumaco starting" {
+                continue;
+            }
+            let address = |field: &str| -> Result<SocketAddr> {
+                entry[field]
+                    .as_str()
+                    .and_then(|a| a.parse().ok())
+                    .with_context(|| format!("no {field} address in kumaco's log line {line}"))
+            };
+            return Ok((address("metrics")?, address("health")?));
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!(
+                "kumaco exited with {status} before it listened; log {}:\n{text}",
+                log.display()
+            );
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "kumaco did not log its listen addresses within {READY_TIMEOUT:?}; log {}",
+                log.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A new log file under the temp dir, named so that parallel tests and runs don't clash.

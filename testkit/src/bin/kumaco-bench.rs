@@ -170,7 +170,7 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         name: MANAGER,
         extra_args: vec![],
     };
-    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options)?;
+    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options).await?;
     let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
     let cpu_at_ready = kumaco.cpu_seconds()?;
     println!("   ready in {ready_secs:.2}s");

@@ -201,7 +201,8 @@ async fn run(args: &Args) -> Result<Outcome> {
                 format!("--max-in-progress={}", args.max_in_progress),
             ],
         },
-    )?;
+    )
+    .await?;
     let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
     println!(
         "kumaco ready in {ready_secs:.2}s; log {}",
