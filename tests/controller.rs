@@ -193,7 +193,7 @@ async fn overlapping_windows_keep_the_node_until_the_last_one_ends() {
     let last = expect_one_at_edge(&c, &a, at(6), "False", "end").await;
     assert_eq!(last.reason.as_deref(), Some(REASON_NO_WINDOW), "{last:?}");
     assert_eq!(
-        history.statuses(),
+        history.statuses_ending_with(Some("False"), SOON).await,
         [None, Some("True".to_string()), Some("False".to_string())],
         "one maintenance period for the union of both windows: {:#?}",
         history.states()

@@ -264,7 +264,9 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
     );
     assert_eq!(cond.reason.as_deref(), Some(REASON_WINDOW), "{cond:?}");
     assert_eq!(
-        history.statuses(),
+        history
+            .statuses_ending_with(Some("True"), CATCHUP_BOUND)
+            .await,
         [None, Some("True".into())],
         "{:#?}",
         history.states()

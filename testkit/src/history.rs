@@ -82,6 +82,25 @@ impl History {
             .clone()
     }
 
+    /// [`History::statuses`] once the last one is `last`, waiting up to `timeout` for
+    /// this watch to deliver it: a test that saw a change through another watch or a GET
+    /// must not assume this one has it too. After the timeout, whatever it holds.
+    pub async fn statuses_ending_with(
+        &self,
+        last: Option<&str>,
+        timeout: Duration,
+    ) -> Vec<Option<String>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let statuses = self.statuses();
+            let done = statuses.last().is_some_and(|s| s.as_deref() == last);
+            if done || tokio::time::Instant::now() >= deadline {
+                return statuses;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The statuses, consecutive repeats merged (message changes are not transitions).
     pub fn statuses(&self) -> Vec<Option<String>> {
         let mut statuses: Vec<Option<String>> = Vec::new();
