@@ -11,9 +11,7 @@
 //! The manifests are read from `deploy/base/kustomization.yaml`'s `resources:` and applied
 //! as they are (the base is plain YAML, so this is what `kubectl kustomize` outputs).
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -29,7 +27,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
-use testkit::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get};
+use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
@@ -88,7 +86,24 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
     let outside_name = outside_node.metadata.name.clone().unwrap();
 
     // (a) kumaco as the ServiceAccount, with leader election, as the Deployment runs it.
-    let kumaco = Kumaco::start(&kubeconfig, &scope.selector()).await;
+    let kumaco = KumacoProcess::start_with(
+        env!("CARGO_BIN_EXE_kumaco"),
+        server,
+        &[
+            &format!("--node-selector={}", scope.selector()),
+            "--resync-interval=1s",
+        ],
+        &StartOptions {
+            kubeconfig: Some(kubeconfig.clone()),
+            leader: Some(Pod {
+                name: POD_NAME.into(),
+                namespace: NS.into(),
+            }),
+            healthy_is_enough: false,
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
 
     // Alice declares a window selecting every node; it started a minute ago.
     let start = (Timestamp::now() - SignedDuration::from_secs(60)).to_string();
@@ -361,77 +376,6 @@ fn token_kubeconfig(server: &ApiServer, token: &str) -> PathBuf {
     let path = server.dir().join("kumaco-sa.kubeconfig");
     std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
     path
-}
-
-/// `kumaco run` as the Deployment runs it (leader election on, POD_NAMESPACE and
-/// POD_NAME set), with the ServiceAccount's kubeconfig. testkit's `KumacoProcess` uses the
-/// admin kubeconfig and no leader election, which would prove nothing about RBAC.
-struct Kumaco {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Kumaco {
-    async fn start(kubeconfig: &Path, node_selector: &str) -> Kumaco {
-        let log = std::env::temp_dir().join(format!("kumaco-rbac-{}.log", std::process::id()));
-        let out = File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_kumaco"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--leader-elect=true")
-            .arg(format!("--node-selector={node_selector}"))
-            .arg("--resync-interval=1s")
-            .args(LISTEN_ANYWHERE)
-            .arg("--log-format=json")
-            .env("POD_NAMESPACE", NS)
-            .env("POD_NAME", POD_NAME)
-            .env("RUST_LOG", "info,kumaco=debug")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("starting kumaco");
-        let mut kumaco = Kumaco { child, log };
-        let (_, health) = bound_addresses(&kumaco.log, &mut kumaco.child)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Ok(Some(status)) = kumaco.child.try_wait() {
-                panic!("kumaco exited with {status}:\n{}", kumaco.log_tail(30));
-            }
-            if let Ok((200, _)) = http_get(health, "/readyz").await {
-                return kumaco;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "kumaco not ready within {SOON:?}:\n{}",
-                kumaco.log_tail(30)
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn log_path(&self) -> &Path {
-        &self.log
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-}
-
-impl Drop for Kumaco {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("kumaco log {}:\n{}", self.log.display(), self.log_tail(30));
-        }
-    }
 }
 
 /// The base as `kubectl kustomize deploy/base` outputs it: every document of every file

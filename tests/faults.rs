@@ -10,8 +10,7 @@
 //! the chosen moment to inject a fault) and the observation periods of "nothing happens"
 //! checks.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -22,7 +21,7 @@ use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
+use testkit::kumaco::{KumacoProcess, StartOptions, http_get, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
@@ -202,7 +201,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
         .expect("a kubeconfig for kumaco's identity");
     let binding = c.grant_kumaco_rules(&user).await;
     let restricted = client_from_kubeconfig(&kubeconfig).await.unwrap();
-    let kumaco = RestrictedKumaco::start(&kubeconfig, &c).await;
+    let kumaco = c.kumaco_as(server, &kubeconfig).await;
 
     let start = edge_in(6);
     c.put_window("w", &start, "1h", "zone=a").await;
@@ -230,7 +229,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
         Timestamp::now() < start,
         "revoking took until after the edge; the test cannot show a forbidden edge"
     );
-    let errors_before = kumaco.write_errors().await;
+    let errors_before = write_errors(&kumaco).await;
 
     // Forbidden across the edge and for a while after it: the node must stay as it was.
     sleep_until(start + SignedDuration::from_secs(6)).await;
@@ -239,12 +238,12 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
         [None],
         "{a} changed while kumaco was forbidden to write it"
     );
-    let errors_during = kumaco.write_errors().await;
+    let errors_during = write_errors(&kumaco).await;
     assert!(
         errors_during > errors_before,
         "kumaco_api_writes_total{{result=\"error\"}} did not go up while forbidden \
          ({errors_before} → {errors_during}); log {}",
-        kumaco.log.display()
+        kumaco.log_path().display()
     );
 
     let mut restored = binding.clone();
@@ -422,6 +421,19 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
+    /// [`Cluster::kumaco`] with the identity of `kubeconfig` instead of the admin's.
+    async fn kumaco_as(&self, server: &ApiServer, kubeconfig: &Path) -> KumacoProcess {
+        let own = self.kumaco_args();
+        let args: Vec<&str> = own.iter().map(String::as_str).collect();
+        let options = StartOptions {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            ..StartOptions::default()
+        };
+        KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
     /// A one-shot window from `start`, lasting `duration`.
     async fn put_window(&self, name: &str, start: &Timestamp, duration: &str, selector: &str) {
         let cm = json!({
@@ -542,82 +554,14 @@ impl Cluster {
     }
 }
 
-/// `kumaco run` with a kubeconfig of the test's choosing. [`KumacoProcess`] always passes
-/// the admin kubeconfig, and clap refuses a second `--kubeconfig`, so this starts the
-/// process itself with the same other flags. Dropping it SIGKILLs it.
-struct RestrictedKumaco {
-    child: Child,
-    log: PathBuf,
-    metrics: std::net::SocketAddr,
-}
-
-impl RestrictedKumaco {
-    async fn start(kubeconfig: &Path, c: &Cluster) -> Self {
-        let dir = std::env::temp_dir().join("kumaco-tests");
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join(format!("kumaco-restricted-{}.log", c.scope.value()));
-        let out = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_kumaco"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .arg("--leader-elect=false")
-            .args(LISTEN_ANYWHERE)
-            .arg("--log-format=json")
-            .args(c.kumaco_args())
-            .env("RUST_LOG", "info,kumaco=debug")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .expect("starting kumaco");
-        let mut kumaco = RestrictedKumaco {
-            child,
-            log,
-            metrics: "0.0.0.0:0".parse().unwrap(),
-        };
-        // Dropping `kumaco` on a panic kills it.
-        let (metrics, health) = bound_addresses(&kumaco.log, &mut kumaco.child)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        kumaco.metrics = metrics;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = kumaco.child.try_wait().unwrap() {
-                panic!("kumaco exited with {status}; log {}", kumaco.log.display());
-            }
-            if let Ok((200, _)) = http_get(health, "/readyz").await {
-                return kumaco;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "kumaco was not ready in 30 s; log {}",
-                kumaco.log.display()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// `kumaco_api_writes_total{verb="patch",result="error"}`.
-    async fn write_errors(&self) -> f64 {
-        let (code, text) = http_get(self.metrics, "/metrics").await.unwrap();
-        assert_eq!(code, 200, "{text}");
-        metric_sum(
-            &text,
-            "kumaco_api_writes_total",
-            &[("verb", "patch"), ("result", "error")],
-        )
-    }
-}
-
-impl Drop for RestrictedKumaco {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            eprintln!("kumaco log: {}", self.log.display());
-        }
-    }
+/// `kumaco_api_writes_total{verb="patch",result="error"}`.
+async fn write_errors(kumaco: &KumacoProcess) -> f64 {
+    let text = kumaco.metrics_text().await.unwrap();
+    metric_sum(
+        &text,
+        "kumaco_api_writes_total",
+        &[("verb", "patch"), ("result", "error")],
+    )
 }
 
 /// Polls `check` every 100 ms until it holds; fails after `timeout`.

@@ -17,11 +17,6 @@
 //! | grep -E 'MAX_IN_PROGRESS|CHAOS|FAILOVER_MS|EDGE_LATENCY_MS'`).
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -35,9 +30,7 @@ use testkit::agent::{
     MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
     random_duration, set_condition_at,
 };
-use testkit::kumaco::{
-    KumacoProcess, LISTEN_ANYWHERE, bound_addresses, has_metric_family, http_get, metric_sum,
-};
+use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum};
 use testkit::nodes::{condition, create_node, has_status, set_condition, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
 use testkit::{ApiServer, Scope};
@@ -703,8 +696,8 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
             killed.elapsed() < give_up,
             "{} did not take over within {give_up:?} of the leader's death; its log {}:\n{}",
             follower.pod,
-            follower.log.display(),
-            follower.log_tail(30)
+            follower.process.log_path().display(),
+            follower.process.log_tail(30)
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -823,22 +816,19 @@ async fn one_leader(a: &Replica, b: &Replica) -> bool {
                 "no single leader within {:?}: kumaco_leader {gauges:?} (None: no such \
                  gauge); logs {} and {}",
                 SOON + LEASE_DURATION,
-                a.log.display(),
-                b.log.display()
+                a.process.log_path().display(),
+                b.process.log_path().display()
             ),
             _ => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
 
-/// A `kumaco run` replica with leader election on, as its own process with `POD_NAME` and
-/// `POD_NAMESPACE` set. (`KumacoProcess` always turns leader election off and passes no
-/// environment.) Dropping it SIGKILLs it.
+/// A `kumaco run` replica with leader election on (`POD_NAME` = `pod`). Dropping it
+/// SIGKILLs it.
 struct Replica {
     pod: String,
-    child: Option<Child>,
-    log: PathBuf,
-    metrics: SocketAddr,
+    process: KumacoProcess,
 }
 
 /// What a replica's JSON log says about leadership and writes, in log order.
@@ -854,86 +844,46 @@ impl Replica {
     /// Starts a replica of `c`'s kumaco named `pod`, with `args` after the common flags,
     /// and waits until `/healthz` answers (a follower need not be ready).
     async fn start(c: &Cluster, pod: &str, args: &[&str]) -> Replica {
-        let log = log_path();
-        let out = File::create(&log).unwrap();
-        let err = out.try_clone().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_kumaco"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(ApiServer::shared().kubeconfig())
-            .arg("--leader-elect=true")
-            .arg(format!("--lease-name={LEASE_NAME}"))
-            .args(LISTEN_ANYWHERE)
-            .arg("--log-format=json")
-            .args(c.common_args())
-            .args(args)
-            .env("POD_NAME", pod)
-            .env("POD_NAMESPACE", &c.ns)
-            .env("RUST_LOG", "info,kumaco=debug")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .expect("starting kumaco");
-        let mut child = child;
-        let (metrics, health) = match bound_addresses(&log, &mut child).await {
-            Ok(addresses) => addresses,
-            Err(e) => {
-                let _ = child.kill();
-                panic!("replica {pod}: {e:#}");
-            }
+        let lease = format!("--lease-name={LEASE_NAME}");
+        let common = c.common_args();
+        let mut all: Vec<&str> = vec![&lease];
+        all.extend(common.iter().map(String::as_str));
+        all.extend_from_slice(args);
+        let options = StartOptions {
+            leader: Some(Pod {
+                name: pod.into(),
+                namespace: c.ns.clone(),
+            }),
+            healthy_is_enough: true,
+            ..StartOptions::default()
         };
-        let mut replica = Replica {
+        let process = KumacoProcess::start_with(
+            env!("CARGO_BIN_EXE_kumaco"),
+            ApiServer::shared(),
+            &all,
+            &options,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("replica {pod}: {e:#}"));
+        Replica {
             pod: pod.to_string(),
-            child: Some(child),
-            log,
-            metrics,
-        };
-        let deadline = Instant::now() + SOON;
-        loop {
-            if let Some(status) = replica.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!(
-                    "replica {pod} exited with {status}; log {}:\n{}",
-                    replica.log.display(),
-                    replica.log_tail(30)
-                );
-            }
-            if let Ok((200, _)) = http_get(health, "/healthz").await {
-                return replica;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "replica {pod} not healthy within {SOON:?}; log {}:\n{}",
-                replica.log.display(),
-                replica.log_tail(30)
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            process,
         }
     }
 
     /// `kumaco_leader` now; None if there is no such gauge or no answer.
     async fn leader_gauge(&self) -> Option<f64> {
-        let (code, text) = http_get(self.metrics, "/metrics").await.ok()?;
-        (code == 200 && has_metric_family(&text, "kumaco_leader"))
-            .then(|| metric_sum(&text, "kumaco_leader", &[]))
+        let text = self.process.metrics_text().await.ok()?;
+        has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
     }
 
     /// SIGKILL: no chance to release the Lease.
     fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().unwrap();
-            child.wait().unwrap();
-        }
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.process.kill().unwrap();
     }
 
     fn log_summary(&self) -> LogSummary {
-        let text = std::fs::read_to_string(&self.log).unwrap();
+        let text = std::fs::read_to_string(self.process.log_path()).unwrap();
         let mut summary = LogSummary::default();
         // Lines that are not JSON (a panic message) carry no timestamp: skipped.
         for line in text.lines() {
@@ -953,31 +903,6 @@ impl Replica {
         }
         summary
     }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        self.kill();
-        if std::thread::panicking() {
-            eprintln!(
-                "replica {} log {} ends with:\n{}",
-                self.pod,
-                self.log.display(),
-                self.log_tail(20)
-            );
-        }
-    }
-}
-
-fn log_path() -> PathBuf {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join("kumaco-tests");
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(format!(
-        "replica-{}-{}.log",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    ))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -32,6 +32,26 @@ pub struct KumacoProcess {
     health_address: SocketAddr,
 }
 
+/// How a test wants kumaco started, beyond its own flags.
+#[derive(Clone, Debug, Default)]
+pub struct StartOptions {
+    /// Kubeconfig other than the server's admin one (a restricted identity).
+    pub kubeconfig: Option<PathBuf>,
+    /// `Some(pod)`: leader election on, with `POD_NAME=pod` and `POD_NAMESPACE` from
+    /// `pod_namespace`; `None`: `--leader-elect=false`.
+    pub leader: Option<Pod>,
+    /// Return once `/healthz` answers instead of `/readyz`: a follower of a leader
+    /// election is alive but never ready.
+    pub healthy_is_enough: bool,
+}
+
+/// Who a leader-electing kumaco is (the Deployment sets these from the downward API).
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub name: String,
+    pub namespace: String,
+}
+
 impl KumacoProcess {
     /// Starts `bin run` against `server` with the flags every test needs (admin
     /// kubeconfig, no leader election, free loopback ports for metrics and health, JSON
@@ -40,22 +60,39 @@ impl KumacoProcess {
     ///
     /// Fails loudly, with the log tail, if kumaco exits or is not ready in time.
     pub async fn start(bin: impl AsRef<Path>, server: &ApiServer, args: &[&str]) -> Result<Self> {
+        Self::start_with(bin, server, args, &StartOptions::default()).await
+    }
+
+    /// [`KumacoProcess::start`] with another identity, leader election or readiness.
+    pub async fn start_with(
+        bin: impl AsRef<Path>,
+        server: &ApiServer,
+        args: &[&str],
+        options: &StartOptions,
+    ) -> Result<Self> {
         let bin = bin.as_ref();
         let log = log_path()?;
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
-        let mut child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .arg("run")
             .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .arg("--leader-elect=false")
+            .arg(options.kubeconfig.as_deref().unwrap_or(server.kubeconfig()))
+            .arg(format!("--leader-elect={}", options.leader.is_some()))
             .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .args(args)
             .env("RUST_LOG", "info,kumaco=debug")
             .stdin(Stdio::null())
             .stdout(out)
-            .stderr(err)
+            .stderr(err);
+        if let Some(pod) = &options.leader {
+            command
+                .env("POD_NAME", &pod.name)
+                .env("POD_NAMESPACE", &pod.namespace);
+        }
+        let mut child = command
             .spawn()
             .with_context(|| format!("starting {}", bin.display()))?;
         let (metrics_address, health_address) = match bound_addresses(&log, &mut child).await {
@@ -72,11 +109,17 @@ impl KumacoProcess {
             metrics_address,
             health_address,
         };
-        kumaco.wait_ready().await?;
+        let path = if options.healthy_is_enough {
+            "/healthz"
+        } else {
+            "/readyz"
+        };
+        kumaco.wait_for(path).await?;
         Ok(kumaco)
     }
 
-    async fn wait_ready(&mut self) -> Result<()> {
+    /// Polls `path` on the health address until it answers 200.
+    async fn wait_for(&mut self, path: &str) -> Result<()> {
         let started = Instant::now();
         let mut last = String::from("no answer yet");
         while started.elapsed() < READY_TIMEOUT {
@@ -86,12 +129,12 @@ impl KumacoProcess {
                 .and_then(|c| c.try_wait().ok().flatten())
             {
                 bail!(
-                    "kumaco exited with {status} before it was ready; log {}:\n{}",
+                    "kumaco exited with {status} before {path} answered; log {}:\n{}",
                     self.log.display(),
                     self.log_tail(40)
                 );
             }
-            match http_get(self.health_address, "/readyz").await {
+            match http_get(self.health_address, path).await {
                 Ok((200, _)) => return Ok(()),
                 Ok((code, body)) => last = format!("HTTP {code}: {}", body.trim()),
                 Err(e) => last = format!("{e:#}"),
@@ -99,7 +142,8 @@ impl KumacoProcess {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         bail!(
-            "kumaco was not ready within {READY_TIMEOUT:?} (last /readyz: {last}); log {}:\n{}",
+            "kumaco's {path} did not answer 200 within {READY_TIMEOUT:?} (last: {last}); log \
+             {}:\n{}",
             self.log.display(),
             self.log_tail(40)
         )
