@@ -4,7 +4,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test lint bench diff-long testenv
+.PHONY: demo test lint bench smoke diff-long testenv
 
 demo:
 	$(CARGO) build -q --bin kumaco
@@ -21,6 +21,15 @@ lint:
 
 bench:
 	$(CARGO) bench --bench schedule --bench selector --bench windows
+
+# The scale and soak harnesses, small and with debug builds: CI runs them so that they
+# keep working. Their real runs (release, 1,000-10,000 nodes) are in docs/benchmarks.md.
+smoke:
+	$(CARGO) build -q --bin kumaco
+	$(CARGO) run -q -p testkit --bin kumaco-bench -- --nodes 200 --edge-nodes 100 --idle 5 \
+		--kumaco target/debug/kumaco --json target/smoke-bench.json
+	$(CARGO) run -q -p testkit --bin kumaco-soak -- --nodes 100 --minutes 1 \
+		--kumaco target/debug/kumaco --json target/smoke-soak.json
 
 # The documented long differential run: 10^6 generated cases per parser.
 diff-long:
