@@ -10,15 +10,18 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
-    PostParams, ValidationDirective,
-};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use testkit::ApiServer;
+use testkit::manifests::{self, ApplyOptions};
 
 const WINDOW_LABEL: &str = "kured.dev/maintenance-window";
+const APPLY: ApplyOptions = ApplyOptions {
+    field_manager: "kumaco-deploy-test",
+    dry_run: false,
+    default_namespace: None,
+};
 /// Policies are compiled and picked up by the API server's admission plugin a moment after
 /// they are stored; a loaded machine can take some seconds.
 const POLICY_ACTIVE_DEADLINE: Duration = Duration::from_secs(60);
@@ -27,8 +30,11 @@ const POLICY_ACTIVE_DEADLINE: Duration = Duration::from_secs(60);
 async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
     let server = ApiServer::shared();
     let client = server.client().await.expect("admin client");
-    for obj in manifests("admission-policy.yaml") {
-        apply(&client, &obj).await;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/admission-policy.yaml");
+    for obj in manifests::read(&path).unwrap_or_else(|e| panic!("{e:#}")) {
+        manifests::apply(&client, &obj, &APPLY)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
     }
     let ns = "admission-test";
     Api::<Namespace>::all(client.clone())
@@ -261,32 +267,4 @@ fn window(name: &str, data: &[(&str, &str)]) -> ConfigMap {
         "data": to_map(data),
     }))
     .unwrap()
-}
-
-/// Every document of `deploy/base/<file>`, parsed as `kubectl apply` would read it.
-fn manifests(file: &str) -> Vec<DynamicObject> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("deploy/base")
-        .join(file);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-    serde_saphyr::from_multiple(&text).unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-}
-
-/// Server-side apply with strict field validation, as `kubectl apply --server-side` does:
-/// a misspelt field in a manifest fails the test instead of being dropped silently.
-async fn apply(client: &kube::Client, obj: &DynamicObject) -> DynamicObject {
-    let types = obj.types.as_ref().expect("apiVersion and kind");
-    let gvk = GroupVersionKind::try_from(types).expect("a valid apiVersion");
-    let resource = ApiResource::from_gvk(&gvk);
-    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let name = obj.metadata.name.as_deref().expect("a name");
-    let mut params = PatchParams::apply("kumaco-deploy-test").force();
-    params.field_validation = Some(ValidationDirective::Strict);
-    api.patch(name, &params, &Patch::Apply(obj))
-        .await
-        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind))
 }

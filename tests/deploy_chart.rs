@@ -11,10 +11,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, ValidationDirective,
-};
+use kube::api::DynamicObject;
 use testkit::ApiServer;
+use testkit::manifests::{self, ApplyOptions};
 
 fn read(relative: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
@@ -88,44 +87,20 @@ fn render(sets: &[&str]) -> Vec<DynamicObject> {
         String::from_utf8_lossy(&out.stderr)
     );
     let yaml = String::from_utf8(out.stdout).expect("helm prints UTF-8");
-    serde_saphyr::from_multiple::<Option<DynamicObject>>(&yaml)
-        .unwrap_or_else(|e| panic!("parsing helm's output: {e}\n{yaml}"))
-        .into_iter()
-        .flatten()
-        .collect()
+    manifests::parse(&yaml).unwrap_or_else(|e| panic!("helm's output: {e:#}\n{yaml}"))
 }
 
 /// Server-side apply with strict validation; `dry_run` leaves the cluster unchanged.
+/// Helm leaves the namespace out of namespaced objects: the release's, `kumaco`.
 async fn apply(client: &kube::Client, obj: &DynamicObject, dry_run: bool) {
-    let types = obj.types.as_ref().expect("apiVersion and kind");
-    let gvk = GroupVersionKind::try_from(types).expect("a valid apiVersion");
-    let resource = ApiResource::from_gvk(&gvk);
-    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        // Helm leaves the namespace out of namespaced objects: the release's.
-        None if kind_is_namespaced(&types.kind) => {
-            Api::namespaced_with(client.clone(), "kumaco", &resource)
-        }
-        None => Api::all_with(client.clone(), &resource),
+    let options = ApplyOptions {
+        field_manager: "kumaco-chart-test",
+        dry_run,
+        default_namespace: Some("kumaco"),
     };
-    let name = obj.metadata.name.as_deref().expect("a name");
-    let mut params = PatchParams::apply("kumaco-chart-test").force();
-    params.field_validation = Some(ValidationDirective::Strict);
-    params.dry_run = dry_run;
-    api.patch(name, &params, &Patch::Apply(obj))
+    manifests::apply(client, obj, &options)
         .await
-        .unwrap_or_else(|e| panic!("the API server refused {} {name}: {e}", types.kind));
-}
-
-fn kind_is_namespaced(kind: &str) -> bool {
-    !matches!(
-        kind,
-        "Namespace"
-            | "ClusterRole"
-            | "ClusterRoleBinding"
-            | "ValidatingAdmissionPolicy"
-            | "ValidatingAdmissionPolicyBinding"
-    )
+        .unwrap_or_else(|e| panic!("{e:#}"));
 }
 
 fn kinds(objects: &[DynamicObject]) -> Vec<String> {

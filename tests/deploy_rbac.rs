@@ -19,15 +19,13 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-    ValidationDirective,
-};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde::Deserialize;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
+use testkit::manifests::{self, ApplyOptions};
 use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
@@ -353,6 +351,18 @@ async fn grant_window_editor(client: &kube::Client, user: &str) {
     }
 }
 
+/// Server-side apply with strict field validation, as `kubectl apply --server-side` does.
+async fn apply(client: &kube::Client, obj: &DynamicObject) {
+    let options = ApplyOptions {
+        field_manager: "kumaco-deploy-test",
+        dry_run: false,
+        default_namespace: None,
+    };
+    manifests::apply(client, obj, &options)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+}
+
 /// A kubeconfig for the API server with a bearer token and no client certificate.
 fn token_kubeconfig(server: &ApiServer, token: &str) -> PathBuf {
     let admin = kube::config::Kubeconfig::read_from(server.kubeconfig()).expect("admin kubeconfig");
@@ -393,32 +403,10 @@ fn base_manifests() -> Vec<DynamicObject> {
     kustomization
         .resources
         .iter()
-        .flat_map(|file| {
-            let path = dir.join(file);
-            serde_saphyr::from_multiple::<DynamicObject>(&read(&path))
-                .unwrap_or_else(|e| panic!("parsing {}: {e}", path.display()))
-        })
+        .flat_map(|file| manifests::read(&dir.join(file)).unwrap_or_else(|e| panic!("{e:#}")))
         .collect()
 }
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-/// Server-side apply with strict field validation, as `kubectl apply --server-side` does:
-/// a misspelt field in a manifest fails the test instead of being dropped silently.
-async fn apply(client: &kube::Client, obj: &DynamicObject) -> DynamicObject {
-    let types = obj.types.as_ref().expect("apiVersion and kind");
-    let gvk = GroupVersionKind::try_from(types).expect("a valid apiVersion");
-    let resource = ApiResource::from_gvk(&gvk);
-    let api: Api<DynamicObject> = match obj.metadata.namespace.as_deref() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    let name = obj.metadata.name.as_deref().expect("a name");
-    let mut params = PatchParams::apply("kumaco-deploy-test").force();
-    params.field_validation = Some(ValidationDirective::Strict);
-    api.patch(name, &params, &Patch::Apply(obj))
-        .await
-        .unwrap_or_else(|e| panic!("applying {} {name}: {e}", types.kind))
 }

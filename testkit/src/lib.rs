@@ -7,6 +7,8 @@
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
 //! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
 //!   harnesses.
+//! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
+//!   does, for the deploy tests.
 
 pub mod agent;
 pub mod apiserver;
@@ -15,6 +17,7 @@ pub mod fleet;
 pub mod gobuild;
 pub mod history;
 pub mod kumaco;
+pub mod manifests;
 pub mod nodes;
 pub mod oracle;
 pub mod time;
