@@ -11,15 +11,16 @@
 //! Edge latencies are printed as `EDGE_LATENCY_MS <n> ...` lines for collection
 //! (`cargo test --test controller -- --nocapture 2>&1 | grep EDGE_LATENCY_MS`).
 
+use std::ops::Deref;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeCondition};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, ListParams};
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::cluster::TestCluster;
 use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, has_metric_family, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
@@ -621,51 +622,34 @@ async fn idle_cluster_gets_no_writes_from_kumaco() {
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-/// One test's slice of a cluster: a namespace for its windows, a scope for its nodes.
+/// One test's slice of a cluster ([`TestCluster`]), with the server its kumaco runs on.
 struct Cluster<'s> {
+    base: TestCluster,
     server: &'s ApiServer,
-    client: kube::Client,
-    scope: Scope,
-    ns: String,
+}
+
+impl Deref for Cluster<'_> {
+    type Target = TestCluster;
+    fn deref(&self) -> &TestCluster {
+        &self.base
+    }
 }
 
 impl<'s> Cluster<'s> {
     async fn new(server: &'s ApiServer, name: &str) -> Self {
-        let client = server.client().await.expect("admin client");
-        let scope = Scope::new(name);
-        // Namespaces are never deleted (no controller-manager to finalize them): the
-        // scope's unique value keeps reruns on the same server apart.
-        let ns = scope.value().to_string();
-        let namespace: Namespace =
-            serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
         Cluster {
+            base: TestCluster::new(server, name).await,
             server,
-            client,
-            scope,
-            ns,
         }
     }
 
-    /// Creates a node in this test's scope; returns its name.
-    async fn node(&self, short: &str, labels: &[(&str, &str)]) -> String {
-        let node = create_node(&self.client, &self.scope, short, labels, &[])
-            .await
-            .unwrap_or_else(|e| panic!("creating node {short}: {e:#}"));
-        node.metadata.name.unwrap()
-    }
-
     /// Starts kumaco on this test's namespace and scope, with a field manager of its own
-    /// as the flag's help asks of instances sharing a cluster (a restarted process is the
-    /// same instance: it gets the same one).
+    /// (a restarted process is the same instance: it gets the same one).
     async fn kumaco(&self, extra: &[&str]) -> KumacoProcess {
-        let manager = format!("--field-manager={KUMACO_MANAGER}-{}", self.scope.value());
-        let mut args = vec![manager.as_str()];
+        let own = self.scope_args();
+        let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
         args.extend_from_slice(extra);
-        self.kumaco_default_manager(&args).await
+        start_kumaco(self.server, &args).await
     }
 
     /// Starts kumaco on this test's namespace and scope, with the default field manager.
@@ -674,55 +658,7 @@ impl<'s> Cluster<'s> {
         let selector = format!("--node-selector={}", self.scope.selector());
         let mut args = vec![namespace.as_str(), selector.as_str()];
         args.extend_from_slice(extra);
-        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), self.server, &args)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// `namespace/name`, as kumaco names a window in messages.
-    fn window_ref(&self, name: &str) -> String {
-        format!("{}/{name}", self.ns)
-    }
-
-    /// Creates or replaces window ConfigMap `name` with exactly `data` (server-side apply:
-    /// keys left out are removed).
-    async fn put_window(&self, name: &str, data: &[(&str, &str)]) {
-        let data: serde_json::Map<_, _> = data
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect();
-        let cm = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "labels": { "kured.dev/maintenance-window": "" },
-            },
-            "data": data,
-        });
-        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
-            .patch(
-                name,
-                &PatchParams::apply("kumaco-tests").force(),
-                &Patch::Apply(cm),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying window {name}: {e}"));
-    }
-
-    /// A one-shot window that started a minute ago and lasts an hour: active from the
-    /// moment it loads, with no edge during a test.
-    async fn put_active_window(&self, name: &str, selector: &str) {
-        let start = whole_second(Timestamp::now() - SignedDuration::from_secs(60));
-        self.put_window(
-            name,
-            &[
-                (START_TIME, &start.to_string()),
-                (DURATION, "1h"),
-                (NODE_SELECTOR, selector),
-            ],
-        )
-        .await;
+        start_kumaco(self.server, &args).await
     }
 
     async fn delete_window(&self, name: &str) {
@@ -739,23 +675,6 @@ impl<'s> Cluster<'s> {
             .await
             .unwrap();
         condition(&node, UNDER_MAINTENANCE).cloned()
-    }
-
-    /// Waits until the node's UnderMaintenance status is `status` (None: absent).
-    async fn wait_status(
-        &self,
-        node: &str,
-        status: Option<&str>,
-        timeout: Duration,
-    ) -> NodeCondition {
-        let found = wait_for_condition(&self.client, node, UNDER_MAINTENANCE, timeout, |cond| {
-            has_status(cond, status)
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        condition(&found, UNDER_MAINTENANCE)
-            .cloned()
-            .unwrap_or_default()
     }
 
     /// Waits until `check` holds for the node's UnderMaintenance condition, at the latest
@@ -851,6 +770,12 @@ async fn expect_at_edge(
         seen.push((node, cond));
     }
     seen
+}
+
+async fn start_kumaco(server: &ApiServer, args: &[&str]) -> KumacoProcess {
+    KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), server, args)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// [`expect_at_edge`] for one node.

@@ -10,22 +10,24 @@
 //! the chosen moment to inject a fault) and the observation periods of "nothing happens"
 //! checks.
 
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeCondition};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::cluster::TestCluster;
 use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, StartOptions, http_get, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
-use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
-use testkit::time::{edge_in, until, whole_second};
-use testkit::{ApiServer, Scope, client_from_kubeconfig};
+use testkit::nodes::{condition, has_status, wait_for_condition};
+use testkit::time::{edge_in, until};
+use testkit::{ApiServer, client_from_kubeconfig};
 
 /// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
 const EDGE_BOUND: Duration = Duration::from_secs(2);
@@ -56,11 +58,11 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
 
     let start = edge_in(3);
     let end = start + SignedDuration::from_secs(20);
-    c.put_window("w", &start, "20s", "zone=a").await;
+    c.put_one_shot("w", start, "20s", "zone=a").await;
     let mut started = Vec::new();
     for node in &nodes {
         let cond = c
-            .wait_status(node, "True", until(start) + EDGE_BOUND + SOON)
+            .wait_status(node, Some("True"), until(start) + EDGE_BOUND + SOON)
             .await;
         assert_eq!(cond.reason.as_deref(), Some(REASON_WINDOW), "{cond:?}");
         started.push(cond);
@@ -204,7 +206,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
     let kumaco = c.kumaco_as(server, &kubeconfig).await;
 
     let start = edge_in(6);
-    c.put_window("w", &start, "1h", "zone=a").await;
+    c.put_one_shot("w", start, "1h", "zone=a").await;
     let history = History::start(&c.client, &a, UNDER_MAINTENANCE).await;
 
     // Revoke just before the edge, and make sure the API server already enforces it
@@ -253,7 +255,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
         .await
         .expect("restoring kumaco's ClusterRoleBinding");
     let restored_at = Instant::now();
-    let cond = c.wait_status(&a, "True", CATCHUP_BOUND).await;
+    let cond = c.wait_status(&a, Some("True"), CATCHUP_BOUND).await;
     let catchup = restored_at.elapsed();
     eprintln!(
         "CATCHUP_MS {} after the ClusterRoleBinding was restored ({} failed writes while \
@@ -293,7 +295,7 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
     // Resyncs every 2 s: passes without a change must not write either.
     let kumaco = c.kumaco(&server, &["--resync-interval=2s"]).await;
     for node in &steady {
-        c.wait_status(node, "True", SOON).await;
+        c.wait_status(node, Some("True"), SOON).await;
     }
     let kumaco_writes = kumaco_patches(&kumaco).await;
 
@@ -339,11 +341,11 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
     let edge_node = c.node("c", &[("zone", "c")]).await;
     let before = settled_node_writes(&c.client).await;
     let start = edge_in(4);
-    c.put_window("edge", &start, "3s", "zone=c").await;
-    c.wait_status(&edge_node, "True", until(start) + EDGE_BOUND + SOON)
+    c.put_one_shot("edge", start, "3s", "zone=c").await;
+    c.wait_status(&edge_node, Some("True"), until(start) + EDGE_BOUND + SOON)
         .await;
     let end = start + SignedDuration::from_secs(3);
-    c.wait_status(&edge_node, "False", until(end) + EDGE_BOUND + SOON)
+    c.wait_status(&edge_node, Some("False"), until(end) + EDGE_BOUND + SOON)
         .await;
     assert_eq!(
         settled_node_writes(&c.client).await - before,
@@ -373,47 +375,30 @@ async fn restart(mut server: ApiServer) -> ApiServer {
     .unwrap()
 }
 
-/// One test's slice of a cluster: a namespace for its windows, a scope for its nodes.
-/// Unlike `tests/controller.rs` it does not borrow the server, which tests here kill.
-struct Cluster {
-    client: kube::Client,
-    scope: Scope,
-    ns: String,
+/// One test's slice of a cluster ([`TestCluster`]). It holds no reference to the API
+/// server: the tests kill and restart theirs.
+struct Cluster(TestCluster);
+
+impl Deref for Cluster {
+    type Target = TestCluster;
+    fn deref(&self) -> &TestCluster {
+        &self.0
+    }
+}
+
+impl DerefMut for Cluster {
+    fn deref_mut(&mut self) -> &mut TestCluster {
+        &mut self.0
+    }
 }
 
 impl Cluster {
     async fn new(server: &ApiServer, name: &str) -> Self {
-        let client = server.client().await.expect("admin client");
-        let scope = Scope::new(name);
-        let ns = scope.value().to_string();
-        let namespace: Namespace =
-            serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
-        Cluster { client, scope, ns }
-    }
-
-    async fn node(&self, short: &str, labels: &[(&str, &str)]) -> String {
-        let node = create_node(&self.client, &self.scope, short, labels, &[])
-            .await
-            .unwrap_or_else(|e| panic!("creating node {short}: {e:#}"));
-        node.metadata.name.unwrap()
-    }
-
-    /// The flags confining kumaco to this test's namespace and nodes, with a field manager
-    /// of its own.
-    fn kumaco_args(&self) -> Vec<String> {
-        vec![
-            format!("--namespace={}", self.ns),
-            format!("--node-selector={}", self.scope.selector()),
-            format!("--field-manager=kumaco-{}", self.scope.value()),
-        ]
+        Cluster(TestCluster::new(server, name).await)
     }
 
     async fn kumaco(&self, server: &ApiServer, extra: &[&str]) -> KumacoProcess {
-        let own = self.kumaco_args();
+        let own = self.scope_args();
         let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
         args.extend_from_slice(extra);
         KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), server, &args)
@@ -423,7 +408,7 @@ impl Cluster {
 
     /// [`Cluster::kumaco`] with the identity of `kubeconfig` instead of the admin's.
     async fn kumaco_as(&self, server: &ApiServer, kubeconfig: &Path) -> KumacoProcess {
-        let own = self.kumaco_args();
+        let own = self.scope_args();
         let args: Vec<&str> = own.iter().map(String::as_str).collect();
         let options = StartOptions {
             kubeconfig: Some(kubeconfig.to_path_buf()),
@@ -432,31 +417,6 @@ impl Cluster {
         KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// A one-shot window from `start`, lasting `duration`.
-    async fn put_window(&self, name: &str, start: &Timestamp, duration: &str, selector: &str) {
-        let cm = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "labels": { "kured.dev/maintenance-window": "" },
-            },
-            "data": {
-                "startTime": start.to_string(),
-                "duration": duration,
-                "nodeSelector": selector,
-            },
-        });
-        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
-            .patch(
-                name,
-                &PatchParams::apply("kumaco-tests").force(),
-                &Patch::Apply(cm),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying window {name}: {e}"));
     }
 
     /// A ConfigMap that is no window (no window label): invisible to kumaco's watches.
@@ -475,21 +435,6 @@ impl Cluster {
             )
             .await
             .unwrap_or_else(|e| panic!("applying ConfigMap {name}: {e}"));
-    }
-
-    /// A window that started a minute ago and lasts an hour: no edge during a test.
-    async fn put_active_window(&self, name: &str, selector: &str) {
-        let start = whole_second(Timestamp::now() - SignedDuration::from_secs(60));
-        self.put_window(name, &start, "1h", selector).await;
-    }
-
-    async fn wait_status(&self, node: &str, status: &str, timeout: Duration) -> NodeCondition {
-        let found = wait_for_condition(&self.client, node, UNDER_MAINTENANCE, timeout, |cond| {
-            has_status(cond, Some(status))
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        condition(&found, UNDER_MAINTENANCE).cloned().unwrap()
     }
 
     /// Grants `user` kumaco's rules from `deploy/base` (nodes cluster-wide, windows and

@@ -17,23 +17,23 @@
 //! | grep -E 'MAX_IN_PROGRESS|CHAOS|FAILOVER_MS|EDGE_LATENCY_MS'`).
 
 use std::collections::BTreeMap;
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use kube::api::Api;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::ApiServer;
 use testkit::agent::{
     MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
     random_duration, set_condition_at,
 };
+use testkit::cluster::TestCluster;
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum};
-use testkit::nodes::{condition, create_node, has_status, set_condition, wait_for_condition};
+use testkit::nodes::{condition, has_status, set_condition, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
-use testkit::{ApiServer, Scope};
 
 const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
 const REQUIRE_REBOOT: &str = "--require-condition=kured.dev/RebootRequired";
@@ -102,7 +102,7 @@ async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
     let observer = c.observer().await;
     let agent = c.agent().await;
     let start = edge_in(3);
-    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let ceiling_flag = format!("--max-in-progress={max_in_progress}");
     let _kumaco = c.kumaco(&[REQUIRE_REBOOT, &ceiling_flag]).await;
 
@@ -189,7 +189,7 @@ async fn blocked_nodes_wait_and_a_late_blocker_revokes_nothing() {
     let agent = c.agent().await;
     agent.hold(&first);
     let start = edge_in(3);
-    c.put_window("w", start, "10m", "rollout=yes").await;
+    c.put_one_shot("w", start, "10m", "rollout=yes").await;
     let _kumaco = c
         .kumaco(&[REQUIRE_REBOOT, BLOCK_ON_BLOCKED, "--max-in-progress=2"])
         .await;
@@ -304,7 +304,7 @@ async fn started_maintenance_outlives_its_window() {
     let observer = c.observer().await;
     let start = edge_in(3);
     let end = start + SignedDuration::from_secs(6);
-    c.put_window("w", start, "6s", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "6s", &c.scope.selector()).await;
     // No --max-in-progress: the default is 1.
     let _kumaco = c.kumaco(&[REQUIRE_REBOOT]).await;
 
@@ -376,7 +376,7 @@ async fn stop_at_window_end_ends_maintenance_at_the_edge() {
     let observer = c.observer().await;
     let start = edge_in(3);
     let end = start + SignedDuration::from_secs(5);
-    c.put_window("w", start, "5s", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "5s", &c.scope.selector()).await;
     let _kumaco = c.kumaco(&[REQUIRE_REBOOT, "--stop-at-window-end"]).await;
 
     observer
@@ -404,7 +404,7 @@ async fn without_required_conditions_maintenance_ends_with_the_window() {
     let observer = c.observer().await;
     let start = edge_in(3);
     let end = start + SignedDuration::from_secs(5);
-    c.put_window("w", start, "5s", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "5s", &c.scope.selector()).await;
     let _kumaco = c.kumaco(&[]).await;
 
     let seen = observer
@@ -445,8 +445,8 @@ async fn start_cutoff_prevents_a_late_start() {
     // Both windows began 40 s ago: `late` has 20 s left, `long` almost 10 minutes.
     let began = whole_second(Timestamp::now() - SignedDuration::from_secs(40));
     let late_end = began + SignedDuration::from_secs(60);
-    c.put_window("late", began, "60s", "window=late").await;
-    c.put_window("long", began, "10m", "window=long").await;
+    c.put_one_shot("late", began, "60s", "window=late").await;
+    c.put_one_shot("long", began, "10m", "window=long").await;
     let _kumaco = c
         .kumaco(&[REQUIRE_REBOOT, "--max-in-progress=2", "--start-cutoff=1m"])
         .await;
@@ -507,7 +507,7 @@ async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
     let observer = c.observer().await;
     let agent = c.agent().await;
     let start = edge_in(3);
-    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let args = [REQUIRE_REBOOT, "--max-in-progress=2"];
     let mut kumaco = c.kumaco(&args).await;
     observer
@@ -586,7 +586,7 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
         agent.hold(node);
     }
     let start = edge_in(3);
-    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let mut kumaco = c.kumaco(&[REQUIRE_REBOOT, "--max-in-progress=3"]).await;
     observer
         .wait_until("the 3 oldest in progress", until(start) + SOON, |o| {
@@ -654,7 +654,7 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     let observer = c.observer().await;
     let _agent = c.agent().await;
     let start = edge_in(3);
-    c.put_window("w", start, "10m", &c.scope.selector()).await;
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let args = [
         REQUIRE_REBOOT,
         "--max-in-progress=2",
@@ -1099,34 +1099,19 @@ fn timeline(seen: &Observed) -> String {
 // ---------------------------------------------------------------------------------------
 // The test's slice of the cluster
 
-struct Cluster {
-    client: kube::Client,
-    scope: Scope,
-    ns: String,
+/// One test's slice of the shared cluster ([`TestCluster`]).
+struct Cluster(TestCluster);
+
+impl Deref for Cluster {
+    type Target = TestCluster;
+    fn deref(&self) -> &TestCluster {
+        &self.0
+    }
 }
 
 impl Cluster {
     async fn new(name: &str) -> Self {
-        let client = ApiServer::shared().client().await.expect("admin client");
-        let scope = Scope::new(name);
-        // Namespaces are never deleted (no controller-manager to finalize them): the
-        // scope's unique value keeps reruns on the same server apart.
-        let ns = scope.value().to_string();
-        let namespace: Namespace =
-            serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|e| panic!("creating namespace {ns}: {e}"));
-        Cluster { client, scope, ns }
-    }
-
-    /// Creates a node in this test's scope; returns its name.
-    async fn node(&self, short: &str, labels: &[(&str, &str)]) -> String {
-        let node = create_node(&self.client, &self.scope, short, labels, &[])
-            .await
-            .unwrap_or_else(|e| panic!("creating node {short}: {e:#}"));
-        node.metadata.name.unwrap()
+        Cluster(TestCluster::new(ApiServer::shared(), name).await)
     }
 
     /// `RebootRequired=True` since `since` (what orders the candidates).
@@ -1162,46 +1147,13 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
-    /// Window ConfigMap `name`: one-shot at `start`, lasting `duration`.
-    async fn put_window(&self, name: &str, start: Timestamp, duration: &str, selector: &str) {
-        let cm = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {
-                "name": name,
-                "labels": { "kured.dev/maintenance-window": "" },
-            },
-            "data": {
-                "startTime": start.to_string(),
-                "duration": duration,
-                "nodeSelector": selector,
-            },
-        });
-        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
-            .patch(
-                name,
-                &PatchParams::apply("kumaco-tests").force(),
-                &Patch::Apply(cm),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying window {name}: {e}"));
-    }
-
-    /// `namespace/name`, as kumaco names a window in messages.
-    fn window_ref(&self, name: &str) -> String {
-        format!("{}/{name}", self.ns)
-    }
-
     /// The flags of every kumaco of this test: its namespace and scope, a field manager
     /// of its own (a restarted process or another replica is the same instance: the same
     /// one), and `--in-progress`.
     fn common_args(&self) -> Vec<String> {
-        vec![
-            format!("--namespace={}", self.ns),
-            format!("--node-selector={}", self.scope.selector()),
-            format!("--field-manager=kumaco-{}", self.scope.value()),
-            "--in-progress".into(),
-        ]
+        let mut args = self.scope_args();
+        args.push("--in-progress".into());
+        args
     }
 
     /// A single kumaco (leader election off) with [`Cluster::common_args`] and `extra`.

@@ -4,13 +4,14 @@
 use std::process::Command;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::ApiServer;
+use testkit::cluster::TestCluster;
 use testkit::nodes::{create_node, set_condition};
-use testkit::{ApiServer, Scope};
 
 async fn create_window(client: &kube::Client, ns: &str, name: &str, data: serde_json::Value) {
     let cm: ConfigMap = serde_json::from_value(json!({
@@ -30,17 +31,7 @@ async fn create_window(client: &kube::Client, ns: &str, name: &str, data: serde_
 #[tokio::test]
 async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
     let server = ApiServer::shared();
-    let client = server.client().await.expect("admin client");
-    let scope = Scope::new("status");
-    // Namespaces are never deleted (no controller-manager to finalize them): the scope's
-    // unique value keeps reruns on the same server apart.
-    let ns = scope.value().to_string();
-    let namespace: Namespace =
-        serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
+    let TestCluster { client, scope, ns } = TestCluster::new(server, "status").await;
 
     // Active for the whole test: a one-shot window that started a minute ago.
     let start = Timestamp::from_second(Timestamp::now().as_second() - 60).unwrap();

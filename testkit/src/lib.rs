@@ -7,11 +7,14 @@
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
 //! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
 //!   harnesses.
+//! - [`cluster`]: one integration test's namespace and node scope, with window and node
+//!   helpers.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
 //!   does, for the deploy tests.
 
 pub mod agent;
 pub mod apiserver;
+pub mod cluster;
 pub mod diff;
 pub mod fleet;
 pub mod gobuild;
