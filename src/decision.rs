@@ -208,30 +208,7 @@ pub fn next_edge<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jiff::tz::TimeZone;
-
-    fn window(name: &str, start: &str, duration: &str, selector: &str, blackout: bool) -> Window {
-        let mut data: BTreeMap<String, String> = [
-            ("startTime", start),
-            ("duration", duration),
-            ("nodeSelector", selector),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        if blackout {
-            data.insert("blackout".into(), "true".into());
-        }
-        Window::from_data(
-            WindowId {
-                namespace: "ops".into(),
-                name: name.into(),
-            },
-            &data,
-            &TimeZone::UTC,
-        )
-        .unwrap()
-    }
+    use crate::window::test_window as window;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -316,3 +316,30 @@ fn parse_bool(s: &str) -> Option<bool> {
 
 #[cfg(test)]
 mod tests;
+
+/// A valid window for other modules' unit tests: namespace `ops`, zone UTC.
+#[cfg(test)]
+pub(crate) fn test_window(
+    name: &str,
+    start: &str,
+    duration: &str,
+    selector: &str,
+    blackout: bool,
+) -> Window {
+    let mut data: BTreeMap<String, String> = [
+        ("startTime", start),
+        ("duration", duration),
+        ("nodeSelector", selector),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    if blackout {
+        data.insert("blackout".into(), "true".into());
+    }
+    let id = WindowId {
+        namespace: "ops".into(),
+        name: name.into(),
+    };
+    Window::from_data(id, &data, &TimeZone::UTC).unwrap()
+}

@@ -598,25 +598,7 @@ pub(crate) fn plan_node(node: Node) -> PlanNode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn window(name: &str, start: &str, duration: &str, selector: &str, blackout: bool) -> Window {
-        let mut data: BTreeMap<String, String> = [
-            ("startTime", start),
-            ("duration", duration),
-            ("nodeSelector", selector),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        if blackout {
-            data.insert("blackout".into(), "true".into());
-        }
-        let id = WindowId {
-            namespace: "ops".into(),
-            name: name.into(),
-        };
-        Window::from_data(id, &data, &TimeZone::UTC).unwrap()
-    }
+    use crate::window::test_window as window;
 
     fn node(name: &str, zone: &str) -> PlanNode {
         PlanNode {
