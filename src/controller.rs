@@ -283,11 +283,7 @@ impl Reconciler {
             let name = node.name_any();
             let labels = node.labels();
             let current = current_conditions(&mut self.pending, &name, &node);
-            let owned: Vec<&str> = node
-                .owned_by(&self.settings.field_manager)
-                .iter()
-                .map(String::as_str)
-                .collect();
+            let owned = node.owned_by(&self.settings.field_manager);
             if self.settings.node_selector.matches(labels) {
                 in_scope += 1;
                 self.left_scope.remove(&name);
@@ -323,7 +319,7 @@ impl Reconciler {
                 self.left_scope.insert(name.clone());
                 let ours: Vec<NodeCondition> = current
                     .iter()
-                    .filter(|c| owned.contains(&c.type_.as_str()))
+                    .filter(|c| owned.contains(&c.type_))
                     .cloned()
                     .collect();
                 if ours.iter().all(|c| c.status != "True") {
