@@ -26,6 +26,18 @@ pub struct Desired {
     pub message: String,
 }
 
+impl Desired {
+    /// The desired form of a condition that should stay exactly as it is.
+    pub fn keep(c: &NodeCondition) -> Desired {
+        Desired {
+            type_: c.type_.clone(),
+            status: c.status == "True",
+            reason: c.reason.clone().unwrap_or_default(),
+            message: c.message.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// Builds the condition to apply: `lastTransitionTime` is kept from `existing` when the
 /// status does not change, else set to `now` (truncated to seconds, the API's precision,
 /// so that the value read back compares equal). `lastHeartbeatTime` is never written:

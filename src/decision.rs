@@ -159,7 +159,7 @@ pub fn under_maintenance(verdict: &Verdict, existing: Option<&NodeCondition>) ->
             REASON_NO_WINDOW,
             "no active maintenance window selects this node".into(),
         )),
-        _ => existing.map(keep),
+        _ => existing.map(Desired::keep),
     }
 }
 
@@ -178,20 +178,10 @@ pub fn out_of_scope(owned: &[NodeCondition]) -> Vec<Desired> {
                         .into(),
                 }
             } else {
-                keep(c)
+                Desired::keep(c)
             }
         })
         .collect()
-}
-
-/// The desired form of a condition that should stay exactly as it is.
-fn keep(c: &NodeCondition) -> Desired {
-    Desired {
-        type_: c.type_.clone(),
-        status: c.status == "True",
-        reason: c.reason.clone().unwrap_or_default(),
-        message: c.message.clone().unwrap_or_default(),
-    }
 }
 
 /// The next instant after `now` at which any window opens or an occurrence ends.

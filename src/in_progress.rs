@@ -91,7 +91,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
                     "the maintenance window ended".into(),
                 )
             } else {
-                keep(current)
+                Desired::keep(current)
             });
             continue;
         }
@@ -104,7 +104,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
                     REASON_NO_WINDOW,
                     "no active maintenance window selects this node".into(),
                 )),
-                other => other.map(keep),
+                other => other.map(Desired::keep),
             };
             continue;
         };
@@ -114,7 +114,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             // node that no longer needs one.
             Some(match existing {
                 Some(c) if c.status == "False" && c.reason.as_deref() == Some(REASON_COMPLETED) => {
-                    keep(c)
+                    Desired::keep(c)
                 }
                 _ => why_not(
                     existing,
@@ -196,7 +196,7 @@ fn desired(status: bool, reason: &str, message: String) -> Desired {
 /// `WaitingForSlot` changes with every start and end elsewhere).
 fn why_not(existing: Option<&NodeCondition>, reason: &str, message: String) -> Desired {
     match existing {
-        Some(c) if c.status == "False" && c.reason.as_deref() == Some(reason) => keep(c),
+        Some(c) if c.status == "False" && c.reason.as_deref() == Some(reason) => Desired::keep(c),
         _ => desired(false, reason, message),
     }
 }
@@ -207,15 +207,6 @@ fn is_why_not(c: &NodeCondition) -> bool {
             c.reason.as_deref(),
             Some(REASON_WAITING | REASON_BLOCKED | REASON_REQUIREMENT | REASON_CUTOFF)
         )
-}
-
-fn keep(c: &NodeCondition) -> Desired {
-    Desired {
-        type_: c.type_.clone(),
-        status: c.status == "True",
-        reason: c.reason.clone().unwrap_or_default(),
-        message: c.message.clone().unwrap_or_default(),
-    }
 }
 
 fn find<'a>(conds: &'a [NodeCondition], type_: &str) -> Option<&'a NodeCondition> {
