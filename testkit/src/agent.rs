@@ -8,8 +8,8 @@
 //!   change with the time it was seen, the nodes True at each revision, the most True at
 //!   once and the order nodes went True. It shares nothing with kumaco, so a bug in
 //!   kumaco's cache cannot hide from it.
-//! - [`set_condition_at`]: a node condition with a chosen `lastTransitionTime`, to set
-//!   up the "oldest first" order.
+//! - [`set_condition_at`] (from [`crate::nodes`]): a node condition with a chosen
+//!   `lastTransitionTime`, to set up the "oldest first" order.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, RandomState};
@@ -20,14 +20,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::watcher;
-use serde_json::json;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use crate::nodes::set_condition_at;
 use crate::nodes::{condition, set_condition};
 
 /// Standard (KEP-5683): the node may be disrupted now. kumaco writes it.
@@ -39,38 +38,6 @@ pub const AGENT_MANAGER: &str = "reboot-agent";
 
 /// How long the watches of this module may take to list the nodes when they start.
 const LIST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Sets one condition on a node's status (strategic merge patch keyed by type, as a node
-/// agent writes) with `last_transition_time` as given, whatever it was before.
-pub async fn set_condition_at(
-    client: &kube::Client,
-    node: &str,
-    type_: &str,
-    status: &str,
-    manager: &str,
-    last_transition_time: Timestamp,
-) -> Result<Node> {
-    let patch = json!({
-        "status": { "conditions": [{
-            "type": type_,
-            "status": status,
-            "reason": "TestAgent",
-            "message": "set by the test harness",
-            "lastTransitionTime": Time(last_transition_time),
-        }]}
-    });
-    Api::<Node>::all(client.clone())
-        .patch_status(
-            node,
-            &PatchParams {
-                field_manager: Some(manager.into()),
-                ..Default::default()
-            },
-            &Patch::Strategic(patch),
-        )
-        .await
-        .with_context(|| format!("setting {type_}={status} on node {node}"))
-}
 
 /// A uniformly random duration in `[low, high)`. Randomness from std's hasher keys (the
 /// harness has no `rand`): plenty for "some moment in this range".

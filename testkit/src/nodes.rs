@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
@@ -53,31 +55,44 @@ pub async fn set_condition(
     manager: &str,
 ) -> Result<Node> {
     let api: Api<Node> = Api::all(client.clone());
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let transition = match condition(&api.get_status(node).await?, type_) {
-        Some(c) if c.status == status => c.last_transition_time.clone(),
-        _ => Some(now),
+        Some(c) if c.status == status => c.last_transition_time.clone().map(|t| t.0),
+        _ => None,
     };
+    let transition = transition.unwrap_or_else(Timestamp::now);
+    set_condition_at(client, node, type_, status, manager, transition).await
+}
+
+/// Sets one condition on a node's status (strategic merge patch keyed by type, as a node
+/// agent writes) with `last_transition_time` as given, whatever it was before.
+pub async fn set_condition_at(
+    client: &kube::Client,
+    node: &str,
+    type_: &str,
+    status: &str,
+    manager: &str,
+    last_transition_time: Timestamp,
+) -> Result<Node> {
     let patch = json!({
         "status": { "conditions": [{
             "type": type_,
             "status": status,
             "reason": "TestAgent",
             "message": "set by the test harness",
-            "lastTransitionTime": transition,
+            "lastTransitionTime": Time(last_transition_time),
         }]}
     });
-    api.patch_status(
-        node,
-        &PatchParams {
-            field_manager: Some(manager.into()),
-            ..Default::default()
-        },
-        &Patch::Strategic(patch),
-    )
-    .await
-    .with_context(|| format!("setting {type_}={status} on node {node}"))
+    Api::<Node>::all(client.clone())
+        .patch_status(
+            node,
+            &PatchParams {
+                field_manager: Some(manager.into()),
+                ..Default::default()
+            },
+            &Patch::Strategic(patch),
+        )
+        .await
+        .with_context(|| format!("setting {type_}={status} on node {node}"))
 }
 
 /// Changes a node's labels (merge patch; a `None` value removes the label).
