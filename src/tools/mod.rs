@@ -180,6 +180,11 @@ pub struct WindowRules {
     pub default_zone: TimeZone,
 }
 
+/// The `--node-selector` flag of `plan` and `status`.
+pub(crate) fn node_selector(flag: &str) -> Result<Selector, ToolError> {
+    selector::parse(flag).map_err(|e| flag_err("node-selector", e))
+}
+
 impl WindowRules {
     pub fn new(window_selector: &str, default_timezone: &str) -> Result<Self, ToolError> {
         Ok(WindowRules {
@@ -188,6 +193,11 @@ impl WindowRules {
             default_zone: schedule::load_zone(default_timezone)
                 .map_err(|e| flag_err("default-timezone", e))?,
         })
+    }
+
+    /// From the `--window-selector` and `--default-timezone` flags all tools share.
+    pub fn from_args(args: &crate::cli::WindowArgs) -> Result<Self, ToolError> {
+        Self::new(&args.window_selector, &args.default_timezone)
     }
 
     /// Whether `doc` is a window ConfigMap, and if so whether it is valid.

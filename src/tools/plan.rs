@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::{Classified, ToolError, WindowRules, flag_err, format_time, render_table};
 use crate::cli::{PlanArgs, PlanOutput};
 use crate::decision::{ActiveWindows, Verdict};
-use crate::selector::{self, Selector};
+use crate::selector::Selector;
 use crate::window::{Occurrence, Window, WindowId};
 
 /// More intervals than anyone reads: a guard against `@every 1s` over a month.
@@ -498,12 +498,8 @@ fn ticks(from: Timestamp, to: Timestamp, step_hours: i64, zone: &TimeZone) -> Ve
 
 /// Runs `kumaco plan`, writing the chosen output.
 pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), ToolError> {
-    let rules = WindowRules::new(
-        &args.window_args.window_selector,
-        &args.window_args.default_timezone,
-    )?;
-    let node_selector =
-        selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
+    let rules = WindowRules::from_args(&args.window_args)?;
+    let node_selector = super::node_selector(&args.node_selector)?;
     let from = super::parse_time("from", args.from.as_deref())?;
     let length = super::parse_period("for", &args.for_)?;
     let to = from

@@ -8,10 +8,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
 use kube::api::{Api, ListParams};
 
 use super::plan::{PlanNode, in_scope, plan_node};
-use super::{ToolError, WindowRules, flag_err, format_time, render_table};
+use super::{ToolError, WindowRules, format_time, render_table};
 use crate::cli::StatusArgs;
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, UNDER_MAINTENANCE};
-use crate::selector;
 use crate::window::WindowId;
 
 /// The windows table: one row per window ConfigMap, sorted by namespace/name. An
@@ -158,12 +157,8 @@ pub fn age(d: SignedDuration) -> String {
 
 /// Runs `kumaco status` against the API server.
 pub async fn run(args: &StatusArgs, out: &mut impl std::io::Write) -> Result<(), ToolError> {
-    let rules = WindowRules::new(
-        &args.window_args.window_selector,
-        &args.window_args.default_timezone,
-    )?;
-    let node_selector =
-        selector::parse(&args.node_selector).map_err(|e| flag_err("node-selector", e))?;
+    let rules = WindowRules::from_args(&args.window_args)?;
+    let node_selector = super::node_selector(&args.node_selector)?;
     let client = super::client(args.kubeconfig.as_ref()).await?;
     let mut configmaps = Vec::new();
     for ns in &args.namespaces {

@@ -82,10 +82,7 @@ fn run_inner(
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<u8, ToolError> {
-    let rules = WindowRules::new(
-        &args.window_args.window_selector,
-        &args.window_args.default_timezone,
-    )?;
+    let rules = WindowRules::from_args(&args.window_args)?;
     let now = super::parse_time("now", args.now.as_deref())?;
     let mut docs = Vec::new();
     let mut unreadable = false;
