@@ -105,7 +105,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("next edge over 1000 windows", |b| {
-        b.iter(|| kumaco::decision::next_edge(black_box(&windows), black_box(now)))
+        b.iter(|| kumaco::decision::next_edge(black_box(&windows), black_box(now), None))
     });
     g.finish();
 }

@@ -68,9 +68,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub exit_on_config_change: bool,
 
-    /// Server-side apply field manager; give each instance its own.
-    #[arg(long, value_name = "NAME", default_value = "kumaco")]
-    pub field_manager: String,
+    /// Server-side apply field manager: who owns the conditions this instance writes.
+    /// Default: `kumaco/<namespace>/<lease name>`, unique per instance (replicas of one
+    /// instance share it). Nodes outside `--node-selector` lose every True condition this
+    /// manager owns, so two instances must never share one.
+    #[arg(long, value_name = "NAME")]
+    pub field_manager: Option<String>,
 
     /// Also decide `MaintenanceInProgress` (the nodes that may be disrupted now).
     #[arg(long)]
@@ -99,7 +102,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "0s")]
     pub start_cutoff: String,
 
-    /// Set MaintenancePlanned=True this long before a window starts (Go duration).
+    /// Set MaintenancePlanned=True on the nodes a window will select this long before it
+    /// starts, until their maintenance begins (Go duration, e.g. 1h).
     #[arg(long, value_name = "DURATION")]
     pub planned_lead_time: Option<String>,
 

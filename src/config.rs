@@ -9,7 +9,7 @@ use jiff::tz::TimeZone;
 
 use crate::cli::RunArgs;
 use crate::duration;
-use crate::in_progress::Policy;
+use crate::in_progress::{Ceiling, Policy};
 use crate::leader::Election;
 use crate::schedule;
 use crate::selector::{self, Selector};
@@ -38,6 +38,8 @@ pub struct Settings {
     pub node_selector: Selector,
     pub default_zone: TimeZone,
     pub field_manager: String,
+    /// `Some` with `--planned-lead-time`.
+    pub planned_lead_time: Option<jiff::SignedDuration>,
     pub exit_on_config_change: bool,
     pub resync_interval: Duration,
     /// `Some` with `--in-progress`.
@@ -66,15 +68,29 @@ impl Settings {
         if resync < 1_000_000_000 {
             return Err(flag_err("resync-interval", "must be at least 1s"));
         }
-        if args.field_manager.is_empty() || args.field_manager.len() > 128 {
-            return Err(flag_err("field-manager", "must be 1 to 128 characters"));
-        }
-        if args.planned_lead_time.is_some() {
+        let home = pod_namespace.clone().unwrap_or_else(|| "default".into());
+        let field_manager = match &args.field_manager {
+            Some(m) => m.clone(),
+            None => default_field_manager(&home, &args.lease_name),
+        };
+        if field_manager.is_empty() || field_manager.len() > 128 {
             return Err(flag_err(
-                "planned-lead-time",
-                "MaintenancePlanned is not implemented in this version",
+                "field-manager",
+                format!(
+                    "{field_manager:?} must be 1 to 128 characters (the default is derived from the namespace and --lease-name)"
+                ),
             ));
         }
+        let planned_lead_time = match &args.planned_lead_time {
+            None => None,
+            Some(s) => {
+                let d = go_duration("planned-lead-time", s)?;
+                if !d.is_positive() {
+                    return Err(flag_err("planned-lead-time", "must be above 0, e.g. 1h"));
+                }
+                Some(d)
+            }
+        };
         let ceiling = parse_max_in_progress(&args.max_in_progress)?;
         let start_cutoff = go_duration("start-cutoff", &args.start_cutoff)?;
         if start_cutoff.is_negative() {
@@ -119,7 +135,7 @@ impl Settings {
                 ));
             }
             Some(Election {
-                namespace: pod_namespace.clone().unwrap_or_else(|| "default".into()),
+                namespace: home.clone(),
                 name: args.lease_name.clone(),
                 identity: pod_name.unwrap_or_else(default_identity),
                 lease_duration,
@@ -143,7 +159,8 @@ impl Settings {
             window_selector: args.window_args.window_selector.clone(),
             node_selector,
             default_zone,
-            field_manager: args.field_manager.clone(),
+            field_manager,
+            planned_lead_time,
             exit_on_config_change: args.exit_on_config_change,
             resync_interval: Duration::from_nanos(resync as u64),
             in_progress,
@@ -175,11 +192,10 @@ fn default_identity() -> String {
         .unwrap_or_else(|| format!("kumaco-{}", std::process::id()))
 }
 
-/// The concurrency ceiling: a count, or a percentage of the nodes in scope.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ceiling {
-    Count(u32),
-    Percent(u32),
+/// `kumaco/<namespace>/<lease name>`: the replicas of one instance share their Lease and
+/// so their field manager; two instances differ in one or the other.
+pub fn default_field_manager(namespace: &str, lease_name: &str) -> String {
+    format!("kumaco/{namespace}/{lease_name}")
 }
 
 pub fn parse_max_in_progress(s: &str) -> Result<Ceiling, FlagError> {
@@ -231,6 +247,20 @@ mod tests {
             ("kumaco", "pod-a")
         );
         assert_eq!(e.lease_duration, Duration::from_secs(15));
+        assert_eq!(s.field_manager, "kumaco/kumaco/kumaco");
+        assert_eq!(s.planned_lead_time, None);
+    }
+
+    #[test]
+    fn the_default_field_manager_differs_per_instance() {
+        let other = settings(&["--lease-name=pool-b"]).unwrap();
+        assert_eq!(other.field_manager, "kumaco/kumaco/pool-b");
+        let set = settings(&["--field-manager=mine", "--planned-lead-time=1h"]).unwrap();
+        assert_eq!(set.field_manager, "mine");
+        assert_eq!(
+            set.planned_lead_time,
+            Some(jiff::SignedDuration::from_hours(1))
+        );
     }
 
     #[test]
@@ -262,7 +292,8 @@ mod tests {
             (&["--max-in-progress=0"][..], "--max-in-progress"),
             (&["--max-in-progress=150%"][..], "--max-in-progress"),
             (&["--require-condition=x"][..], "--require-condition"),
-            (&["--planned-lead-time=1h"][..], "--planned-lead-time"),
+            (&["--planned-lead-time=0s"][..], "--planned-lead-time"),
+            (&["--field-manager="][..], "--field-manager"),
             (
                 &["--lease-renew-deadline=20s"][..],
                 "--lease-renew-deadline",

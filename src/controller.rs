@@ -1,41 +1,44 @@
-//! The controller loop: watch window ConfigMaps and Nodes, ask the decision core what
-//! each node should show, and write only the differences.
+//! The controller: the I/O around [`crate::pass`]. It watches window ConfigMaps and
+//! Nodes, calls the pass on what the watches show and the clock, applies the node writes
+//! it returns, creates the events it says should exist, and records its own writes until
+//! the cache shows them.
 //!
 //! One loop, no per-object workers: every wake-up (a watch event, the timer at the next
-//! window edge, the periodic resync) re-derives the whole answer from the cached state
-//! and the clock. That makes restarts, missed events and clock jumps harmless: the next
-//! pass computes the same answer from scratch.
+//! window edge, a leadership change, the periodic resync) runs one pass. Nothing decided
+//! here depends on what this process saw before; what it keeps between passes is a cache
+//! of the cluster (parsed windows by data hash, events known to exist, writes not yet
+//! echoed by the watch, windows the watch saw deleted) and retry timers.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, ObjectReference};
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
-use crate::conditions::{self, Desired, MAINTENANCE_IN_PROGRESS, UNDER_MAINTENANCE};
+use crate::announce::{Announcement, Deleted, Severity, WindowSource};
+use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
-use crate::decision::{self, ActiveWindows, Verdict};
-use crate::in_progress::{self, NodeState};
+use crate::decision::HORIZON;
+use crate::fingerprint::{self, Fnv};
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::node::SlimNode;
-use crate::window::{InvalidWindow, Window, WindowId};
+use crate::node::{SlimNode, condition_json};
+use crate::pass::{self, NodeView, Pending, Rules, Write};
+use crate::window::{Window, WindowId};
 
 /// Every API write gets this long before it counts as failed and is retried.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long kumaco trusts its own write over a cache that has not shown it yet, when the
-/// API's resourceVersions are not numbers (they always are with etcd).
-const PENDING_TTL: Duration = Duration::from_secs(10);
 /// Longest wait before retrying failed writes: bounds how late a missed edge lands after
 /// the API server comes back (a retry pass against a down server costs one request).
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
@@ -43,6 +46,8 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
+/// Event creations in flight at once.
+const EVENT_CONCURRENCY: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -65,6 +70,9 @@ pub enum Exit {
     ConfigChanged,
 }
 
+/// A window ConfigMap the watch saw deleted: its last state and when.
+type Tombstones = Arc<Mutex<Vec<(ConfigMap, Timestamp)>>>;
+
 /// Runs the controller until a signal (or a config change, if so configured).
 pub async fn run(
     client: Client,
@@ -77,7 +85,11 @@ pub async fn run(
     let (nodes, node_writer) = reflector::store::<SlimNode>();
     let manager = settings.field_manager.clone();
     // The condition types any decision reads; the cache keeps no others.
-    let mut read: Vec<String> = vec![UNDER_MAINTENANCE.into(), MAINTENANCE_IN_PROGRESS.into()];
+    let mut read: Vec<String> = vec![
+        UNDER_MAINTENANCE.into(),
+        MAINTENANCE_IN_PROGRESS.into(),
+        MAINTENANCE_PLANNED.into(),
+    ];
     if let Some(policy) = &settings.in_progress {
         read.extend(policy.required.iter().chain(&policy.blocking).cloned());
     }
@@ -90,8 +102,9 @@ pub async fn run(
     .default_backoff()
     .modify(move |node| node.keep_only(&manager, &read))
     .reflect(node_writer);
-    tokio::spawn(drive(node_stream, wake.clone(), "nodes"));
+    tokio::spawn(drive(node_stream, wake.clone(), "nodes", |_: &SlimNode| {}));
 
+    let tombstones: Tombstones = Arc::default();
     let mut window_stores = Vec::new();
     for ns in &settings.namespaces {
         let (store, writer) = reflector::store::<ConfigMap>();
@@ -99,11 +112,23 @@ pub async fn run(
         let stream = watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), cfg)
             .default_backoff()
             .reflect(writer);
-        tokio::spawn(drive(stream, wake.clone(), "configmaps"));
+        let deleted = tombstones.clone();
+        tokio::spawn(drive(
+            stream,
+            wake.clone(),
+            "configmaps",
+            move |cm: &ConfigMap| {
+                deleted
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((cm.clone(), Timestamp::now()));
+            },
+        ));
         window_stores.push(store);
     }
 
     info!(namespaces = ?settings.namespaces, node_selector = %settings.node_selector,
+          field_manager = %settings.field_manager,
           "waiting for the initial lists of nodes and window ConfigMaps");
     nodes
         .wait_until_ready()
@@ -115,26 +140,28 @@ pub async fn run(
             .map_err(|_| ControllerError::WatchEnded)?;
     }
 
-    let reporter = Reporter {
-        controller: "kumaco".into(),
-        instance: std::env::var("POD_NAME").ok().or_else(hostname),
+    let rules = Rules {
+        node_selector: settings.node_selector.clone(),
+        instance: settings.field_manager.clone(),
+        in_progress: settings.in_progress.clone(),
+        planned_lead_time: settings.planned_lead_time,
     };
-    let mut reconciler = Reconciler {
-        api: Api::all(client.clone()),
+    let mut shell = Shell {
+        nodes_api: Api::all(client.clone()),
         client,
-        reporter,
+        reporting_instance: reporting_instance(),
         leadership,
         settings,
+        rules,
         metrics,
         nodes,
         window_stores,
-        parsed: BTreeMap::new(),
+        tombstones,
+        sources: BTreeMap::new(),
+        deleted: Vec::new(),
         config_hash: None,
-        announced: HashMap::new(),
         pending: HashMap::new(),
-        was_in_scope: HashSet::new(),
-        left_scope: HashSet::new(),
-        started_at: Timestamp::now(),
+        events: EventLedger::default(),
         retry_at: None,
         failures: 0,
     };
@@ -143,21 +170,21 @@ pub async fn run(
     let mut first = true;
     loop {
         let started = Instant::now();
-        let next_edge = match reconciler.reconcile().await {
-            Pass::ConfigChangedExit => return Ok(Exit::ConfigChanged),
-            Pass::Next(t) => t,
+        let next_edge = match shell.reconcile().await {
+            Step::ConfigChangedExit => return Ok(Exit::ConfigChanged),
+            Step::Next(t) => t,
         };
-        reconciler
+        shell
             .metrics
             .reconcile_duration
             .observe(started.elapsed().as_secs_f64());
         if first {
-            reconciler.metrics.set_ready();
+            shell.metrics.set_ready();
             info!("ready");
             first = false;
         }
-        let mut sleep = reconciler.settings.resync_interval.min(MAX_SLEEP);
-        for t in [next_edge, reconciler.retry_at].into_iter().flatten() {
+        let mut sleep = shell.settings.resync_interval.min(MAX_SLEEP);
+        for t in [next_edge, shell.retry_at].into_iter().flatten() {
             sleep = sleep.min(until(t));
         }
         debug!(?sleep, ?next_edge, "sleeping");
@@ -168,7 +195,7 @@ pub async fn run(
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             _ = tokio::time::sleep(sleep) => {}
-            _ = reconciler.leadership.changed() => {}
+            _ = shell.leadership.changed() => {}
             _ = &mut shutdown => {
                 info!("signal received, stopping");
                 return Ok(Exit::Signal);
@@ -177,16 +204,22 @@ pub async fn run(
     }
 }
 
-/// Drives a watch stream; its only output is a wake-up per event. Errors are logged and
-/// retried by the stream's backoff.
-async fn drive<S, K>(stream: S, wake: Arc<Notify>, what: &'static str)
+/// Drives a watch stream; its output is a wake-up per event, and `on_delete` for each
+/// object the watch says was deleted. Errors are logged and retried by the stream's
+/// backoff.
+async fn drive<S, K>(stream: S, wake: Arc<Notify>, what: &'static str, on_delete: impl Fn(&K))
 where
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
     let mut stream = std::pin::pin!(stream.into_stream());
     loop {
         match stream.try_next().await {
-            Ok(Some(_)) => wake.notify_one(),
+            Ok(Some(event)) => {
+                if let watcher::Event::Delete(obj) = &event {
+                    on_delete(obj);
+                }
+                wake.notify_one();
+            }
             Ok(None) => {
                 error!(what, "watch stream ended");
                 return;
@@ -196,196 +229,96 @@ where
     }
 }
 
-enum Pass {
+enum Step {
     Next(Option<Timestamp>),
     ConfigChangedExit,
 }
 
-/// A window ConfigMap as last parsed.
-struct Parsed {
-    data_hash: u64,
-    window: Result<Window, InvalidWindow>,
-    object: ObjectReference,
-}
-
-/// What kumaco applied to a node and the watch has not shown yet.
-struct Pending {
-    conditions: Vec<NodeCondition>,
-    /// The node's resourceVersion after our write.
-    resource_version: Option<u64>,
-    at: Instant,
-}
-
-struct Reconciler {
-    api: Api<SlimNode>,
-    client: Client,
-    reporter: Reporter,
-    leadership: Leadership,
-    settings: Settings,
-    metrics: Arc<Metrics>,
-    nodes: Store<SlimNode>,
-    window_stores: Vec<Store<ConfigMap>>,
-    parsed: BTreeMap<WindowId, Parsed>,
-    config_hash: Option<u64>,
-    /// The occurrence start last announced (WindowStarted) per window.
-    announced: HashMap<WindowId, Timestamp>,
-    pending: HashMap<String, Pending>,
-    /// Nodes in scope at the previous pass, and nodes seen leaving the scope whose True
-    /// conditions are not False yet.
-    was_in_scope: HashSet<String>,
-    left_scope: HashSet<String>,
-    started_at: Timestamp,
+/// Events known to exist (created, or answered AlreadyExists), and the ones given up on.
+/// A cache of the cluster: an empty one costs one AlreadyExists per due event.
+#[derive(Default)]
+struct EventLedger {
+    known: HashMap<String, Timestamp>,
     retry_at: Option<Timestamp>,
     failures: u32,
 }
 
-/// One node's state and the conditions kumaco wants on it.
-struct Plan {
-    name: String,
-    current: Vec<NodeCondition>,
-    desired: Vec<Desired>,
-    /// `Some` for an in-scope node, holding its maintenance window (description, end) if
-    /// it is UnderMaintenance; `None` for a node that left the scope.
-    in_scope: Option<Option<(String, Timestamp)>>,
+struct Shell {
+    nodes_api: Api<SlimNode>,
+    client: Client,
+    reporting_instance: String,
+    leadership: Leadership,
+    settings: Settings,
+    rules: Rules,
+    metrics: Arc<Metrics>,
+    nodes: Store<SlimNode>,
+    window_stores: Vec<Store<ConfigMap>>,
+    tombstones: Tombstones,
+    /// Window ConfigMaps as last parsed, by id (re-parsed when their data changes).
+    sources: BTreeMap<WindowId, WindowSource>,
+    deleted: Vec<Deleted>,
+    config_hash: Option<u64>,
+    pending: HashMap<String, Pending>,
+    events: EventLedger,
+    retry_at: Option<Timestamp>,
+    failures: u32,
 }
 
-/// One node's planned write.
-struct Write {
-    node: String,
-    conditions: Vec<NodeCondition>,
-    transitions: Vec<(String, String)>,
-}
-
-impl Reconciler {
-    async fn reconcile(&mut self) -> Pass {
+impl Shell {
+    async fn reconcile(&mut self) -> Step {
         if self.load_windows() && self.settings.exit_on_config_change {
-            return Pass::ConfigChangedExit;
+            return Step::ConfigChangedExit;
         }
         let now = Timestamp::now();
-        let windows: Vec<&Window> = self
-            .parsed
-            .values()
-            .filter_map(|p| p.window.as_ref().ok())
-            .collect();
-        let active = ActiveWindows::at(windows.iter().copied(), now);
-        let next_edge = decision::next_edge(windows.iter().copied(), now);
-
-        let mut plans: Vec<Plan> = Vec::new();
-        let mut in_scope = 0i64;
-        let mut under = 0i64;
-        let mut selected: HashMap<&WindowId, usize> = HashMap::new();
-        let nodes = self.nodes.state();
-        let names: HashSet<String> = nodes.iter().map(|n| n.name_any()).collect();
-        self.pending.retain(|name, _| names.contains(name));
-        self.left_scope.retain(|name| names.contains(name));
-        let mut now_in_scope = HashSet::new();
-        for node in nodes {
-            let name = node.name_any();
-            let labels = node.labels();
-            let current = current_conditions(&mut self.pending, &name, &node);
-            let owned = node.owned_by(&self.settings.field_manager);
-            if self.settings.node_selector.matches(labels) {
-                in_scope += 1;
-                self.left_scope.remove(&name);
-                now_in_scope.insert(name.clone());
-                for (w, _) in active.iter() {
-                    if w.selector.matches(labels) {
-                        *selected.entry(&w.id).or_default() += 1;
-                    }
-                }
-                let verdict = active.verdict(labels);
-                let window = match &verdict {
-                    Verdict::Maintenance { windows, until } => {
-                        under += 1;
-                        let ids: Vec<String> = windows.iter().map(|w| w.id.to_string()).collect();
-                        let noun = if ids.len() == 1 { "window" } else { "windows" };
-                        Some((format!("{noun} {}", ids.join(", ")), *until))
-                    }
-                    _ => None,
-                };
-                let existing = find(&current, UNDER_MAINTENANCE);
-                let desired = decision::under_maintenance(&verdict, existing)
-                    .into_iter()
-                    .collect();
-                plans.push(Plan {
-                    name,
-                    current,
-                    desired,
-                    in_scope: Some(window),
-                });
-            } else if self.was_in_scope.contains(&name) || self.left_scope.contains(&name) {
-                // Only a node this process saw leave its scope: another instance may
-                // share the field manager and own this node's conditions now.
-                self.left_scope.insert(name.clone());
-                let ours: Vec<NodeCondition> = current
-                    .iter()
-                    .filter(|c| owned.contains(&c.type_))
-                    .cloned()
-                    .collect();
-                if ours.iter().all(|c| c.status != "True") {
-                    self.left_scope.remove(&name);
-                }
-                let desired = decision::out_of_scope(&ours);
-                plans.push(Plan {
-                    name,
-                    current,
-                    desired,
-                    in_scope: None,
-                });
-            }
-        }
-        if let Some(policy) = &self.settings.in_progress {
-            let scoped: Vec<usize> = (0..plans.len())
-                .filter(|&i| plans[i].in_scope.is_some())
-                .collect();
-            let states: Vec<NodeState> = scoped
-                .iter()
-                .map(|&i| NodeState {
-                    name: &plans[i].name,
-                    window: plans[i].in_scope.clone().flatten(),
-                    conditions: &plans[i].current,
-                })
-                .collect();
-            let decided = in_progress::decide(policy, &states, now);
-            let in_progress_now = decided
-                .iter()
-                .filter(|d| d.as_ref().is_some_and(|d| d.status))
-                .count();
-            self.metrics.nodes_in_progress.set(in_progress_now as i64);
-            for (i, d) in scoped.into_iter().zip(decided) {
-                plans[i].desired.extend(d);
-            }
-        }
-        let writes: Vec<Write> = plans
-            .iter()
-            .filter_map(|p| plan_write(&p.name, &p.desired, &p.current, now))
-            .collect();
-        self.was_in_scope = now_in_scope;
-        self.metrics.nodes_in_scope.set(in_scope);
-        self.metrics.nodes_under_maintenance.set(under);
-        self.metrics
-            .active_windows
-            .set(active.iter().count() as i64);
-
-        let announcements = window_announcements(
-            &mut self.announced,
-            &self.parsed,
-            self.started_at,
-            &active,
-            &selected,
+        self.collect_tombstones(now);
+        let cached = self.nodes.state();
+        let views = cached.iter().map(|n| NodeView {
+            name: n.metadata.name.as_deref().unwrap_or_default(),
+            labels: n.metadata.labels.as_ref().unwrap_or(empty_labels()),
+            resource_version: n.resource_version(),
+            conditions: &n.conditions,
+            owned: n.owned_by(&self.settings.field_manager),
+        });
+        let sources: Vec<&WindowSource> = self.sources.values().collect();
+        let outcome = pass::run(
+            &self.rules,
+            &sources,
+            &self.deleted,
+            views,
+            &self.pending,
+            now,
         );
-        drop(active);
-        for (object, event) in announcements {
-            self.publish(object, event);
+        for name in &outcome.settled {
+            self.pending.remove(name);
         }
+        let names: std::collections::HashSet<&str> = cached
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        self.pending.retain(|name, _| names.contains(name.as_str()));
 
-        self.apply(writes, now).await;
-        Pass::Next(next_edge)
+        let c = &outcome.counts;
+        self.metrics.nodes_in_scope.set(c.in_scope as i64);
+        self.metrics
+            .nodes_under_maintenance
+            .set(c.under_maintenance as i64);
+        self.metrics.nodes_in_progress.set(c.in_progress as i64);
+        self.metrics.nodes_planned.set(c.planned as i64);
+        self.metrics.active_windows.set(c.active_windows as i64);
+
+        if self.leadership.is_leader() {
+            self.apply(outcome.writes, now).await;
+            self.post(&outcome.events, now).await;
+        }
+        let retry = [self.retry_at, self.events.retry_at]
+            .into_iter()
+            .flatten()
+            .min();
+        Step::Next(outcome.next_edge.into_iter().chain(retry).min())
     }
 
-    /// Re-reads window ConfigMaps from the cache; parses new or changed ones and posts
-    /// WindowLoaded / WindowInvalid for them. Returns whether the configuration hash
-    /// changed (not counting the first load).
+    /// Re-reads window ConfigMaps from the cache, re-parsing those whose data changed.
+    /// Returns whether the configuration hash changed (not counting the first load).
     fn load_windows(&mut self) -> bool {
         let mut seen = BTreeMap::new();
         for store in &self.window_stores {
@@ -395,57 +328,44 @@ impl Reconciler {
                     name: cm.name_any(),
                 };
                 let data = cm.data.clone().unwrap_or_default();
-                seen.insert(id, (data, cm.object_ref(&())));
+                let uid = cm.metadata.uid.clone().unwrap_or_default();
+                seen.insert(id, (data, uid));
             }
         }
-        self.parsed.retain(|id, _| {
+        self.sources.retain(|id, _| {
             let keep = seen.contains_key(id);
             if !keep {
                 info!(window = %id, "window ConfigMap removed: its window ends now");
             }
             keep
         });
-        let mut config = Fnv::new();
+        let mut config = Fnv::default();
         let (mut valid, mut invalid) = (0, 0);
-        for (id, (data, object)) in seen {
-            let data_hash = hash_data(&id, &data);
+        for (id, (data, uid)) in seen {
+            let data_hash = fingerprint::window_data(&id, &data);
             config.write_u64(data_hash);
             let fresh = self
-                .parsed
+                .sources
                 .get(&id)
-                .is_none_or(|p| p.data_hash != data_hash);
+                .is_none_or(|s| s.data_hash != data_hash || s.uid != uid);
             if fresh {
                 let window = Window::from_data(id.clone(), &data, &self.settings.default_zone);
-                let event = match &window {
-                    Ok(w) => {
-                        let next = w.schedule.next_after(Timestamp::now());
-                        let lint = w.lint(Timestamp::now());
-                        info!(window = %id, schedule = %w.schedule.spec(), zone = %w.schedule.zone_name(),
-                              next_start = ?next, warnings = ?lint, "window loaded");
-                        loaded_event(w, next, &lint)
-                    }
-                    Err(e) => {
-                        warn!(window = %id, error = %e, "window ignored: invalid");
-                        Event {
-                            type_: EventType::Warning,
-                            reason: "WindowInvalid".into(),
-                            note: Some(truncate(format!("window ignored: {e}"))),
-                            action: "Validate".into(),
-                            secondary: None,
-                        }
-                    }
-                };
-                self.publish(object.clone(), event);
-                self.parsed.insert(
+                match &window {
+                    Ok(w) => info!(window = %id, schedule = %w.schedule.spec(),
+                                   zone = %w.schedule.zone_name(), "window loaded"),
+                    Err(e) => warn!(window = %id, error = %e, "window ignored: invalid"),
+                }
+                self.sources.insert(
                     id.clone(),
-                    Parsed {
+                    WindowSource {
+                        id: id.clone(),
+                        uid,
                         data_hash,
                         window,
-                        object,
                     },
                 );
             }
-            match self.parsed.get(&id).map(|p| p.window.is_ok()) {
+            match self.sources.get(&id).map(|s| s.window.is_ok()) {
                 Some(true) => valid += 1,
                 _ => invalid += 1,
             }
@@ -470,121 +390,38 @@ impl Reconciler {
         self.config_hash = Some(hash);
         changed
     }
-}
 
-/// WindowStarted for occurrences not announced yet, WindowEnded for announced ones that
-/// are over. An occurrence already running when kumaco started was announced by the
-/// previous run (or nobody was there to see it start): not announced again.
-fn window_announcements(
-    announced: &mut HashMap<WindowId, Timestamp>,
-    parsed: &BTreeMap<WindowId, Parsed>,
-    started_at: Timestamp,
-    active: &ActiveWindows,
-    selected: &HashMap<&WindowId, usize>,
-) -> Vec<(ObjectReference, Event)> {
-    let mut out = Vec::new();
-    let mut still_active = HashMap::new();
-    for (w, occ) in active.iter() {
-        still_active.insert(w.id.clone(), occ.start);
-        if announced.get(&w.id) == Some(&occ.start) {
-            continue;
+    /// Turns the watch's deletions into [`Deleted`] windows, kept for the horizon in
+    /// which their `WindowEnded` is due.
+    fn collect_tombstones(&mut self, now: Timestamp) {
+        let raw = std::mem::take(&mut *self.tombstones.lock().unwrap_or_else(|e| e.into_inner()));
+        for (cm, at) in raw {
+            let id = WindowId {
+                namespace: cm.namespace().unwrap_or_default(),
+                name: cm.name_any(),
+            };
+            let data = cm.data.clone().unwrap_or_default();
+            let window = Window::from_data(id.clone(), &data, &self.settings.default_zone).ok();
+            self.deleted.push(Deleted {
+                id,
+                uid: cm.metadata.uid.clone().unwrap_or_default(),
+                at,
+                was_active: window.as_ref().is_some_and(|w| w.is_active(at)),
+                blackout: window.as_ref().is_some_and(|w| w.blackout),
+            });
         }
-        announced.insert(w.id.clone(), occ.start);
-        if occ.start < started_at {
-            continue;
-        }
-        let n = selected.get(&w.id).copied().unwrap_or(0);
-        let what = if w.blackout {
-            "blackout"
-        } else {
-            "maintenance window"
-        };
-        info!(window = %w.id, nodes = n, until = %occ.end, "{what} started");
-        if let Some(p) = parsed.get(&w.id) {
-            out.push((
-                p.object.clone(),
-                Event {
-                    type_: EventType::Normal,
-                    reason: "WindowStarted".into(),
-                    note: Some(format!(
-                        "{what} started at {}, selects {n} node(s) in scope, ends {}",
-                        occ.start, occ.end
-                    )),
-                    action: "Start".into(),
-                    secondary: None,
-                },
-            ));
-        }
+        let horizon = now.checked_sub(HORIZON).unwrap_or(Timestamp::MIN);
+        self.deleted.retain(|d| d.at >= horizon);
     }
-    let ended: Vec<WindowId> = announced
-        .keys()
-        .filter(|id| !still_active.contains_key(*id))
-        .cloned()
-        .collect();
-    for id in ended {
-        announced.remove(&id);
-        info!(window = %id, "window ended");
-        if let Some(p) = parsed.get(&id) {
-            out.push((
-                p.object.clone(),
-                Event {
-                    type_: EventType::Normal,
-                    reason: "WindowEnded".into(),
-                    note: Some("maintenance window ended".into()),
-                    action: "End".into(),
-                    secondary: None,
-                },
-            ));
-        }
-    }
-    out
-}
 
-/// The conditions of `node` as kumaco should reason about them: the cache, unless a
-/// write of ours is newer than what the cache shows yet.
-fn current_conditions(
-    pending: &mut HashMap<String, Pending>,
-    name: &str,
-    node: &SlimNode,
-) -> Vec<NodeCondition> {
-    let cached = node.conditions.clone();
-    let Some(p) = pending.get(name) else {
-        return cached;
-    };
-    // resourceVersions are etcd revisions; the API calls them opaque, but kube-apiserver's
-    // own watch cache orders them the same way. A cache at or past our write has seen it,
-    // and anything it shows since (another writer undoing ours) is the truth to act on.
-    let caught_up = match (p.resource_version, node.resource_version()) {
-        (Some(ours), Some(cached)) => cached >= ours,
-        _ => false,
-    };
-    let confirmed = p.conditions.iter().all(|w| {
-        find(&cached, &w.type_)
-            .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
-    });
-    // Without a comparable resourceVersion, trust our write for a while only. With one,
-    // never expire: a cache stuck behind our write (a broken watch) must not make a
-    // MaintenanceInProgress slot look free; the watch's relist catches up.
-    let expired = p.resource_version.is_none() && p.at.elapsed() > PENDING_TTL;
-    if caught_up || confirmed || expired {
-        pending.remove(name);
-        return cached;
-    }
-    let mut merged = cached;
-    for w in &p.conditions {
-        merged.retain(|c| c.type_ != w.type_);
-        merged.push(w.clone());
-    }
-    merged
-}
-
-impl Reconciler {
     async fn apply(&mut self, writes: Vec<Write>, now: Timestamp) {
-        if writes.is_empty() || !self.leadership.is_leader() {
+        if writes.is_empty() {
+            self.failures = 0;
+            self.retry_at = None;
             return;
         }
         let manager = self.settings.field_manager.clone();
-        let api = self.api.clone();
+        let api = self.nodes_api.clone();
         // Only each answer's resourceVersion is kept: the results wait for the whole
         // burst, and even slim Nodes add up over a thousand writes.
         let results: Vec<(Write, Result<Option<u64>, String>)> = futures::stream::iter(writes)
@@ -598,11 +435,12 @@ impl Reconciler {
                     if !leadership.is_leader() {
                         return (w, Err("not the leader any more".to_string()));
                     }
+                    let conditions: Vec<_> = w.conditions.iter().map(condition_json).collect();
                     let body = json!({
                         "apiVersion": "v1",
                         "kind": "Node",
                         "metadata": { "name": w.node },
-                        "status": { "conditions": w.conditions },
+                        "status": { "conditions": conditions },
                     });
                     let params = PatchParams::apply(&manager).force();
                     let res = tokio::time::timeout(
@@ -627,15 +465,15 @@ impl Reconciler {
                 Ok(written_version) => {
                     self.metrics.write("patch", true);
                     for (ty, status) in &w.transitions {
-                        info!(node = %w.node, condition = %ty, status = %status, "condition changed");
-                        self.metrics.transition(ty, status);
+                        info!(node = %w.node, condition = %ty, status = status.as_str(), "condition changed");
+                        self.metrics.transition(ty, status.as_str());
                     }
                     self.pending.insert(
                         w.node,
                         Pending {
                             conditions: w.conditions,
                             resource_version: written_version,
-                            at: Instant::now(),
+                            written_at: now,
                         },
                     );
                 }
@@ -646,123 +484,143 @@ impl Reconciler {
                 }
             }
         }
-        if failed > 0 {
-            // Exponential backoff for the retry pass: 0.5 s doubling to 4 s.
-            self.failures = (self.failures + 1).min(7);
-            let delay = Duration::from_millis(500 << (self.failures - 1)).min(MAX_RETRY_DELAY);
-            self.retry_at = now.checked_add(delay).ok();
-        } else {
-            self.failures = 0;
-            self.retry_at = None;
-        }
+        (self.failures, self.retry_at) = backoff(self.failures, failed > 0, now);
     }
 
-    /// Posts an event without blocking the loop; events are for people, best effort.
-    ///
-    /// A fresh recorder per event: kube's recorder folds events with the same reason into
-    /// one series and keeps the first note, but each occurrence of a window deserves its
-    /// own event with its own times (kumaco already posts each thing only once).
-    fn publish(&self, object: ObjectReference, event: Event) {
-        if !self.leadership.is_leader() {
+    /// Creates the due events not known to exist. AlreadyExists means another replica
+    /// or an earlier run posted it: known. 429, 5xx and timeouts are retried with backoff;
+    /// other refusals (403, 422) will not change and are given up, logged and counted.
+    async fn post(&mut self, due: &[Announcement], now: Timestamp) {
+        self.events
+            .known
+            .retain(|name, _| due.iter().any(|a| &a.name == name));
+        let missing: Vec<&Announcement> = due
+            .iter()
+            .filter(|a| !self.events.known.contains_key(&a.name))
+            .collect();
+        if missing.is_empty() {
+            (self.events.failures, self.events.retry_at) =
+                backoff(self.events.failures, false, now);
             return;
         }
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        let metrics = self.metrics.clone();
-        tokio::spawn(async move {
-            let res = tokio::time::timeout(WRITE_TIMEOUT, recorder.publish(&event, &object)).await;
-            let ok = matches!(res, Ok(Ok(())));
-            metrics.write("event", ok);
-            if !ok {
-                warn!(reason = %event.reason, object = ?object.name, "posting event failed");
-            }
-        });
-    }
-}
-
-/// The write a node needs, if what it shows differs from what kumaco wants.
-fn plan_write(
-    node: &str,
-    desired: &[Desired],
-    current: &[NodeCondition],
-    now: Timestamp,
-) -> Option<Write> {
-    if !desired
-        .iter()
-        .any(|d| conditions::differs(d, find(current, &d.type_)))
-    {
-        return None;
-    }
-    let mut transitions = Vec::new();
-    let conditions = desired
-        .iter()
-        .map(|d| {
-            let existing = find(current, &d.type_);
-            let c = conditions::to_apply(d, existing, now);
-            if existing.map(|e| e.status.as_str()) != Some(c.status.as_str()) {
-                transitions.push((c.type_.clone(), c.status.clone()));
-            }
-            c
-        })
-        .collect();
-    Some(Write {
-        node: node.to_string(),
-        conditions,
-        transitions,
-    })
-}
-
-fn find<'a>(conds: &'a [NodeCondition], type_: &str) -> Option<&'a NodeCondition> {
-    conds.iter().find(|c| c.type_ == type_)
-}
-
-fn loaded_event(w: &Window, next: Option<Timestamp>, lint: &[String]) -> Event {
-    let kind = if w.blackout { "blackout" } else { "window" };
-    let next = match next {
-        Some(t) => format!("next start {}", t.to_zoned(w.schedule.time_zone().clone())),
-        None => "no future start".into(),
-    };
-    let mut note = format!(
-        "{kind} loaded: schedule {:?} in {}, duration {}, nodeSelector {:?}; {next}",
-        w.schedule.spec(),
-        w.schedule.zone_name(),
-        w.duration,
-        w.selector.to_string(),
-    );
-    for warning in lint {
-        note.push_str("; warning: ");
-        note.push_str(warning);
-    }
-    Event {
-        type_: EventType::Normal,
-        reason: "WindowLoaded".into(),
-        note: Some(truncate(note)),
-        action: "Load".into(),
-        secondary: None,
-    }
-}
-
-/// events.k8s.io/v1 notes are limited to 1 kB.
-fn truncate(mut s: String) -> String {
-    if s.len() > 1024 {
-        let mut cut = 1021;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
+        if self.events.retry_at.is_some_and(|t| t > now) {
+            return;
         }
-        s.truncate(cut);
-        s.push_str("...");
+        let results: Vec<(&Announcement, Result<(), kube::Error>)> = futures::stream::iter(missing)
+            .map(|a| {
+                let window = self
+                    .sources
+                    .get(&a.window)
+                    .and_then(|s| s.window.as_ref().ok());
+                let event = self.event(a, window, now);
+                let api: Api<Event> = Api::namespaced(self.client.clone(), &a.window.namespace);
+                async move {
+                    let res = tokio::time::timeout(
+                        WRITE_TIMEOUT,
+                        api.create(&PostParams::default(), &event),
+                    )
+                    .await
+                    .unwrap_or_else(|_| Err(kube::Error::Service("no answer within 10s".into())));
+                    (a, res.map(|_| ()))
+                }
+            })
+            .buffer_unordered(EVENT_CONCURRENCY)
+            .collect()
+            .await;
+        let mut retry = false;
+        for (a, res) in results {
+            match res {
+                Ok(()) => {
+                    self.metrics.write("event", true);
+                    info!(window = %a.window, reason = a.reason(), event = %a.name, "event posted");
+                    self.events.known.insert(a.name.clone(), now);
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => {
+                    debug!(window = %a.window, reason = a.reason(), event = %a.name, "event already posted");
+                    self.events.known.insert(a.name.clone(), now);
+                }
+                Err(kube::Error::Api(e)) if e.code != 429 && e.code < 500 => {
+                    self.metrics.write("event", false);
+                    warn!(window = %a.window, reason = a.reason(), code = e.code, error = %e.message,
+                          "posting event refused; not retrying");
+                    self.events.known.insert(a.name.clone(), now);
+                }
+                Err(e) => {
+                    self.metrics.write("event", false);
+                    warn!(window = %a.window, reason = a.reason(), error = %e, "posting event failed; will retry");
+                    retry = true;
+                }
+            }
+        }
+        (self.events.failures, self.events.retry_at) = backoff(self.events.failures, retry, now);
     }
-    s
+
+    fn event(&self, a: &Announcement, window: Option<&Window>, now: Timestamp) -> Event {
+        Event {
+            metadata: ObjectMeta {
+                name: Some(a.name.clone()),
+                namespace: Some(a.window.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            reporting_controller: Some("kumaco".into()),
+            reporting_instance: Some(self.reporting_instance.clone()),
+            action: Some(a.action().into()),
+            reason: Some(a.reason().into()),
+            note: Some(a.note(window, now)),
+            type_: Some(
+                match a.severity() {
+                    Severity::Normal => "Normal",
+                    Severity::Warning => "Warning",
+                }
+                .into(),
+            ),
+            regarding: Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+                namespace: Some(a.window.namespace.clone()),
+                name: Some(a.window.name.clone()),
+                uid: Some(a.uid.clone()),
+                ..ObjectReference::default()
+            }),
+            ..Event::default()
+        }
+    }
+}
+
+/// Exponential backoff for a retry pass: 0.5 s doubling to [`MAX_RETRY_DELAY`]; reset
+/// on success. Returns (failures in a row, when to retry).
+fn backoff(failures: u32, failed: bool, now: Timestamp) -> (u32, Option<Timestamp>) {
+    if !failed {
+        return (0, None);
+    }
+    let failures = (failures + 1).min(7);
+    let delay = Duration::from_millis(500 << (failures - 1)).min(MAX_RETRY_DELAY);
+    (failures, now.checked_add(delay).ok())
+}
+
+fn empty_labels() -> &'static BTreeMap<String, String> {
+    static EMPTY: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(BTreeMap::new)
+}
+
+/// The pod's name (events.k8s.io wants a reporting instance), else the host name.
+fn reporting_instance() -> String {
+    let name = std::env::var("POD_NAME").ok().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|s| s.trim().to_string())
+    });
+    let mut name = name
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "kumaco".into());
+    name.truncate(128);
+    name
 }
 
 fn until(t: Timestamp) -> Duration {
     let d = t.duration_since(Timestamp::now());
     Duration::try_from(d).unwrap_or(Duration::ZERO)
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_string())
 }
 
 async fn shutdown_signal() {
@@ -783,75 +641,20 @@ async fn shutdown_signal() {
     ctrl_c.await.unwrap_or(());
 }
 
-/// FNV-1a: a stable hash (same value in every process and version) for the config hash.
-struct Fnv(u64);
-
-impl Fnv {
-    fn new() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 ^= u64::from(*b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.write(&v.to_le_bytes());
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-fn hash_data(id: &WindowId, data: &BTreeMap<String, String>) -> u64 {
-    let mut h = Fnv::new();
-    for part in [&id.namespace, &id.name] {
-        h.write(part.as_bytes());
-        h.write(&[0]);
-    }
-    for (k, v) in data {
-        h.write(k.as_bytes());
-        h.write(&[0]);
-        h.write(v.as_bytes());
-        h.write(&[0]);
-    }
-    h.finish()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn no_write_when_nothing_differs() {
+    fn backoff_doubles_to_its_cap_and_resets() {
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        let d = Desired {
-            type_: UNDER_MAINTENANCE.into(),
-            status: true,
-            reason: "MaintenanceWindow".into(),
-            message: "m".into(),
-        };
-        let current = vec![conditions::to_apply(&d, None, now)];
-        assert!(plan_write("n", std::slice::from_ref(&d), &current, now).is_none());
-        let w = plan_write("n", &[d], &[], now).unwrap();
+        let (f, t) = backoff(0, true, now);
         assert_eq!(
-            w.transitions,
-            [(UNDER_MAINTENANCE.to_string(), "True".to_string())]
+            (f, t),
+            (1, Some(now + jiff::SignedDuration::from_millis(500)))
         );
-    }
-
-    #[test]
-    fn config_hash_is_stable_and_sensitive() {
-        let id = WindowId {
-            namespace: "a".into(),
-            name: "b".into(),
-        };
-        let mut data = BTreeMap::new();
-        data.insert("duration".to_string(), "1h".to_string());
-        let h1 = hash_data(&id, &data);
-        assert_eq!(h1, hash_data(&id, &data));
-        data.insert("duration".to_string(), "2h".to_string());
-        assert_ne!(h1, hash_data(&id, &data));
+        let (f, t) = backoff(6, true, now);
+        assert_eq!((f, t), (7, Some(now + jiff::SignedDuration::from_secs(4))));
+        assert_eq!(backoff(7, false, now), (0, None));
     }
 }

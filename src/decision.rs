@@ -1,35 +1,64 @@
 //! The pure decision: from windows, a node and the time, the conditions kumaco wants on
-//! that node. No I/O: the controller feeds it cached state and writes what it returns.
+//! that node. No I/O: the pass feeds it cached state and the shell writes what it returns.
 
 use std::collections::{BTreeMap, HashMap};
 
-use jiff::Timestamp;
-use k8s_openapi::api::core::v1::NodeCondition;
+use jiff::{SignedDuration, Timestamp};
 
-use crate::conditions::{Desired, UNDER_MAINTENANCE};
+use crate::conditions::{Condition, Desired, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::selector::Selector;
-use crate::window::{Occurrence, Window, WindowId};
+use crate::window::{Span, Window, WindowId};
 
 /// Reasons kumaco writes on `kured.dev/UnderMaintenance`.
 pub const REASON_WINDOW: &str = "MaintenanceWindow";
 pub const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
 pub const REASON_BLACKOUT: &str = "MaintenanceBlackout";
 pub const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
+/// On a condition type this instance owns but no longer decides (its flag was removed).
+pub const REASON_NOT_MANAGED: &str = "ConditionNotManaged";
 
-/// The windows active at one instant, computed once and asked per node.
+/// Reasons kumaco writes on `MaintenancePlanned`.
+pub const REASON_PLANNED: &str = "MaintenanceScheduled";
+pub const REASON_PLANNED_STARTED: &str = "MaintenanceStarted";
+pub const REASON_NOT_PLANNED: &str = "NoMaintenancePlanned";
+
+/// How far back kumaco looks for the start of an active span (and for span ends) when
+/// deciding which window events are due; see `announce`. Also bounds the work of
+/// following chained occurrences backwards.
+pub const HORIZON: SignedDuration = SignedDuration::from_mins(30);
+
+/// Longest part of a window's description copied into a condition message, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 200;
+
+/// The windows active at one instant (and, with a lead time, the ones about to start),
+/// computed once per pass and asked per node.
 pub struct ActiveWindows<'a> {
     pub now: Timestamp,
-    active: Vec<(&'a Window, Occurrence)>,
+    active: Vec<(&'a Window, Span)>,
     /// Indexes into `active`, grouped by identical selector: windows often share a
     /// selector (a zone, a pool), and each distinct one is matched once per node.
     by_selector: Vec<Vec<usize>>,
+    /// Maintenance windows (not blackouts) whose next span starts within the lead time,
+    /// with that start and the blackouts that will be active then.
+    upcoming: Vec<(&'a Window, Timestamp, Vec<&'a Window>)>,
 }
 
 impl<'a> ActiveWindows<'a> {
     pub fn at(windows: impl IntoIterator<Item = &'a Window>, now: Timestamp) -> Self {
-        let active: Vec<(&Window, Occurrence)> = windows
-            .into_iter()
-            .filter_map(|w| w.latest_active(now).map(|o| (w, o)))
+        Self::with_lead(windows, now, None)
+    }
+
+    /// Also finds the windows starting within `lead` (`--planned-lead-time`).
+    pub fn with_lead(
+        windows: impl IntoIterator<Item = &'a Window>,
+        now: Timestamp,
+        lead: Option<SignedDuration>,
+    ) -> Self {
+        let all: Vec<&Window> = windows.into_iter().collect();
+        let look_back = now.checked_sub(HORIZON).unwrap_or(Timestamp::MIN);
+        let active: Vec<(&Window, Span)> = all
+            .iter()
+            .filter_map(|w| w.span_at(now, look_back).map(|s| (*w, s)))
             .collect();
         let mut groups: HashMap<&Selector, usize> = HashMap::new();
         let mut by_selector: Vec<Vec<usize>> = Vec::new();
@@ -40,15 +69,30 @@ impl<'a> ActiveWindows<'a> {
             });
             by_selector[g].push(i);
         }
+        let mut upcoming = Vec::new();
+        if let Some(lead) = lead {
+            let horizon = now.checked_add(lead).unwrap_or(Timestamp::MAX);
+            for w in all.iter().filter(|w| !w.blackout) {
+                if let Some(start) = w.next_span_start(now).filter(|s| *s <= horizon) {
+                    let blackouts = all
+                        .iter()
+                        .filter(|b| b.blackout && b.is_active(start))
+                        .copied()
+                        .collect();
+                    upcoming.push((*w, start, blackouts));
+                }
+            }
+        }
         ActiveWindows {
             now,
             active,
             by_selector,
+            upcoming,
         }
     }
 
-    /// The active windows and their current occurrence.
-    pub fn iter(&self) -> impl Iterator<Item = &(&'a Window, Occurrence)> {
+    /// The active windows and their current span.
+    pub fn iter(&self) -> impl Iterator<Item = &(&'a Window, Span)> {
         self.active.iter()
     }
 
@@ -56,127 +100,221 @@ impl<'a> ActiveWindows<'a> {
     pub fn verdict(&self, labels: &BTreeMap<String, String>) -> Verdict<'a> {
         let mut windows = Vec::new();
         let mut blackouts = Vec::new();
+        let mut until = Some(self.now);
         for group in &self.by_selector {
             if !self.active[group[0]].0.selector.matches(labels) {
                 continue;
             }
             for &i in group {
-                let (w, occ) = self.active[i];
+                let (w, span) = self.active[i];
                 if w.blackout {
                     blackouts.push(&w.id);
                 } else {
-                    windows.push((w, occ));
+                    windows.push(w);
+                    until = until.zip(span.end).map(|(a, b)| a.max(b));
                 }
             }
         }
-        if !blackouts.is_empty() {
-            return Verdict::Blackout(blackouts);
+        windows.sort_by(|a, b| a.id.cmp(&b.id));
+        blackouts.sort();
+        Verdict {
+            until: if windows.is_empty() { None } else { until },
+            windows,
+            blackouts,
         }
-        if windows.is_empty() {
-            return Verdict::Idle;
-        }
-        windows.sort_by(|a, b| a.0.id.cmp(&b.0.id));
-        let until = windows.iter().map(|(_, o)| o.end).max().unwrap_or(self.now);
-        Verdict::Maintenance {
-            windows: windows.iter().map(|(w, _)| *w).collect(),
-            until,
-        }
+    }
+
+    /// The earliest maintenance window about to start on a node with these labels that
+    /// no blackout will cover at its start: (window, start).
+    pub fn next_planned(
+        &self,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<(&'a Window, Timestamp)> {
+        self.upcoming
+            .iter()
+            .filter(|(w, _, blackouts)| {
+                w.selector.matches(labels) && !blackouts.iter().any(|b| b.selector.matches(labels))
+            })
+            .map(|(w, start, _)| (*w, *start))
+            .min_by(|a, b| (a.1, &a.0.id).cmp(&(b.1, &b.0.id)))
     }
 }
 
-/// Whether a node is in maintenance now, and why (not).
+/// What the active windows say about one node.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Verdict<'a> {
-    /// Selected by these active windows (sorted by id, with descriptions); the latest
-    /// known end is `until`.
-    Maintenance {
-        windows: Vec<&'a Window>,
-        until: Timestamp,
-    },
-    /// An active blackout selects the node: not under maintenance, whatever else.
-    Blackout(Vec<&'a WindowId>),
-    /// No active window selects the node.
-    Idle,
+pub struct Verdict<'a> {
+    /// Active maintenance windows (not blackouts) selecting the node, sorted by id.
+    pub windows: Vec<&'a Window>,
+    /// When the last of their spans ends; `None` without windows, or when a span has no
+    /// end in sight.
+    pub until: Option<Timestamp>,
+    /// Active blackouts selecting the node, sorted.
+    pub blackouts: Vec<&'a WindowId>,
 }
 
 impl Verdict<'_> {
+    /// UnderMaintenance: a window selects the node and no blackout does.
     pub fn is_maintenance(&self) -> bool {
-        matches!(self, Verdict::Maintenance { .. })
+        !self.windows.is_empty() && self.blackouts.is_empty()
     }
+
+    /// A maintenance window is active on the node, whether a blackout suspends it or not
+    /// (maintenance in progress continues through a blackout).
+    pub fn window_active(&self) -> bool {
+        !self.windows.is_empty()
+    }
+
+    /// `window ns/a` or `windows ns/a, ns/b`.
+    pub fn window_names(&self) -> String {
+        names(self.windows.iter().map(|w| w.id.to_string()).collect())
+    }
+
+    pub fn blackout_names(&self) -> String {
+        self.blackouts
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn names(ids: Vec<String>) -> String {
+    let noun = if ids.len() == 1 { "window" } else { "windows" };
+    format!("{noun} {}", ids.join(", "))
 }
 
 /// The `UnderMaintenance` condition to hold on a node, given the verdict and what the
 /// node shows now; `None` means the node should not carry the condition (kumaco never
 /// adds a False condition to a node without one).
 ///
-/// Once False, the condition is left as it is (`existing` returned): a blackout ending or
-/// another False reason is not a change worth a write.
-pub fn under_maintenance(verdict: &Verdict, existing: Option<&NodeCondition>) -> Option<Desired> {
-    let existing_true = existing.is_some_and(|c| c.status == "True");
-    let desired = |status: bool, reason: &str, message: String| Desired {
-        type_: UNDER_MAINTENANCE.into(),
-        status,
-        reason: reason.into(),
-        message,
-    };
-    match verdict {
-        Verdict::Maintenance { windows, until } => {
-            let names: Vec<String> = windows
-                .iter()
-                .map(|w| match &w.description {
-                    Some(d) if !d.is_empty() => format!("{} ({d})", w.id),
-                    _ => w.id.to_string(),
-                })
-                .collect();
-            let noun = if names.len() == 1 {
-                "window"
-            } else {
-                "windows"
-            };
-            Some(desired(
-                true,
-                REASON_WINDOW,
-                format!(
-                    "in maintenance {noun} {} until {}",
-                    names.join(", "),
-                    until.strftime("%Y-%m-%dT%H:%M:%SZ")
+/// The message names the windows and the end of their span: stable while the node stays
+/// in maintenance, however often overlapping occurrences start. Once False, the
+/// condition is left as it is: a blackout ending or another False reason is not a change
+/// worth a write.
+pub fn under_maintenance(verdict: &Verdict, existing: Option<&Condition>) -> Option<Desired> {
+    let existing_true = existing.is_some_and(Condition::is_true);
+    let desired =
+        |status, reason, message| Desired::new(UNDER_MAINTENANCE, status, reason, message);
+    if verdict.is_maintenance() {
+        let named: Vec<String> = verdict
+            .windows
+            .iter()
+            .map(|w| match &w.description {
+                Some(d) if !d.is_empty() => format!(
+                    "{} ({})",
+                    w.id,
+                    crate::conditions::bounded(d.clone(), MAX_DESCRIPTION_BYTES)
                 ),
-            ))
-        }
-        Verdict::Blackout(ids) if existing_true => Some(desired(
+                _ => w.id.to_string(),
+            })
+            .collect();
+        let until = match verdict.until {
+            Some(t) => format!(" until {}", t.strftime("%Y-%m-%dT%H:%M:%SZ")),
+            None => String::new(),
+        };
+        return Some(desired(
+            true,
+            REASON_WINDOW,
+            format!("in maintenance {}{until}", names(named)),
+        ));
+    }
+    if !existing_true {
+        return existing.map(Desired::keep);
+    }
+    Some(if verdict.blackouts.is_empty() {
+        desired(
+            false,
+            REASON_NO_WINDOW,
+            "no active maintenance window selects this node".into(),
+        )
+    } else {
+        desired(
             false,
             REASON_BLACKOUT,
             format!(
                 "maintenance suspended by blackout {}",
-                ids.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                verdict.blackout_names()
             ),
-        )),
-        Verdict::Idle if existing_true => Some(desired(
-            false,
-            REASON_NO_WINDOW,
-            "no active maintenance window selects this node".into(),
-        )),
-        _ => existing.map(Desired::keep),
+        )
+    })
+}
+
+/// Where a node's maintenance stands, for `MaintenancePlanned`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// Will be disrupted once it may start (UnderMaintenance without `--in-progress`
+    /// counts as started; with it: waiting for a slot or a blocker).
+    Waiting,
+    /// Maintenance has begun.
+    Started,
+    /// Not going to start in the current window (requirement not met, completed, cutoff)
+    /// or no window is active.
+    Idle,
+}
+
+/// `MaintenancePlanned` (`--planned-lead-time`): True from `start - lead` until the
+/// node's maintenance begins, never after its window ends, never on a node a blackout
+/// covers at the start. `next` is [`ActiveWindows::next_planned`] for the node.
+pub fn planned(
+    next: Option<(&Window, Timestamp)>,
+    verdict: &Verdict,
+    progress: Progress,
+    existing: Option<&Condition>,
+) -> Option<Desired> {
+    let desired =
+        |status, reason, message| Desired::new(MAINTENANCE_PLANNED, status, reason, message);
+    match (progress, next) {
+        (Progress::Waiting, _) if verdict.window_active() => {
+            return Some(desired(
+                true,
+                REASON_PLANNED,
+                format!(
+                    "in maintenance {}; waiting to start",
+                    verdict.window_names()
+                ),
+            ));
+        }
+        (Progress::Idle | Progress::Waiting, Some((w, start))) => {
+            return Some(desired(
+                true,
+                REASON_PLANNED,
+                format!(
+                    "maintenance window {} starts at {}",
+                    w.id,
+                    start.strftime("%Y-%m-%dT%H:%M:%SZ")
+                ),
+            ));
+        }
+        _ => {}
+    }
+    match existing {
+        Some(c) if c.is_true() => Some(if progress == Progress::Started {
+            desired(
+                false,
+                REASON_PLANNED_STARTED,
+                "maintenance has begun".into(),
+            )
+        } else {
+            desired(
+                false,
+                REASON_NOT_PLANNED,
+                "no maintenance is planned for this node".into(),
+            )
+        }),
+        other => other.map(Desired::keep),
     }
 }
 
-/// A node outside `--node-selector` keeps nothing True from this instance: every
-/// condition type this instance owns that is True goes False; the rest stay as they are.
-pub fn out_of_scope(owned: &[NodeCondition]) -> Vec<Desired> {
+/// Conditions this instance owns but should not decide on a node (the node left the
+/// scope, or the flag deciding the type was removed): each True one goes False with
+/// `reason`; the rest stay as they are (they must be in the apply, or server-side apply
+/// deletes them).
+pub fn relinquish(owned: &[&Condition], reason: &str, message: &str) -> Vec<Desired> {
     owned
         .iter()
         .map(|c| {
-            if c.status == "True" {
-                Desired {
-                    type_: c.type_.clone(),
-                    status: false,
-                    reason: REASON_OUT_OF_SCOPE.into(),
-                    message: "the node no longer matches this kumaco instance's --node-selector"
-                        .into(),
-                }
+            if c.is_true() {
+                Desired::new(&c.type_, false, reason, message.into())
             } else {
                 Desired::keep(c)
             }
@@ -184,20 +322,31 @@ pub fn out_of_scope(owned: &[NodeCondition]) -> Vec<Desired> {
         .collect()
 }
 
-/// The next instant after `now` at which any window opens or an occurrence ends.
+/// The next instant after `now` at which any window opens or an occurrence ends, or (with
+/// a lead time) a window comes within the lead time of its start.
 pub fn next_edge<'a>(
     windows: impl IntoIterator<Item = &'a Window>,
     now: Timestamp,
+    lead: Option<SignedDuration>,
 ) -> Option<Timestamp> {
     windows
         .into_iter()
-        .filter_map(|w| w.next_edge_after(now))
+        .flat_map(|w| {
+            let planned = lead.and_then(|lead| {
+                let ahead = now.checked_add(lead).ok()?;
+                let start = w.schedule.next_after(ahead)?;
+                start.checked_sub(lead).ok()
+            });
+            [w.next_edge_after(now), planned.filter(|_| !w.blackout)]
+        })
+        .flatten()
         .min()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions::Status;
     use crate::window::test_window as window;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -211,14 +360,18 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn cond(status: &str, reason: &str) -> NodeCondition {
-        NodeCondition {
-            type_: UNDER_MAINTENANCE.into(),
-            status: status.into(),
-            reason: Some(reason.into()),
-            message: Some("m".into()),
-            ..Default::default()
+    fn cond(type_: &str, status: Status, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message: "m".into(),
+            last_transition_time: Some(ts("2026-01-01T00:00:00Z")),
         }
+    }
+
+    fn um(status: Status, reason: &str) -> Condition {
+        cond(UNDER_MAINTENANCE, status, reason)
     }
 
     #[test]
@@ -233,17 +386,20 @@ mod tests {
             d.message,
             "in maintenance window ops/a until 2026-01-01T03:00:00Z"
         );
-        assert_eq!(active.verdict(&labels(&[("zone", "b")])), Verdict::Idle);
+        let idle = active.verdict(&labels(&[("zone", "b")]));
+        assert!(!idle.is_maintenance() && !idle.window_active());
     }
 
     #[test]
     fn idle_node_without_condition_gets_none_and_true_goes_false() {
-        assert_eq!(under_maintenance(&Verdict::Idle, None), None);
-        let d = under_maintenance(&Verdict::Idle, Some(&cond("True", REASON_WINDOW))).unwrap();
+        let ws: [Window; 0] = [];
+        let v = ActiveWindows::at(&ws, ts("2026-01-01T00:00:00Z")).verdict(&labels(&[]));
+        assert_eq!(under_maintenance(&v, None), None);
+        let d = under_maintenance(&v, Some(&um(Status::True, REASON_WINDOW))).unwrap();
         assert!(!d.status);
         assert_eq!(d.reason, REASON_NO_WINDOW);
         // Already False: kept as it is, whatever its reason.
-        let d = under_maintenance(&Verdict::Idle, Some(&cond("False", REASON_BLACKOUT))).unwrap();
+        let d = under_maintenance(&v, Some(&um(Status::False, REASON_BLACKOUT))).unwrap();
         assert_eq!(d.reason, REASON_BLACKOUT);
     }
 
@@ -262,15 +418,51 @@ mod tests {
     }
 
     #[test]
-    fn blackout_wins_over_windows() {
+    fn self_overlapping_occurrences_keep_one_message() {
+        let ws = [window("often", "@every 1s", "1h", "", false)];
+        let messages: Vec<String> = (0..5)
+            .map(|i| {
+                let now = ts("2026-01-01T02:00:00Z") + SignedDuration::from_secs(i);
+                let v = ActiveWindows::at(&ws, now).verdict(&labels(&[]));
+                under_maintenance(&v, None).unwrap().message
+            })
+            .collect();
+        assert!(
+            messages
+                .iter()
+                .all(|m| m == "in maintenance window ops/often")
+        );
+    }
+
+    #[test]
+    fn descriptions_in_messages_are_bounded() {
+        let mut w = window("a", "0 2 * * *", "1h", "", false);
+        w.description = Some("x".repeat(500_000));
+        let ws = [w];
+        let v = ActiveWindows::at(&ws, ts("2026-01-01T02:30:00Z")).verdict(&labels(&[]));
+        let d = under_maintenance(&v, None).unwrap();
+        assert!(
+            d.message.len() < MAX_DESCRIPTION_BYTES + 100,
+            "{}",
+            d.message.len()
+        );
+        assert!(d.message.contains('…'));
+    }
+
+    #[test]
+    fn blackout_wins_over_windows_but_the_window_stays_visible() {
         let ws = [
             window("w", "0 2 * * *", "2h", "", false),
             window("freeze", "0 0 * * *", "24h", "zone=a", true),
         ];
         let active = ActiveWindows::at(&ws, ts("2026-01-01T02:30:00Z"));
         let v = active.verdict(&labels(&[("zone", "a")]));
-        assert!(matches!(v, Verdict::Blackout(_)));
-        let d = under_maintenance(&v, Some(&cond("True", REASON_WINDOW))).unwrap();
+        assert!(!v.is_maintenance());
+        assert!(
+            v.window_active(),
+            "in-progress maintenance continues through it"
+        );
+        let d = under_maintenance(&v, Some(&um(Status::True, REASON_WINDOW))).unwrap();
         assert_eq!((d.status, d.reason.as_str()), (false, REASON_BLACKOUT));
         assert!(d.message.contains("ops/freeze"));
         assert_eq!(under_maintenance(&v, None), None);
@@ -279,10 +471,10 @@ mod tests {
     }
 
     #[test]
-    fn out_of_scope_turns_only_true_to_false() {
-        let mut other = cond("False", REASON_NO_WINDOW);
-        other.type_ = "MaintenanceInProgress".into();
-        let got = out_of_scope(&[cond("True", REASON_WINDOW), other]);
+    fn relinquish_turns_only_true_to_false() {
+        let a = um(Status::True, REASON_WINDOW);
+        let b = cond("MaintenanceInProgress", Status::False, REASON_NO_WINDOW);
+        let got = relinquish(&[&a, &b], REASON_OUT_OF_SCOPE, "left");
         assert_eq!(
             (got[0].status, got[0].reason.as_str()),
             (false, REASON_OUT_OF_SCOPE)
@@ -300,12 +492,77 @@ mod tests {
             window("b", "0 1 * * *", "90m", "", false),
         ];
         assert_eq!(
-            next_edge(&ws, ts("2026-01-01T00:00:00Z")),
+            next_edge(&ws, ts("2026-01-01T00:00:00Z"), None),
             Some(ts("2026-01-01T01:00:00Z"))
         );
         assert_eq!(
-            next_edge(&ws, ts("2026-01-01T02:00:00Z")),
+            next_edge(&ws, ts("2026-01-01T02:00:00Z"), None),
             Some(ts("2026-01-01T02:30:00Z"))
         );
+        // A lead time adds the instant a start comes within it.
+        assert_eq!(
+            next_edge(
+                &ws,
+                ts("2026-01-01T00:00:00Z"),
+                Some(SignedDuration::from_mins(90))
+            ),
+            Some(ts("2026-01-01T00:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn planned_from_the_lead_time_until_maintenance_begins() {
+        let ws = [
+            window("w", "0 2 * * *", "1h", "", false),
+            window("freeze", "0 2 * * *", "10m", "zone=frozen", true),
+        ];
+        let lead = Some(SignedDuration::from_mins(30));
+        let plan = |now: &str, zone: &str, progress, existing: Option<&Condition>| {
+            let active = ActiveWindows::with_lead(&ws, ts(now), lead);
+            let l = labels(&[("zone", zone)]);
+            planned(
+                active.next_planned(&l),
+                &active.verdict(&l),
+                progress,
+                existing,
+            )
+            .map(|d| (d.status, d.reason, d.message))
+        };
+        // Before the lead time: nothing, and nothing False is added.
+        assert_eq!(
+            plan("2026-01-01T01:00:00Z", "a", Progress::Idle, None),
+            None
+        );
+        let (status, reason, message) =
+            plan("2026-01-01T01:45:00Z", "a", Progress::Idle, None).unwrap();
+        assert!(status);
+        assert_eq!(reason, REASON_PLANNED);
+        assert_eq!(
+            message,
+            "maintenance window ops/w starts at 2026-01-01T02:00:00Z"
+        );
+        // A blackout covering the node at the start: not planned.
+        assert_eq!(
+            plan("2026-01-01T01:45:00Z", "frozen", Progress::Idle, None),
+            None
+        );
+        // In the window, waiting for a slot: still planned; started: over.
+        let t = um(Status::True, REASON_PLANNED);
+        let t = Condition {
+            type_: MAINTENANCE_PLANNED.into(),
+            ..t
+        };
+        assert!(
+            plan("2026-01-01T02:10:00Z", "a", Progress::Waiting, Some(&t))
+                .unwrap()
+                .0
+        );
+        let (status, reason, _) =
+            plan("2026-01-01T02:10:00Z", "a", Progress::Started, Some(&t)).unwrap();
+        assert_eq!((status, reason.as_str()), (false, REASON_PLANNED_STARTED));
+        // Never after the window ends.
+        let (status, reason, _) =
+            plan("2026-01-01T03:00:00Z", "a", Progress::Waiting, Some(&t)).unwrap();
+        assert_eq!((status, reason.as_str()), (false, REASON_NOT_PLANNED));
     }
 }

@@ -8,7 +8,9 @@
 //!   enough of the window left (`--start-cutoff`) and a slot free;
 //! - **continue** while every required condition stays True, past the window end and
 //!   despite blockers (finish what was started); without required conditions, until the
-//!   window ends; `--stop-at-window-end` ends it at the window end in any case;
+//!   window ends; `--stop-at-window-end` ends it at the window end in any case; a
+//!   blackout stops new starts, never maintenance in progress (its window is still
+//!   active underneath);
 //! - **ceiling**: starts only into free slots, counting every node already True
 //!   (including ones ending in this pass: a slot is reused only in a later pass, once the
 //!   end is written); never preempts;
@@ -16,10 +18,8 @@
 //!   conditions, ties by node name.
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::NodeCondition;
 
-use crate::conditions::{Desired, MAINTENANCE_IN_PROGRESS};
-use crate::config::Ceiling;
+use crate::conditions::{Condition, Desired, MAINTENANCE_IN_PROGRESS, find, is_true};
 
 pub const REASON_STARTED: &str = "MaintenanceWindow";
 pub const REASON_COMPLETED: &str = "MaintenanceCompleted";
@@ -29,6 +29,14 @@ pub const REASON_BLOCKED: &str = "Blocked";
 pub const REASON_REQUIREMENT: &str = "RequirementNotMet";
 pub const REASON_CUTOFF: &str = "StartCutoff";
 pub const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
+pub const REASON_BLACKOUT: &str = "MaintenanceBlackout";
+
+/// The concurrency ceiling: a count, or a percentage of the nodes in scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ceiling {
+    Count(u32),
+    Percent(u32),
+}
 
 /// The deployer's rules (`--require-condition`, `--block-condition`, ...).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,11 +63,16 @@ impl Policy {
 #[derive(Clone, Debug)]
 pub struct NodeState<'a> {
     pub name: &'a str,
-    /// Set while the node is UnderMaintenance: the windows (for the message) and when the
-    /// active maintenance ends as known now (for the start cutoff).
-    pub window: Option<(String, Timestamp)>,
+    /// Set while the node is UnderMaintenance: the windows (for the message) and when
+    /// their span ends (for the start cutoff; `None`: no end in sight).
+    pub window: Option<(String, Option<Timestamp>)>,
+    /// A maintenance window selecting the node is active, even if a blackout suspends it:
+    /// maintenance in progress ends with its window, not with a blackout.
+    pub window_active: bool,
+    /// The blackouts suspending maintenance on the node now, if any (for the "why not").
+    pub blackout: Option<String>,
     /// The node's conditions (as kumaco last wrote or saw them).
-    pub conditions: &'a [NodeCondition],
+    pub conditions: &'a [Condition],
 }
 
 /// `MaintenanceInProgress` for each node (same order as `nodes`); `None` where the node
@@ -79,10 +92,10 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             .required
             .iter()
             .find(|t| !is_true(node.conditions, t));
-        if let Some(current) = existing.filter(|c| c.status == "True") {
+        if let Some(current) = existing.filter(|c| c.is_true()) {
             out[i] = Some(if let Some(t) = missing {
                 desired(false, REASON_COMPLETED, format!("{t} is no longer True"))
-            } else if node.window.is_none()
+            } else if !node.window_active
                 && (policy.stop_at_window_end || policy.required.is_empty())
             {
                 desired(
@@ -96,15 +109,20 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             continue;
         }
         let Some((_, until)) = &node.window else {
-            // Outside any window: a "why not" answer has become "no window"; anything
-            // else (completed, ended, absent) stays as it is.
-            out[i] = match existing {
-                Some(c) if is_why_not(c) => Some(desired(
+            // Outside any window, or suspended by a blackout: a "why not" answer says so;
+            // anything else (completed, ended, absent) stays as it is.
+            out[i] = match (existing, &node.blackout) {
+                (Some(c), Some(b)) if is_why_not(c) => Some(why_not(
+                    existing,
+                    REASON_BLACKOUT,
+                    format!("new starts suspended by blackout {b}"),
+                )),
+                (Some(c), None) if is_why_not(c) || c.reason == REASON_BLACKOUT => Some(desired(
                     false,
                     REASON_NO_WINDOW,
                     "no active maintenance window selects this node".into(),
                 )),
-                other => other.map(Desired::keep),
+                (other, _) => other.map(Desired::keep),
             };
             continue;
         };
@@ -113,9 +131,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             // A completed maintenance is a better answer than "requirement not met" for a
             // node that no longer needs one.
             Some(match existing {
-                Some(c) if c.status == "False" && c.reason.as_deref() == Some(REASON_COMPLETED) => {
-                    Desired::keep(c)
-                }
+                Some(c) if !c.is_true() && c.reason == REASON_COMPLETED => Desired::keep(c),
                 _ => why_not(
                     existing,
                     REASON_REQUIREMENT,
@@ -124,7 +140,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             })
         } else if let Some(t) = blocker {
             Some(why_not(existing, REASON_BLOCKED, format!("blocked by {t}")))
-        } else if until.duration_since(now) < policy.start_cutoff {
+        } else if until.is_some_and(|u| u.duration_since(now) < policy.start_cutoff) {
             Some(why_not(
                 existing,
                 REASON_CUTOFF,
@@ -137,12 +153,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             let age = policy
                 .required
                 .iter()
-                .filter_map(|t| {
-                    find(node.conditions, t)?
-                        .last_transition_time
-                        .as_ref()
-                        .map(|t| t.0)
-                })
+                .filter_map(|t| find(node.conditions, t)?.last_transition_time)
                 .max();
             candidates.push((age, node.name, i));
             None
@@ -184,37 +195,24 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
 }
 
 fn desired(status: bool, reason: &str, message: String) -> Desired {
-    Desired {
-        type_: MAINTENANCE_IN_PROGRESS.into(),
-        status,
-        reason: reason.into(),
-        message,
-    }
+    Desired::new(MAINTENANCE_IN_PROGRESS, status, reason, message)
 }
 
 /// A False "why not" condition, rewritten only when its reason changes (the message of
 /// `WaitingForSlot` changes with every start and end elsewhere).
-fn why_not(existing: Option<&NodeCondition>, reason: &str, message: String) -> Desired {
+fn why_not(existing: Option<&Condition>, reason: &str, message: String) -> Desired {
     match existing {
-        Some(c) if c.status == "False" && c.reason.as_deref() == Some(reason) => Desired::keep(c),
+        Some(c) if !c.is_true() && c.reason == reason => Desired::keep(c),
         _ => desired(false, reason, message),
     }
 }
 
-fn is_why_not(c: &NodeCondition) -> bool {
-    c.status == "False"
+fn is_why_not(c: &Condition) -> bool {
+    !c.is_true()
         && matches!(
-            c.reason.as_deref(),
-            Some(REASON_WAITING | REASON_BLOCKED | REASON_REQUIREMENT | REASON_CUTOFF)
+            c.reason.as_str(),
+            REASON_WAITING | REASON_BLOCKED | REASON_REQUIREMENT | REASON_CUTOFF
         )
-}
-
-fn find<'a>(conds: &'a [NodeCondition], type_: &str) -> Option<&'a NodeCondition> {
-    conds.iter().find(|c| c.type_ == type_)
-}
-
-fn is_true(conds: &[NodeCondition], type_: &str) -> bool {
-    find(conds, type_).is_some_and(|c| c.status == "True")
 }
 
 fn fmt_duration(d: SignedDuration) -> String {

@@ -10,29 +10,36 @@
 //! - [`schedule`]: cron schedules as robfig/cron v3 `ParseStandard` and `Next` compute
 //!   them, exactly, plus kumaco's extensions.
 //!
+//! - [`window`]: a validated window ConfigMap; active occurrences, spans, next edges.
 //! - [`decision`]: the conditions a node should carry, from windows and the time.
 //! - [`in_progress`]: which nodes may be disrupted now (`MaintenanceInProgress`).
-//! - [`window`]: a validated window ConfigMap; active occurrences and next edges.
-//! - [`conditions`]: the node conditions kumaco owns and how their timestamps are kept.
+//! - [`conditions`]: kumaco's condition type and how timestamps are kept.
+//! - [`announce`]: which window events should exist, under names fixed by what they
+//!   report; [`fingerprint`]: the stable hashes behind those names.
+//! - [`pass`]: the whole pass, from what the cluster shows and the clock to the writes
+//!   and events due.
 //!
 //! Shell:
 //! - [`cli`]: the command line; [`config`]: its flags validated into settings.
-//! - [`controller`]: watches, the reconcile loop, writes and events.
+//! - [`controller`]: watches, the loop, executing the pass's writes and events.
 //! - [`node`]: the part of a Node kumaco reads, decoded without the rest.
 //! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //! - [`tools`]: `kumaco validate`, `plan` and `status`, the tools for people.
 
+pub mod announce;
 pub mod cli;
 pub mod conditions;
 pub mod config;
 pub mod controller;
 pub mod decision;
 pub mod duration;
+pub mod fingerprint;
 pub mod in_progress;
 pub mod leader;
 pub mod metrics;
 pub mod node;
+pub mod pass;
 pub mod schedule;
 pub mod selector;
 pub mod telemetry;

@@ -40,6 +40,7 @@ pub struct Metrics {
     pub nodes_in_scope: Gauge,
     pub nodes_under_maintenance: Gauge,
     pub nodes_in_progress: Gauge,
+    pub nodes_planned: Gauge,
     pub leader: Gauge,
     pub transitions: Family<TransitionLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
@@ -87,6 +88,12 @@ impl Metrics {
             "In-scope nodes kumaco wants MaintenanceInProgress=True (with --in-progress)",
             nodes_in_progress.clone(),
         );
+        let nodes_planned = Gauge::default();
+        registry.register(
+            "nodes_planned",
+            "In-scope nodes kumaco wants MaintenancePlanned=True (with --planned-lead-time)",
+            nodes_planned.clone(),
+        );
         let leader = Gauge::default();
         registry.register(
             "leader",
@@ -124,6 +131,7 @@ impl Metrics {
             nodes_in_scope,
             nodes_under_maintenance,
             nodes_in_progress,
+            nodes_planned,
             leader,
             transitions,
             api_writes,

@@ -10,17 +10,19 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::NodeCondition;
+use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
+
+use crate::conditions::{Condition, Status};
 
 /// The part of a Node kumaco reads. `metadata` carries only name, labels and
 /// resourceVersion.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimNode {
     pub metadata: ObjectMeta,
-    pub conditions: Vec<NodeCondition>,
+    pub conditions: Vec<Condition>,
     /// (field manager, condition types it owns) from the managedFields of the status
     /// subresource, sorted by manager.
     pub status_owners: Vec<(String, Vec<String>)>,
@@ -121,7 +123,56 @@ struct WireStatusFields {
 #[derive(Deserialize)]
 struct WireStatus {
     #[serde(default)]
-    conditions: Option<Vec<NodeCondition>>,
+    conditions: Option<Vec<WireCondition>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    last_transition_time: Option<String>,
+}
+
+impl From<WireCondition> for Condition {
+    fn from(w: WireCondition) -> Condition {
+        Condition {
+            type_: w.type_,
+            status: Status::from_api(&w.status),
+            reason: w.reason.unwrap_or_default(),
+            message: w.message.unwrap_or_default(),
+            // An unreadable time counts as absent: kumaco then writes a fresh one.
+            last_transition_time: w
+                .last_transition_time
+                .and_then(|t| t.parse::<Timestamp>().ok()),
+        }
+    }
+}
+
+/// A condition from the API's JSON form, as the node cache decodes it.
+pub fn condition_from_json(v: serde_json::Value) -> Result<Condition, serde_json::Error> {
+    serde_json::from_value::<WireCondition>(v).map(Condition::from)
+}
+
+/// The API's JSON form of a condition kumaco applies (`lastHeartbeatTime` is never
+/// written: kumaco writes nothing in steady state).
+pub fn condition_json(c: &Condition) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "type": c.type_,
+        "status": c.status.as_str(),
+        "reason": c.reason,
+        "message": c.message,
+    });
+    if let Some(t) = c.last_transition_time {
+        v["lastTransitionTime"] = t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string().into();
+    }
+    v
 }
 
 impl<'de> Deserialize<'de> for SlimNode {
@@ -150,7 +201,13 @@ impl<'de> Deserialize<'de> for SlimNode {
                 resource_version: wire.metadata.resource_version,
                 ..ObjectMeta::default()
             },
-            conditions: wire.status.and_then(|s| s.conditions).unwrap_or_default(),
+            conditions: wire
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .map(Condition::from)
+                .collect(),
             status_owners: owners.into_iter().collect(),
         })
     }
@@ -230,16 +287,15 @@ mod tests {
     #[test]
     fn keep_only_drops_other_managers_and_unread_conditions() {
         let mut node: SlimNode = serde_json::from_value(full_node()).unwrap();
-        node.conditions.push(NodeCondition {
-            type_: "kured.dev/UnderMaintenance".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
-        node.conditions.push(NodeCondition {
-            type_: "kured.dev/RebootRequired".into(),
-            status: "True".into(),
-            ..Default::default()
-        });
+        for type_ in ["kured.dev/UnderMaintenance", "kured.dev/RebootRequired"] {
+            node.conditions.push(Condition {
+                type_: type_.into(),
+                status: Status::True,
+                reason: String::new(),
+                message: String::new(),
+                last_transition_time: None,
+            });
+        }
         node.keep_only("kumaco", &["kured.dev/RebootRequired".to_string()]);
         assert_eq!(node.status_owners.len(), 1);
         assert!(node.owned_by("agent").is_empty());
@@ -262,7 +318,33 @@ mod tests {
     fn agrees_with_the_full_node_on_conditions_and_labels() {
         let full: k8s_openapi::api::core::v1::Node = serde_json::from_value(full_node()).unwrap();
         let slim: SlimNode = serde_json::from_value(full_node()).unwrap();
-        assert_eq!(Some(slim.conditions), full.status.unwrap().conditions);
+        let full_conditions = full.status.unwrap().conditions.unwrap();
+        assert_eq!(slim.conditions.len(), full_conditions.len());
+        for (s, f) in slim.conditions.iter().zip(&full_conditions) {
+            assert_eq!(s.type_, f.type_);
+            assert_eq!(s.status.as_str(), f.status);
+            assert_eq!(Some(&s.reason), f.reason.as_ref());
+            assert_eq!(
+                s.last_transition_time,
+                f.last_transition_time.as_ref().map(|t| t.0)
+            );
+        }
         assert_eq!(slim.metadata.labels, full.metadata.labels);
+    }
+
+    #[test]
+    fn conditions_round_trip_through_the_api_form() {
+        let c = Condition {
+            type_: "kured.dev/UnderMaintenance".into(),
+            status: Status::False,
+            reason: "R".into(),
+            message: "m".into(),
+            last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+        };
+        let wire: WireCondition = serde_json::from_value(condition_json(&c)).unwrap();
+        assert_eq!(Condition::from(wire), c);
+        let api: k8s_openapi::api::core::v1::NodeCondition =
+            serde_json::from_value(condition_json(&c)).unwrap();
+        assert_eq!(api.status, "False");
     }
 }

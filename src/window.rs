@@ -68,6 +68,18 @@ pub struct FieldError {
 #[error("{}", self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct InvalidWindow(pub Vec<FieldError>);
 
+/// How many occurrences a span is followed each way before kumaco stops looking: bounds
+/// the work of chained schedules (`* * * * *` lasting a minute is one span for ever).
+pub const SPAN_STEPS: usize = 64;
+
+/// A run of overlapping or back-to-back occurrences; `None` where it reaches beyond what
+/// kumaco looks at (see [`Window::span_at`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub start: Option<Timestamp>,
+    pub end: Option<Timestamp>,
+}
+
 /// An occurrence, `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Occurrence {
@@ -250,6 +262,74 @@ impl Window {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The span active at `t`: the run of overlapping or back-to-back occurrences during
+    /// which the window is active without a break. Messages and events name a span, not
+    /// an occurrence, so that `@every 1s` with a duration of an hour is one long
+    /// maintenance and not a new one every second.
+    ///
+    /// Spans are followed at most [`SPAN_STEPS`] occurrences each way: `start` is `None`
+    /// when the span began before `not_before` or further back than that, and `end` is
+    /// `None` when it reaches further ahead ("no end in sight").
+    pub fn span_at(&self, t: Timestamp, not_before: Timestamp) -> Option<Span> {
+        let mut start = Some(self.earliest_active(t)?.start);
+        for step in 0..=SPAN_STEPS {
+            let Some(s) = start else { break };
+            if s < not_before || step == SPAN_STEPS {
+                start = None;
+                break;
+            }
+            // Active an instant before `s`: an earlier occurrence overlaps or touches it.
+            match s
+                .checked_sub(SignedDuration::from_nanos(1))
+                .ok()
+                .and_then(|before| self.earliest_active(before))
+            {
+                Some(o) => start = Some(o.start),
+                None => break,
+            }
+        }
+        let mut end = self.latest_active(t)?.end;
+        for _ in 0..SPAN_STEPS {
+            // An occurrence active at `end` (starting at or before it) extends the span.
+            match self.latest_active(end) {
+                Some(o) if o.end > end => end = o.end,
+                _ => {
+                    return Some(Span {
+                        start,
+                        end: Some(end),
+                    });
+                }
+            }
+        }
+        Some(Span { start, end: None })
+    }
+
+    /// The end of the latest span that ended in `[not_before, t]`, if one did.
+    pub fn last_end(&self, t: Timestamp, not_before: Timestamp) -> Option<Timestamp> {
+        // The latest occurrence over by `t` starts at or before `t - duration`.
+        let latest = t.checked_sub(self.length()).ok()?;
+        let floor = not_before.checked_sub(self.length()).ok()?;
+        let first = self.next_start(floor.checked_sub(SignedDuration::from_nanos(1)).ok()?)?;
+        if first > latest {
+            return None;
+        }
+        let end = self
+            .occurrence(self.last_start_at_or_before(first, latest))
+            .end;
+        // Still active at its end: another occurrence carries the span on (past `t`,
+        // since this was the latest one over by then).
+        (end >= not_before && !self.is_active(end)).then_some(end)
+    }
+
+    /// The next start strictly after `t`, if the window is not active at `t` (when it
+    /// is, its next start continues the active span rather than beginning one).
+    pub fn next_span_start(&self, t: Timestamp) -> Option<Timestamp> {
+        if self.is_active(t) {
+            return None;
+        }
+        self.next_start(t)
     }
 
     /// Warnings for the `WindowLoaded` event: the window loads, but probably not as its

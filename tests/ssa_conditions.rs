@@ -9,14 +9,16 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use kumaco::conditions::{self, Desired, UNDER_MAINTENANCE};
+use kumaco::conditions::{self, Condition, Desired, UNDER_MAINTENANCE};
+use kumaco::node::{condition_from_json, condition_json};
 use testkit::nodes::{condition, create_node, set_condition};
 use testkit::{ApiServer, Scope};
 
 const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
 
 /// Applies exactly `conds` as field manager `manager` (force: kumaco owns its types).
-async fn apply(api: &Api<Node>, node: &str, manager: &str, conds: &[NodeCondition]) -> Node {
+async fn apply(api: &Api<Node>, node: &str, manager: &str, conds: &[Condition]) -> Node {
+    let conds: Vec<_> = conds.iter().map(condition_json).collect();
     let body = json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -67,17 +69,17 @@ fn owned_condition_types(node: &Node, manager: &str) -> Vec<String> {
 }
 
 fn desired(status: bool, message: &str) -> Desired {
-    Desired {
-        type_: UNDER_MAINTENANCE.into(),
-        status,
-        reason: if status {
-            "MaintenanceWindow"
-        } else {
-            "NoActiveMaintenanceWindow"
-        }
-        .into(),
-        message: message.into(),
-    }
+    let reason = if status {
+        "MaintenanceWindow"
+    } else {
+        "NoActiveMaintenanceWindow"
+    };
+    Desired::new(UNDER_MAINTENANCE, status, reason, message.into())
+}
+
+/// The API's condition as kumaco's cache reads it.
+fn read(c: &NodeCondition) -> Condition {
+    condition_from_json(serde_json::to_value(c).unwrap()).unwrap()
 }
 
 #[tokio::test]
@@ -115,7 +117,7 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
     );
 
     // Same status, new message: lastTransitionTime is kept.
-    let existing = condition(&node, UNDER_MAINTENANCE).cloned();
+    let existing = condition(&node, UNDER_MAINTENANCE).map(read);
     let t2: Timestamp = "2026-03-01T11:00:00Z".parse().unwrap();
     let same = conditions::to_apply(&desired(true, "window a and b"), existing.as_ref(), t2);
     let node = apply(&api, &name, "kumaco", &[same]).await;
@@ -126,7 +128,7 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
 
     // Status change: lastTransitionTime moves.
     let t3: Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
-    let changed = conditions::to_apply(&desired(false, "ended"), Some(c), t3);
+    let changed = conditions::to_apply(&desired(false, "ended"), Some(&read(c)), t3);
     let node = apply(&api, &name, "kumaco", &[changed]).await;
     let c = condition(&node, UNDER_MAINTENANCE).unwrap();
     assert_eq!(c.status, "False");

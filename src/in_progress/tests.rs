@@ -1,5 +1,5 @@
 use super::*;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use crate::conditions::Status;
 use proptest::prelude::*;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
@@ -9,14 +9,13 @@ fn ts(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
-fn cond(type_: &str, status: bool, since: i64) -> NodeCondition {
-    NodeCondition {
+fn cond(type_: &str, status: bool, since: i64) -> Condition {
+    Condition {
         type_: type_.into(),
-        status: if status { "True" } else { "False" }.into(),
-        reason: Some("R".into()),
-        message: Some("m".into()),
-        last_transition_time: Some(Time(Timestamp::from_second(since).unwrap())),
-        last_heartbeat_time: None,
+        status: Status::from(status),
+        reason: "R".into(),
+        message: "m".into(),
+        last_transition_time: Some(Timestamp::from_second(since).unwrap()),
     }
 }
 
@@ -34,14 +33,16 @@ fn now() -> Timestamp {
     ts("2026-01-01T03:00:00Z")
 }
 
-fn window() -> Option<(String, Timestamp)> {
-    Some(("window ops/w".into(), ts("2026-01-01T05:00:00Z")))
+fn window() -> Option<(String, Option<Timestamp>)> {
+    Some(("window ops/w".into(), Some(ts("2026-01-01T05:00:00Z"))))
 }
 
-fn node<'a>(name: &'a str, conds: &'a [NodeCondition], in_window: bool) -> NodeState<'a> {
+fn node<'a>(name: &'a str, conds: &'a [Condition], in_window: bool) -> NodeState<'a> {
     NodeState {
         name,
         window: if in_window { window() } else { None },
+        window_active: in_window,
+        blackout: None,
         conditions: conds,
     }
 }
@@ -75,7 +76,7 @@ fn oldest_requirement_first_then_by_name_up_to_the_ceiling() {
 
 #[test]
 fn why_not_reasons() {
-    let missing: [NodeCondition; 0] = [];
+    let missing: [Condition; 0] = [];
     let blocked = [cond(REBOOT, true, 1), cond(BLOCK, true, 1)];
     let nodes = [node("m", &missing, true), node("b", &blocked, true)];
     let out = decide(&policy(5), &nodes, now());
@@ -88,7 +89,7 @@ fn why_not_reasons() {
 #[test]
 fn completed_stays_completed_while_the_requirement_is_gone() {
     let mut done = cond(MAINTENANCE_IN_PROGRESS, false, 5);
-    done.reason = Some(REASON_COMPLETED.into());
+    done.reason = REASON_COMPLETED.into();
     let conds = [cond(REBOOT, false, 5), done];
     let out = decide(&policy(1), &[node("n", &conds, true)], now());
     assert_eq!(status(&out[0]), Some((false, REASON_COMPLETED)));
@@ -154,8 +155,8 @@ fn stop_at_window_end_and_no_requirements_end_with_the_window() {
 #[test]
 fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
     let mut waiting = cond(MAINTENANCE_IN_PROGRESS, false, 1);
-    waiting.reason = Some(REASON_WAITING.into());
-    waiting.message = Some("1/1 slots in use".into());
+    waiting.reason = REASON_WAITING.into();
+    waiting.message = "1/1 slots in use".into();
     let conds = [cond(REBOOT, true, 1), waiting.clone()];
     let out = decide(&policy(1), &[node("n", &conds, false)], now());
     assert_eq!(status(&out[0]), Some((false, REASON_NO_WINDOW)));
@@ -170,6 +171,56 @@ fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
         now(),
     );
     assert_eq!(out[0].as_ref().unwrap().message, "1/1 slots in use");
+}
+
+/// A node a blackout covers while its window is active.
+fn blacked_out<'a>(name: &'a str, conds: &'a [Condition]) -> NodeState<'a> {
+    NodeState {
+        name,
+        window: None,
+        window_active: true,
+        blackout: Some("ops/freeze".into()),
+        conditions: conds,
+    }
+}
+
+#[test]
+fn a_blackout_stops_new_starts_but_not_maintenance_in_progress() {
+    let running = [
+        cond(REBOOT, true, 1),
+        cond(MAINTENANCE_IN_PROGRESS, true, 1),
+    ];
+    let mut waiting = cond(MAINTENANCE_IN_PROGRESS, false, 1);
+    waiting.reason = REASON_WAITING.into();
+    let ready = [cond(REBOOT, true, 1), waiting];
+    for required in [true, false] {
+        let mut p = policy(2);
+        if !required {
+            p.required.clear();
+        }
+        let out = decide(
+            &p,
+            &[blacked_out("a", &running), blacked_out("b", &ready)],
+            now(),
+        );
+        assert_eq!(status(&out[0]), Some((true, "R")), "required: {required}");
+        assert_eq!(
+            status(&out[1]),
+            Some((false, REASON_BLACKOUT)),
+            "required: {required}"
+        );
+        assert!(out[1].as_ref().unwrap().message.contains("ops/freeze"));
+        // The window ends under the blackout: maintenance without requirements ends too.
+        let mut ended = blacked_out("a", &running);
+        ended.window_active = false;
+        let out = decide(&p, &[ended], now());
+        let expected = if required {
+            (true, "R")
+        } else {
+            (false, REASON_WINDOW_ENDED)
+        };
+        assert_eq!(status(&out[0]), Some(expected));
+    }
 }
 
 #[test]
@@ -208,11 +259,11 @@ struct Sim {
     blocked: bool,
     in_window: bool,
     since: i64,
-    mip: Option<NodeCondition>,
+    mip: Option<Condition>,
 }
 
 impl Sim {
-    fn conditions(&self) -> Vec<NodeCondition> {
+    fn conditions(&self) -> Vec<Condition> {
         let mut c = vec![
             cond(REBOOT, self.reboot, self.since),
             cond(BLOCK, self.blocked, 0),
@@ -260,7 +311,7 @@ proptest! {
                 Step::Block(i, b) => if let Some(x) = sims.get_mut(i % n) { x.blocked = b },
                 Step::Window(b) => sims.iter_mut().for_each(|x| x.in_window = b),
                 Step::Decide => {
-                    let conds: Vec<Vec<NodeCondition>> = sims.iter().map(Sim::conditions).collect();
+                    let conds: Vec<Vec<Condition>> = sims.iter().map(Sim::conditions).collect();
                     let states: Vec<NodeState> = sims
                         .iter()
                         .zip(&conds)
@@ -268,15 +319,17 @@ proptest! {
                         .map(|((s, c), name)| NodeState {
                             name,
                             window: if s.in_window { window() } else { None },
+                            window_active: s.in_window,
+                            blackout: None,
                             conditions: c,
                         })
                         .collect();
-                    let before = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.status == "True")).count();
+                    let before = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.is_true())).count();
                     let out = decide(&p, &states, now());
                     prop_assert_eq!(&out, &decide(&p, &states, now()));
                     let mut granted = 0;
                     for (sim, d) in sims.iter_mut().zip(&out) {
-                        let was_true = sim.mip.as_ref().is_some_and(|c| c.status == "True");
+                        let was_true = sim.mip.as_ref().is_some_and(|c| c.is_true());
                         if was_true && sim.reboot {
                             // Running with its requirement still True: never revoked,
                             // whatever the blockers (the window stays open here or
@@ -289,7 +342,7 @@ proptest! {
                         }
                         sim.mip = d.as_ref().map(|d| crate::conditions::to_apply(d, sim.mip.as_ref(), now()));
                     }
-                    let after = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.status == "True")).count();
+                    let after = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.is_true())).count();
                     if granted > 0 {
                         // Grants only into free slots, counted before this pass's ends.
                         prop_assert!(before + granted <= ceiling as usize);

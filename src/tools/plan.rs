@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::{Classified, ToolError, WindowRules, flag_err, format_time, render_table};
 use crate::cli::{PlanArgs, PlanOutput};
-use crate::decision::{ActiveWindows, Verdict};
+use crate::decision::ActiveWindows;
 use crate::selector::Selector;
 use crate::window::{Occurrence, Window, WindowId};
 
@@ -166,10 +166,11 @@ fn state_at(windows: &[Window], nodes: &[PlanNode], start: Timestamp, end: Times
         blacked_out: Vec::new(),
     };
     for node in nodes {
-        match active.verdict(&node.labels) {
-            Verdict::Maintenance { .. } => interval.nodes.push(node.name.clone()),
-            Verdict::Blackout(_) => interval.blacked_out.push(node.name.clone()),
-            Verdict::Idle => {}
+        let verdict = active.verdict(&node.labels);
+        if !verdict.blackouts.is_empty() {
+            interval.blacked_out.push(node.name.clone());
+        } else if verdict.is_maintenance() {
+            interval.nodes.push(node.name.clone());
         }
     }
     interval

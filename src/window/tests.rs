@@ -312,3 +312,94 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_lone_occurrence_is_its_own_span() {
+    let w = window("0 2 * * *", "1h");
+    let t = ts("2026-01-01T02:30:00Z");
+    let span = w.span_at(t, ts("2026-01-01T00:00:00Z")).unwrap();
+    assert_eq!(span.start, Some(ts("2026-01-01T02:00:00Z")));
+    assert_eq!(span.end, Some(ts("2026-01-01T03:00:00Z")));
+    assert_eq!(w.span_at(ts("2026-01-01T03:00:00Z"), t), None);
+}
+
+#[test]
+fn overlapping_occurrences_merge_and_the_end_does_not_move() {
+    // Every 10 minutes for 25 minutes, 02:00-02:59 only: one span 02:00-03:15.
+    let w = window("*/10 2 * * *", "25m");
+    let horizon = ts("2026-01-01T00:00:00Z");
+    let ends: Vec<_> = ["02:05", "02:31", "02:59", "03:10"]
+        .iter()
+        .map(|hm| {
+            let span = w
+                .span_at(ts(&format!("2026-01-01T{hm}:00Z")), horizon)
+                .unwrap();
+            assert_eq!(span.start, Some(ts("2026-01-01T02:00:00Z")), "{hm}");
+            span.end
+        })
+        .collect();
+    assert!(ends.iter().all(|e| *e == Some(ts("2026-01-01T03:15:00Z"))));
+    assert_eq!(
+        w.last_end(ts("2026-01-01T03:20:00Z"), horizon),
+        Some(ts("2026-01-01T03:15:00Z"))
+    );
+    assert_eq!(w.last_end(ts("2026-01-01T03:10:00Z"), horizon), None);
+}
+
+#[test]
+fn endless_chains_have_no_end_in_sight_and_no_known_start() {
+    let w = window("@every 1s", "1h");
+    let t = ts("2026-01-01T02:30:00Z");
+    let a = w.span_at(t, ts("2026-01-01T02:00:00Z")).unwrap();
+    let b = w
+        .span_at(ts("2026-01-01T02:30:07Z"), ts("2026-01-01T02:00:07Z"))
+        .unwrap();
+    assert_eq!(
+        a,
+        Span {
+            start: None,
+            end: None
+        }
+    );
+    assert_eq!(a, b);
+    assert_eq!(w.last_end(t, ts("2026-01-01T02:00:00Z")), None);
+    // Back to back: a minute every minute.
+    let w = window("* * * * *", "1m");
+    assert_eq!(w.span_at(t, ts("2026-01-01T00:00:00Z")).unwrap().end, None);
+}
+
+#[test]
+fn the_latest_span_end_within_the_horizon() {
+    let w = window("*/5 * * * *", "1m");
+    let t = ts("2026-01-01T02:02:30Z");
+    assert_eq!(
+        w.last_end(t, ts("2026-01-01T01:30:00Z")),
+        Some(ts("2026-01-01T02:01:00Z"))
+    );
+    assert_eq!(w.last_end(t, ts("2026-01-01T02:01:01Z")), None);
+    assert_eq!(w.next_span_start(t), Some(ts("2026-01-01T02:05:00Z")));
+    assert_eq!(w.next_span_start(ts("2026-01-01T02:00:30Z")), None);
+}
+
+proptest! {
+    /// Wherever a span is asked about from inside it, it is the same span: what
+    /// messages and event keys are made of does not move while the window stays active.
+    #[test]
+    fn a_span_is_the_same_from_any_instant_inside_it(
+        minute in 0u32..60, step in 1u32..30, dur_min in 1i64..90, offset in 0i64..7200,
+    ) {
+        let w = window(&format!("{minute}/{step} 3 * * *"), &format!("{dur_min}m"));
+        let base = ts("2026-01-01T03:00:00Z");
+        let horizon = ts("2026-01-01T00:00:00Z");
+        let t = base + SignedDuration::from_secs(offset);
+        if let Some(span) = w.span_at(t, horizon) {
+            let (start, end) = (span.start.unwrap(), span.end.unwrap());
+            prop_assert!(start <= t && t < end);
+            for probe in [start, end - SignedDuration::from_secs(1)] {
+                prop_assert_eq!(w.span_at(probe, horizon), Some(span));
+            }
+            prop_assert!(!w.is_active(end));
+            prop_assert_eq!(w.last_end(end, horizon), Some(end));
+        }
+    }
+}

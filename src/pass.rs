@@ -1,0 +1,378 @@
+//! One pass: from what the cluster shows (window ConfigMaps, nodes with their conditions
+//! and which condition types this instance owns, recently deleted windows), kumaco's own
+//! writes the cache has not shown yet, the rules and the clock, to the node writes and
+//! the events that should happen now.
+//!
+//! Pure: no kube, k8s-openapi or tokio. The controller watches, calls [`run`], writes
+//! what it returns and records the writes as [`Pending`]. Because everything is derived
+//! from the inputs, a freshly started or newly elected kumaco makes exactly the writes
+//! and events one that never stopped would (events by name, see `announce`), and a pass
+//! over the state the last one left writes nothing and posts nothing new.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::announce::{self, Announcement, Deleted, WindowSource};
+use crate::conditions::{
+    self, Condition, Desired, MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, Status,
+    UNDER_MAINTENANCE, find,
+};
+use crate::decision::{self, ActiveWindows, Progress, Verdict};
+use crate::in_progress::{self, NodeState, Policy};
+use crate::selector::Selector;
+use crate::window::{Window, WindowId};
+
+/// How long a write of ours is trusted over a cache that has not shown it, when the
+/// node's resourceVersion cannot be compared (with etcd it always can).
+pub const PENDING_TTL: SignedDuration = SignedDuration::from_secs(10);
+
+/// The deployer's settings that decide conditions.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    /// The nodes this instance manages (`--node-selector`).
+    pub node_selector: Selector,
+    /// Names this instance: its field manager. Event names include it.
+    pub instance: String,
+    /// `--in-progress` and its flags.
+    pub in_progress: Option<Policy>,
+    /// `--planned-lead-time`.
+    pub planned_lead_time: Option<SignedDuration>,
+}
+
+impl Rules {
+    /// The condition types this instance decides on in-scope nodes.
+    fn decides(&self, type_: &str) -> bool {
+        type_ == UNDER_MAINTENANCE
+            || (type_ == MAINTENANCE_IN_PROGRESS && self.in_progress.is_some())
+            || (type_ == MAINTENANCE_PLANNED && self.planned_lead_time.is_some())
+    }
+}
+
+/// A node as the pass reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeView<'a> {
+    pub name: &'a str,
+    pub labels: &'a BTreeMap<String, String>,
+    pub resource_version: Option<u64>,
+    pub conditions: &'a [Condition],
+    /// The condition types this instance's field manager owns on the node's status
+    /// (from managedFields).
+    pub owned: &'a [String],
+}
+
+/// A write of this instance that the node cache may not show yet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pending {
+    pub conditions: Vec<Condition>,
+    /// The node's resourceVersion in the answer to the write.
+    pub resource_version: Option<u64>,
+    pub written_at: Timestamp,
+}
+
+/// A node's planned write: every condition this instance owns on it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Write {
+    pub node: String,
+    pub conditions: Vec<Condition>,
+    /// (type, new status) of the conditions whose status changes.
+    pub transitions: Vec<(String, Status)>,
+}
+
+/// Counts for metrics and logs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub in_scope: usize,
+    pub under_maintenance: usize,
+    pub in_progress: usize,
+    pub planned: usize,
+    pub active_windows: usize,
+}
+
+/// What a pass decided.
+#[derive(Clone, Debug, Default)]
+pub struct Outcome {
+    pub writes: Vec<Write>,
+    /// Events that should exist (the shell creates those it has not seen exist).
+    pub events: Vec<Announcement>,
+    /// Pending writes the cache has caught up with: forget them.
+    pub settled: Vec<String>,
+    pub counts: Counts,
+    /// When the answer changes next by the clock alone.
+    pub next_edge: Option<Timestamp>,
+}
+
+/// One node's state and the conditions wanted on it.
+struct Plan<'a> {
+    node: NodeView<'a>,
+    current: Cow<'a, [Condition]>,
+    owned: Vec<&'a str>,
+    desired: Vec<Desired>,
+    /// `Some` for an in-scope node.
+    verdict: Option<Verdict<'a>>,
+}
+
+/// The pass. `windows` are the ConfigMaps now watched; `pending` is keyed by node name.
+pub fn run<'a>(
+    rules: &Rules,
+    windows: &[&'a WindowSource],
+    deleted: &[Deleted],
+    nodes: impl IntoIterator<Item = NodeView<'a>>,
+    pending: &'a HashMap<String, Pending>,
+    now: Timestamp,
+) -> Outcome {
+    let valid: Vec<&Window> = windows
+        .iter()
+        .filter_map(|s| s.window.as_ref().ok())
+        .collect();
+    let active = ActiveWindows::with_lead(valid.iter().copied(), now, rules.planned_lead_time);
+    let mut outcome = Outcome {
+        next_edge: decision::next_edge(valid.iter().copied(), now, rules.planned_lead_time),
+        ..Outcome::default()
+    };
+    outcome.counts.active_windows = active.iter().count();
+
+    let mut selected: HashMap<&WindowId, usize> = HashMap::new();
+    let mut plans: Vec<Plan> = Vec::new();
+    for node in nodes {
+        let (current, settled) = overlay(pending.get(node.name), &node, now);
+        if settled {
+            outcome.settled.push(node.name.to_string());
+        }
+        // Ours: what managedFields says, and what we wrote that the cache may not show.
+        let mut owned: Vec<&str> = node.owned.iter().map(String::as_str).collect();
+        if let Some(p) = pending.get(node.name).filter(|_| !settled) {
+            owned.extend(p.conditions.iter().map(|c| c.type_.as_str()));
+            owned.sort();
+            owned.dedup();
+        }
+        if rules.node_selector.matches(node.labels) {
+            outcome.counts.in_scope += 1;
+            for (w, _) in active.iter() {
+                if w.selector.matches(node.labels) {
+                    *selected.entry(&w.id).or_default() += 1;
+                }
+            }
+            let verdict = active.verdict(node.labels);
+            if verdict.is_maintenance() {
+                outcome.counts.under_maintenance += 1;
+            }
+            let mut desired: Vec<Desired> =
+                decision::under_maintenance(&verdict, find(&current, UNDER_MAINTENANCE))
+                    .into_iter()
+                    .collect();
+            // Types this instance owns but no longer decides: nothing True stays.
+            let stale: Vec<&Condition> = current
+                .iter()
+                .filter(|c| owned.contains(&c.type_.as_str()) && !rules.decides(&c.type_))
+                .collect();
+            desired.extend(decision::relinquish(
+                &stale,
+                decision::REASON_NOT_MANAGED,
+                "this kumaco instance no longer decides this condition",
+            ));
+            plans.push(Plan {
+                node,
+                current,
+                owned,
+                desired,
+                verdict: Some(verdict),
+            });
+        } else if !owned.is_empty() {
+            // Out of scope, whenever it left: read from ownership, not remembered.
+            let ours: Vec<&Condition> = current
+                .iter()
+                .filter(|c| owned.contains(&c.type_.as_str()))
+                .collect();
+            let desired = decision::relinquish(
+                &ours,
+                decision::REASON_OUT_OF_SCOPE,
+                "the node no longer matches this kumaco instance's --node-selector",
+            );
+            plans.push(Plan {
+                node,
+                current,
+                owned,
+                desired,
+                verdict: None,
+            });
+        }
+    }
+
+    let progress = decide_in_progress(rules, &mut plans, now);
+    for (plan, progress) in plans.iter_mut().zip(progress) {
+        if progress == Some(Progress::Started) && rules.in_progress.is_some() {
+            outcome.counts.in_progress += 1;
+        }
+        let (Some(verdict), Some(progress)) = (&plan.verdict, progress) else {
+            continue;
+        };
+        if rules.planned_lead_time.is_none() {
+            continue;
+        }
+        let requirement_met = rules.in_progress.as_ref().is_none_or(|p| {
+            p.required
+                .iter()
+                .all(|t| conditions::is_true(&plan.current, t))
+        });
+        let next = active
+            .next_planned(plan.node.labels)
+            .filter(|_| requirement_met);
+        let existing = find(&plan.current, MAINTENANCE_PLANNED);
+        if let Some(d) = decision::planned(next, verdict, progress, existing) {
+            if d.status {
+                outcome.counts.planned += 1;
+            }
+            plan.desired.push(d);
+        }
+    }
+
+    outcome.writes = plans.iter().filter_map(|p| plan_write(p, now)).collect();
+
+    let sources: Vec<(&WindowSource, Option<_>)> = windows
+        .iter()
+        .map(|&s| {
+            let span = s.window.as_ref().ok().and_then(|w| {
+                active
+                    .iter()
+                    .find(|(a, _)| a.id == w.id)
+                    .map(|(_, span)| (*span, selected.get(&w.id).copied().unwrap_or(0)))
+            });
+            (s, span)
+        })
+        .collect();
+    outcome.events = announce::due(&sources, deleted, &rules.instance, now);
+    outcome
+}
+
+/// `MaintenanceInProgress` for the in-scope nodes (with `--in-progress`), added to their
+/// plans; returns where each plan's maintenance stands (`None` out of scope).
+fn decide_in_progress(rules: &Rules, plans: &mut [Plan], now: Timestamp) -> Vec<Option<Progress>> {
+    let Some(policy) = &rules.in_progress else {
+        return plans
+            .iter()
+            .map(|p| {
+                p.verdict.as_ref().map(|v| {
+                    if v.is_maintenance() {
+                        Progress::Started
+                    } else {
+                        Progress::Idle
+                    }
+                })
+            })
+            .collect();
+    };
+    let scoped: Vec<usize> = (0..plans.len())
+        .filter(|&i| plans[i].verdict.is_some())
+        .collect();
+    let decided = {
+        let states: Vec<NodeState> = scoped
+            .iter()
+            .map(|&i| {
+                let v = plans[i].verdict.as_ref().expect("in scope");
+                NodeState {
+                    name: plans[i].node.name,
+                    window: v.is_maintenance().then(|| (v.window_names(), v.until)),
+                    window_active: v.window_active(),
+                    blackout: (!v.blackouts.is_empty()).then(|| v.blackout_names()),
+                    conditions: &plans[i].current,
+                }
+            })
+            .collect();
+        in_progress::decide(policy, &states, now)
+    };
+    let mut progress = vec![None; plans.len()];
+    for (i, d) in scoped.into_iter().zip(decided) {
+        progress[i] = Some(match &d {
+            Some(d) if d.status => Progress::Started,
+            Some(d)
+                if d.reason == in_progress::REASON_WAITING
+                    || d.reason == in_progress::REASON_BLOCKED =>
+            {
+                Progress::Waiting
+            }
+            _ => Progress::Idle,
+        });
+        plans[i].desired.extend(d);
+    }
+    progress
+}
+
+/// The conditions of `node` as kumaco should reason about them: the cache, unless a
+/// write of ours is newer than what the cache shows yet. The flag says the pending write
+/// is settled (the cache shows it or has moved past it) and can be forgotten.
+pub fn overlay<'a>(
+    pending: Option<&Pending>,
+    node: &NodeView<'a>,
+    now: Timestamp,
+) -> (Cow<'a, [Condition]>, bool) {
+    let cached = node.conditions;
+    let Some(p) = pending else {
+        return (Cow::Borrowed(cached), false);
+    };
+    // resourceVersions are etcd revisions; the API calls them opaque, but kube-apiserver's
+    // own watch cache orders them the same way. A cache at or past our write has seen it,
+    // and anything it shows since (another writer undoing ours) is the truth to act on.
+    let caught_up = match (p.resource_version, node.resource_version) {
+        (Some(ours), Some(cached)) => cached >= ours,
+        _ => false,
+    };
+    let confirmed = p.conditions.iter().all(|w| {
+        find(cached, &w.type_)
+            .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
+    });
+    // Without a comparable resourceVersion, trust our write for a while only. With one,
+    // never expire: a cache stuck behind our write (a broken watch) must not make a
+    // MaintenanceInProgress slot look free; the watch's relist catches up.
+    let expired = p.resource_version.is_none() && now.duration_since(p.written_at) > PENDING_TTL;
+    if caught_up || confirmed || expired {
+        return (Cow::Borrowed(cached), true);
+    }
+    let mut merged = cached.to_vec();
+    for w in &p.conditions {
+        merged.retain(|c| c.type_ != w.type_);
+        merged.push(w.clone());
+    }
+    (Cow::Owned(merged), false)
+}
+
+/// The write a node needs, if what it shows differs from what kumaco wants. The apply
+/// carries every condition this instance owns (server-side apply deletes an owned entry
+/// left out), the unchanged ones as they are.
+fn plan_write(plan: &Plan, now: Timestamp) -> Option<Write> {
+    let current = &plan.current;
+    if !plan
+        .desired
+        .iter()
+        .any(|d| conditions::differs(d, find(current, &d.type_)))
+    {
+        return None;
+    }
+    let mut desired: Vec<Desired> = plan.desired.clone();
+    for c in current.iter() {
+        if plan.owned.contains(&c.type_.as_str()) && !desired.iter().any(|d| d.type_ == c.type_) {
+            desired.push(Desired::keep(c));
+        }
+    }
+    let mut transitions = Vec::new();
+    let conditions = desired
+        .iter()
+        .map(|d| {
+            let existing = find(current, &d.type_);
+            let c = conditions::to_apply(d, existing, now);
+            if existing.map(|e| e.status) != Some(c.status) {
+                transitions.push((c.type_.clone(), c.status));
+            }
+            c
+        })
+        .collect();
+    Some(Write {
+        node: plan.node.name.to_string(),
+        conditions,
+        transitions,
+    })
+}
+
+#[cfg(test)]
+mod tests;
