@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::cluster::TestCluster;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, has_metric_family, metric_sum};
+use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, create_node, has_status, set_labels, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
@@ -500,14 +500,15 @@ async fn restart_mid_window_changes_nothing() {
     assert_eq!(history.statuses(), [Some("True".to_string())]);
 }
 
-/// Several instances with disjoint scopes may share a cluster (§1). Left with the default
-/// field manager, which nothing forces an operator to change, an instance must still never
-/// write to a node outside its scope (§3), even one carrying conditions that the shared
-/// field manager owns.
+/// Several instances with disjoint scopes may share a cluster (§1), each deployed in its
+/// own namespace with its own Lease. Left with the default field manager, which nothing
+/// forces an operator to change, each gets one of its own (`kumaco/<namespace>/<lease>`,
+/// §7), so neither ever writes to the other's nodes (§3), although each turns off what
+/// it owns on nodes outside its scope.
 #[tokio::test]
-async fn instances_sharing_the_default_field_manager_leave_each_others_nodes_alone() {
-    let one = Cluster::new(ApiServer::shared(), "shared-manager-1").await;
-    let two = Cluster::new(ApiServer::shared(), "shared-manager-2").await;
+async fn instances_with_default_field_managers_leave_each_others_nodes_alone() {
+    let one = Cluster::new(ApiServer::shared(), "default-manager-1").await;
+    let two = Cluster::new(ApiServer::shared(), "default-manager-2").await;
     let a = one.node("a", &[]).await;
     let b = two.node("b", &[]).await;
     one.put_active_window("w", "").await;
@@ -515,6 +516,16 @@ async fn instances_sharing_the_default_field_manager_leave_each_others_nodes_alo
     let _first = one.kumaco_default_manager(&[]).await;
     one.wait_status(&a, Some("True"), SOON).await;
     let history = History::start(&one.client, &a, UNDER_MAINTENANCE).await;
+    let node = Api::<Node>::all(one.client.clone()).get(&a).await.unwrap();
+    let managers: Vec<_> = node
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref() == Some("status"))
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, [format!("kumaco/{}/kumaco", one.ns)]);
 
     let _second = two.kumaco_default_manager(&[]).await;
     // The second instance's first reconcile, which covers every node it sees, is done.
@@ -653,12 +664,23 @@ impl<'s> Cluster<'s> {
     }
 
     /// Starts kumaco on this test's namespace and scope, with the default field manager.
+    /// kumaco as deployed in this test's namespace (leader election on its own Lease
+    /// there), with the default field manager.
     async fn kumaco_default_manager(&self, extra: &[&str]) -> KumacoProcess {
         let namespace = format!("--namespace={}", self.ns);
         let selector = format!("--node-selector={}", self.scope.selector());
         let mut args = vec![namespace.as_str(), selector.as_str()];
         args.extend_from_slice(extra);
-        start_kumaco(self.server, &args).await
+        let options = StartOptions {
+            leader: Some(Pod {
+                name: format!("kumaco-{}", self.scope.value()),
+                namespace: self.ns.clone(),
+            }),
+            ..StartOptions::default()
+        };
+        KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), self.server, &args, &options)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     async fn delete_window(&self, name: &str) {
