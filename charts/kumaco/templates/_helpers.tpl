@@ -24,10 +24,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (include "kumaco.fullname" .) .Values.leaderElection.leaseName -}}
 {{- end -}}
 
-{{- define "kumaco.fieldManager" -}}
-{{- default (include "kumaco.fullname" .) .Values.fieldManager -}}
-{{- end -}}
-
 {{/* The watched namespaces, one per line: watchNamespaces, else the release namespace. */}}
 {{- define "kumaco.watchNamespaces" -}}
 {{- if .Values.watchNamespaces -}}
