@@ -6,6 +6,10 @@
 //! clocks of different machines are never compared, only their rates are assumed equal).
 //! Updates carry the resourceVersion read, so two candidates cannot both win.
 //!
+//! Handover: on SIGTERM the leader stops writing, then releases the Lease (an empty
+//! holder, as client-go's `ReleaseOnCancel`); standbys watch the Lease and take a
+//! released one over at once instead of after a whole lease duration.
+//!
 //! Safety: the leader counts itself leader only until `renew_deadline` after the *start*
 //! of its last successful renew. Every other candidate waits at least `lease_duration`
 //! after it *saw* that renew, which is later. With `renew_deadline < lease_duration`, the
@@ -16,12 +20,15 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
-use tracing::{info, warn};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
 
@@ -69,15 +76,110 @@ impl Leadership {
     }
 }
 
-/// Starts campaigning in the background and returns the shared leadership flag.
-pub fn spawn(client: kube::Client, election: Election, metrics: Arc<Metrics>) -> Leadership {
+/// The campaign running in the background; [`Campaign::release`] ends it.
+pub struct Campaign {
+    task: JoinHandle<()>,
+    watch: JoinHandle<()>,
+    api: Api<Lease>,
+    election: Election,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+}
+
+/// Longest a release may take at shutdown: the pod's grace period is much longer, but a
+/// down API server must not hold the exit up.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(3);
+
+impl Campaign {
+    /// Stops campaigning and, if this process holds the Lease, releases it so that a
+    /// standby takes over at once. Call only once nothing writes any more (the
+    /// controller loop has returned): a standby may lead as soon as the release lands.
+    pub async fn release(self) {
+        self.task.abort();
+        self.watch.abort();
+        let held = self.leadership.is_leader();
+        self.leadership.set(None);
+        self.metrics.leader.set(0);
+        if !held {
+            return;
+        }
+        match tokio::time::timeout(RELEASE_TIMEOUT, release(&self.api, &self.election)).await {
+            Ok(Ok(true)) => info!(lease = %self.election.name, "released the lease"),
+            Ok(Ok(false)) => {
+                info!(lease = %self.election.name, "lease held by another: nothing to release")
+            }
+            Ok(Err(e)) => {
+                warn!(lease = %self.election.name, error = %e, "releasing the lease failed; a standby takes over when it expires")
+            }
+            Err(_) => {
+                warn!(lease = %self.election.name, "releasing the lease timed out; a standby takes over when it expires")
+            }
+        }
+    }
+}
+
+/// Empties the holder of the Lease if it is `e.identity`, with the resourceVersion read.
+async fn release(api: &Api<Lease>, e: &Election) -> Result<bool, kube::Error> {
+    let Some(mut lease) = api.get_opt(&e.name).await? else {
+        return Ok(false);
+    };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(e.identity.as_str()) {
+        return Ok(false);
+    }
+    let now = MicroTime(Timestamp::now());
+    spec.holder_identity = None;
+    spec.lease_duration_seconds = Some(1);
+    spec.renew_time = Some(now.clone());
+    spec.acquire_time = Some(now);
+    match api.replace(&e.name, &PostParams::default(), &lease).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// Wakes the campaign when the Lease shows no holder (released): a standby then takes
+/// it over at once. Renewals are not reported (the leader would wake itself for each).
+/// Without the right to watch the Lease, the campaign's retry period still applies.
+async fn watch_released(api: Api<Lease>, name: String, released: Arc<Notify>) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut stream = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(lease) => {
+                let holder = lease.spec.and_then(|s| s.holder_identity);
+                if holder.is_none_or(|h| h.is_empty()) {
+                    released.notify_one();
+                }
+            }
+            Err(e) => debug!(error = %e, "watching the lease failed; retrying"),
+        }
+    }
+}
+
+/// Starts campaigning in the background: the shared leadership flag, and the campaign to
+/// release at shutdown.
+pub fn spawn(
+    client: kube::Client,
+    election: Election,
+    metrics: Arc<Metrics>,
+) -> (Leadership, Campaign) {
     let leadership = Leadership {
         valid_until: Arc::new(Mutex::new(None)),
         changed: Arc::new(Notify::new()),
     };
+    let api: Api<Lease> = Api::namespaced(client, &election.namespace);
+    let released = Arc::new(Notify::new());
+    let watch = tokio::spawn(watch_released(
+        api.clone(),
+        election.name.clone(),
+        released.clone(),
+    ));
     let flag = leadership.clone();
-    tokio::spawn(async move {
-        let api: Api<Lease> = Api::namespaced(client, &election.namespace);
+    let (task_api, task_election, task_metrics) = (api.clone(), election.clone(), metrics.clone());
+    let task = tokio::spawn(async move {
+        let (api, election, metrics) = (task_api, task_election, task_metrics);
         let mut observed: Option<(Option<String>, Option<MicroTime>, Instant)> = None;
         let mut leading = false;
         loop {
@@ -116,10 +218,21 @@ pub fn spawn(client: kube::Client, election: Election, metrics: Arc<Metrics>) ->
                 metrics.leader.set(i64::from(leading));
                 flag.changed.notify_one();
             }
-            tokio::time::sleep(election.retry_period).await;
+            tokio::select! {
+                _ = tokio::time::sleep(election.retry_period) => {}
+                _ = released.notified(), if !leading => {}
+            }
         }
     });
-    leadership
+    let campaign = Campaign {
+        task,
+        watch,
+        api,
+        election,
+        leadership: leadership.clone(),
+        metrics,
+    };
+    (leadership, campaign)
 }
 
 /// One round: create, renew or take over the Lease. Ok(true) when we hold it now.

@@ -51,11 +51,15 @@ async fn run(args: RunArgs) -> Result<()> {
     )?;
     let client = client(&args).await?;
     let metrics = Arc::new(Metrics::new());
-    let leadership = match &settings.election {
-        Some(election) => leader::spawn(client.clone(), election.clone(), metrics.clone()),
+    let (leadership, campaign) = match &settings.election {
+        Some(election) => {
+            let (leadership, campaign) =
+                leader::spawn(client.clone(), election.clone(), metrics.clone());
+            (leadership, Some(campaign))
+        }
         None => {
             metrics.leader.set(1);
-            Leadership::always()
+            (Leadership::always(), None)
         }
     };
     // The addresses bound, not those asked for: with port 0 the log says which port
@@ -66,7 +70,12 @@ async fn run(args: RunArgs) -> Result<()> {
             .context("binding the metrics/health addresses")?;
     tracing::info!(version = env!("CARGO_PKG_VERSION"), metrics = %metrics_address,
                    health = %health_address, "kumaco starting");
-    match controller::run(client, settings, metrics, leadership).await? {
+    let exit = controller::run(client, settings, metrics, leadership).await;
+    // The loop has returned: nothing writes any more, so a standby may take over now.
+    if let Some(campaign) = campaign {
+        campaign.release().await;
+    }
+    match exit? {
         Exit::Signal => Ok(()),
         Exit::ConfigChanged => {
             tracing::info!(

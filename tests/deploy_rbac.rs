@@ -247,6 +247,11 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
             .list(&ListParams::default())
             .await,
     );
+    // Its own Lease by name, as the standby's watch asks for it: allowed.
+    Api::<Lease>::namespaced(sa.clone(), NS)
+        .list(&ListParams::default().fields("metadata.name=kumaco"))
+        .await
+        .expect("listing its own Lease by name (the standby's watch) is allowed");
     let event: Event = serde_json::from_value(json!({
         "metadata": { "name": "probe" },
         "eventTime": "2026-01-01T00:00:00.000000Z",

@@ -31,6 +31,7 @@ use testkit::agent::{
     random_duration, set_condition_at,
 };
 use testkit::cluster::TestCluster;
+use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum};
 use testkit::nodes::{condition, has_status, set_condition, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
@@ -640,6 +641,66 @@ const RETRY_PERIOD: Duration = Duration::from_millis(500);
 /// Two replicas: exactly one leads and writes. SIGKILL the leader: the other takes over
 /// within the lease duration plus a retry period, the writes of the two never interleave,
 /// the ceiling holds through the failover, and the restarted replica follows.
+/// A rolling update SIGTERMs the leader: it releases the Lease on the way out, the
+/// standby (watching the Lease) takes over at once, and a window edge one second later
+/// lands within the contract's bound, with the default 15 s lease duration that a
+/// SIGKILL would have to wait out.
+#[tokio::test]
+async fn sigterm_hands_the_lease_over_and_an_edge_in_the_gap_lands_on_time() {
+    let c = Cluster::new("handover").await;
+    let node = c.node("n", &[]).await;
+    let a = Replica::start(&c, "replica-a", &[]).await;
+    let b = Replica::start(&c, "replica-b", &[]).await;
+    let a_leads = one_leader(&a, &b).await;
+    let (mut leader, follower) = if a_leads { (a, b) } else { (b, a) };
+    let edge = edge_in(4);
+    c.put_one_shot("w", edge, "10m", &c.scope.selector()).await;
+    let history = History::start(&c.client, &node, UNDER_MAINTENANCE).await;
+
+    // The scenario: the rolling update stops the leader a second before the edge.
+    tokio::time::sleep(until(edge - SignedDuration::from_secs(1))).await;
+    let terminated = Instant::now();
+    let status = leader.terminate().await;
+    assert!(status.success(), "{} exited with {status}", leader.pod);
+    let exited_ms = terminated.elapsed().as_millis();
+    let summary = leader.log_summary();
+
+    let changed = c.wait_status(&node, Some("True"), EDGE_BOUND + SOON).await;
+    let statuses = history.statuses_ending_with(Some("True"), SOON).await;
+    assert_eq!(
+        statuses,
+        [None, Some("True".to_string())],
+        "one transition, no flapping"
+    );
+    let at = changed
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+        .expect("a transition time");
+    let released = summary
+        .released
+        .last()
+        .copied()
+        .expect("a release in the log");
+    let took_over = *follower
+        .log_summary()
+        .became_leader
+        .last()
+        .expect("the follower became leader");
+    println!(
+        "HANDOVER exit_ms={exited_ms} takeover_ms={} edge={edge} written={at}",
+        took_over.duration_since(released).as_millis()
+    );
+    // lastTransitionTime is whole seconds: the edge's own second means on time.
+    assert!(
+        at.duration_since(edge) <= SignedDuration::try_from(EDGE_BOUND).unwrap(),
+        "the edge at {edge} landed at {at}, across the handover; {} log:\n{}",
+        follower.pod,
+        follower.process.log_tail(30)
+    );
+    assert_eq!(follower.leader_gauge().await, Some(1.0));
+}
+
 #[tokio::test]
 async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     let c = Cluster::new("leader").await;
@@ -835,6 +896,7 @@ struct Replica {
 #[derive(Debug, Default)]
 struct LogSummary {
     became_leader: Vec<Timestamp>,
+    released: Vec<Timestamp>,
     lost_leadership: Vec<Timestamp>,
     /// Each `"condition changed"` (one per condition written).
     writes: Vec<Timestamp>,
@@ -877,6 +939,14 @@ impl Replica {
         has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
     }
 
+    /// SIGTERM, as in a rolling update: the leader releases the Lease.
+    async fn terminate(&mut self) -> std::process::ExitStatus {
+        self.process
+            .terminate(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", self.pod))
+    }
+
     /// SIGKILL: no chance to release the Lease.
     fn kill(&mut self) {
         self.process.kill().unwrap();
@@ -897,6 +967,7 @@ impl Replica {
             match message {
                 "became leader" => summary.became_leader.push(at),
                 "lost leadership" => summary.lost_leadership.push(at),
+                "released the lease" => summary.released.push(at),
                 "condition changed" => summary.writes.push(at),
                 _ => {}
             }

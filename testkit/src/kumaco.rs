@@ -200,6 +200,31 @@ impl KumacoProcess {
         }
     }
 
+    /// SIGTERM, as the kubelet stops a pod, then waits up to `grace` for the exit (as the
+    /// pod's grace period would). Returns the exit status, or fails if kumaco is still
+    /// running then (it is then SIGKILLed by the drop).
+    pub async fn terminate(&mut self, grace: Duration) -> Result<std::process::ExitStatus> {
+        let Some(child) = self.child.as_ref() else {
+            bail!("kumaco is not running");
+        };
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .context("running kill -TERM")?;
+        if !status.success() {
+            bail!("kill -TERM {} failed: {status}", child.id());
+        }
+        match self.wait_exit(grace).await? {
+            Some(status) => Ok(status),
+            None => bail!(
+                "kumaco did not exit within {grace:?} of SIGTERM; log {}:\n{}",
+                self.log.display(),
+                self.log_tail(30)
+            ),
+        }
+    }
+
     /// SIGKILL, as in a crash or an OOM kill: no chance to clean up.
     pub fn kill(&mut self) -> Result<()> {
         if let Some(mut child) = self.child.take() {
