@@ -220,6 +220,11 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub window_args: WindowArgs,
 
+    /// Also show the nodes MaintenancePlanned holds with `kumaco run --planned-lead-time`
+    /// (Go duration, e.g. 1h): from this long before a window's start until the start.
+    #[arg(long, value_name = "DURATION")]
+    pub planned_lead_time: Option<String>,
+
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = PlanOutput::Table)]
     pub output: PlanOutput,

@@ -16,6 +16,7 @@ const VALID: &str = "tests/fixtures/windows-valid.yaml";
 const INVALID: &str = "tests/fixtures/windows-invalid.yaml";
 const NOT_YAML: &str = "tests/fixtures/not-yaml.yaml";
 const NODES: &str = "tests/fixtures/nodes.yaml";
+const LEAD: &str = "--planned-lead-time=2h";
 
 struct Run {
     code: i32,
@@ -271,6 +272,110 @@ fn plan_refuses_invalid_windows_and_bad_flags() {
     ]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--from"), "{}", run.stderr);
+    for (lead, says) in [
+        ("--planned-lead-time=0s", "\"0s\" is not above 0"),
+        ("--planned-lead-time=-1h", "\"-1h\" is not above 0"),
+        ("--planned-lead-time=1d", "unknown unit \"d\""),
+    ] {
+        let run = kumaco(&["plan", "--windows", VALID, "--nodes", NODES, FROM, lead]);
+        assert_eq!(run.code, 2, "{lead}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(&format!("--planned-lead-time: {says}")),
+            "{lead}: {}",
+            run.stderr
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// plan --planned-lead-time
+
+#[test]
+fn plan_table_with_a_planned_lead_time() {
+    let run = check(
+        "plan-planned.out",
+        &["plan", "--windows", VALID, "--nodes", NODES, FROM, LEAD],
+        0,
+    );
+    let row = |start: &str| {
+        run.stdout
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no row from {start}:\n{}", run.stdout))
+    };
+    assert!(run.stdout.lines().next().unwrap().ends_with("   PLANNED"));
+    // From 02:00 - 2h to the start of zone-a-nights, not after.
+    assert!(row("2026-01-05T00:00:00Z   2026-01-05T02:00:00Z").ends_with(" node-a1,node-a2"));
+    assert!(row("2026-01-05T02:00:00Z").ends_with(" -"));
+    // The release freeze covers zones a and b at the starts on the 7th and 8th.
+    assert!(row("2026-01-06T05:00:00Z   2026-01-07T00:00:00Z").ends_with(" -"));
+    assert!(row("2026-01-07T05:00:00Z   2026-01-08T02:00:00Z").ends_with(" -"));
+    // weekend-all (Saturday 04:00 Berlin, 03:00 UTC): b1 and c1 are planned while the
+    // zone-a nodes are already in maintenance.
+    assert!(row("2026-01-10T02:00:00Z   2026-01-10T03:00:00Z").ends_with(" node-b1,node-c1"));
+}
+
+#[test]
+fn plan_json_with_a_planned_lead_time() {
+    let run = check(
+        "plan-planned.json",
+        &[
+            "plan",
+            "--windows",
+            VALID,
+            "--nodes",
+            NODES,
+            FROM,
+            LEAD,
+            "-o",
+            "json",
+        ],
+        0,
+    );
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(v["plannedLeadTime"], "2h0m0s");
+    let intervals = v["intervals"].as_array().unwrap();
+    assert!(intervals.iter().all(|i| i["planned"].is_array()));
+    assert_eq!(
+        intervals[0]["planned"],
+        serde_json::json!(["node-a1", "node-a2"])
+    );
+    // Without the flag there is no trace of it (plan.json is the golden).
+    let run = kumaco(&[
+        "plan",
+        "--windows",
+        VALID,
+        "--nodes",
+        NODES,
+        FROM,
+        "-o",
+        "json",
+    ]);
+    assert!(!run.stdout.contains("planned"), "{}", run.stdout);
+}
+
+#[test]
+fn plan_svg_with_a_planned_lead_time_hatches_the_planned_nodes() {
+    let run = kumaco(&[
+        "plan",
+        "--windows",
+        VALID,
+        "--nodes",
+        NODES,
+        FROM,
+        LEAD,
+        "-o",
+        "svg",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    xml::check_well_formed(&run.stdout).unwrap_or_else(|e| panic!("not well-formed XML: {e}"));
+    for needle in [
+        r#"<pattern id="planned""#,
+        "hatched: planned",
+        r#"fill="url(#planned)"><title>2026-01-05T00:00:00Z to 2026-01-05T02:00:00Z: 2 node(s) planned: node-a1, node-a2</title>"#,
+    ] {
+        assert!(run.stdout.contains(needle), "the SVG lacks {needle:?}");
+    }
 }
 
 /// A small XML well-formedness checker, enough for the SVG kumaco writes (no DTDs, no

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use kumaco::conditions::UNDER_MAINTENANCE;
+use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use testkit::ApiServer;
 use testkit::cluster::TestCluster;
 use testkit::nodes::{create_node, set_condition};
@@ -66,6 +66,10 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
     set_condition(&client, &a1, UNDER_MAINTENANCE, "True", "test-agent")
         .await
         .unwrap();
+    // As kumaco run --planned-lead-time would set it on a node a window will select soon.
+    set_condition(&client, &b1, MAINTENANCE_PLANNED, "True", "test-agent")
+        .await
+        .unwrap();
 
     let kubeconfig = server.kubeconfig().display().to_string();
     let selector = scope.selector();
@@ -111,10 +115,30 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
     assert!(broken.contains("startTime: expected 5 fields"), "{stdout}");
     assert!(broken.contains("duration: unknown unit \"d\""), "{stdout}");
 
+    let header: Vec<&str> = line("UNDER-MAINTENANCE").split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NODE",
+            "UNDER-MAINTENANCE",
+            "REASON",
+            "AGE",
+            "IN-PROGRESS",
+            "REASON",
+            "AGE",
+            "PLANNED",
+            "REASON",
+            "AGE"
+        ],
+        "{stdout}"
+    );
     let a1_cells: Vec<&str> = line(&a1).split_whitespace().collect();
-    assert_eq!(a1_cells[1], "True", "{stdout}");
+    assert_eq!(a1_cells[1..3], ["True", "TestAgent"], "{stdout}");
+    assert_eq!(a1_cells[7..], ["-", "-", "-"], "{stdout}");
     let b1_cells: Vec<&str> = line(&b1).split_whitespace().collect();
-    assert_eq!(b1_cells[1..], ["-", "-", "-", "-", "-", "-"], "{stdout}");
+    assert_eq!(b1_cells[1..7], ["-", "-", "-", "-", "-", "-"], "{stdout}");
+    assert_eq!(b1_cells[7..9], ["True", "TestAgent"], "{stdout}");
+    assert!(b1_cells[9].ends_with('s'), "an age: {stdout}");
     assert!(
         stdout.contains("NODES (2)"),
         "only the scope's nodes: {stdout}"

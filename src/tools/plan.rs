@@ -1,23 +1,25 @@
 //! `kumaco plan`: which nodes are in maintenance when, over a period, from window
 //! manifests and nodes (a file or the live cluster).
 //!
-//! The period is cut at every window edge (`Window::next_edge_after`); in each interval
-//! the set of active windows, and so every node's verdict, is constant. [`compute`] is
-//! pure; [`table`], [`json`] and [`svg`] render its result.
+//! The period is cut at every window edge (`decision::next_edge`: a start, an end and,
+//! with `--planned-lead-time`, the instant a start comes within the lead time); in each
+//! interval the set of active windows, and so every node's verdict, is constant.
+//! [`compute`] is pure; [`table`], [`json`] and [`svg`] render its result.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use jiff::tz::TimeZone;
-use jiff::{Timestamp, ToSpan};
+use jiff::{SignedDuration, Timestamp, ToSpan};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::{Classified, ToolError, WindowRules, flag_err, format_time, render_table};
 use crate::cli::{PlanArgs, PlanOutput};
-use crate::decision::ActiveWindows;
+use crate::decision::{self, ActiveWindows, Progress};
+use crate::duration::GoDuration;
 use crate::selector::Selector;
 use crate::window::{Occurrence, Window, WindowId};
 
@@ -56,6 +58,10 @@ pub struct Interval {
     pub nodes: Vec<String>,
     /// Nodes an active blackout selects, sorted.
     pub blacked_out: Vec<String>,
+    /// With a lead time: nodes `MaintenancePlanned` holds (a window starts on them within
+    /// the lead time, no blackout covers them at that start, and they are not in
+    /// maintenance now), sorted. Always empty without a lead time.
+    pub planned: Vec<String>,
 }
 
 impl Interval {
@@ -65,11 +71,13 @@ impl Interval {
             &self.blackouts,
             &self.nodes,
             &self.blacked_out,
+            &self.planned,
         ) == (
             &other.windows,
             &other.blackouts,
             &other.nodes,
             &other.blacked_out,
+            &other.planned,
         )
     }
 }
@@ -87,6 +95,8 @@ pub struct Lane {
 pub struct Plan {
     pub from: Timestamp,
     pub to: Timestamp,
+    /// `--planned-lead-time`, when given.
+    pub lead: Option<SignedDuration>,
     pub lanes: Vec<Lane>,
     pub nodes: Vec<String>,
     pub intervals: Vec<Interval>,
@@ -103,14 +113,16 @@ pub fn in_scope(nodes: &[PlanNode], node_selector: &Selector) -> Vec<PlanNode> {
     out
 }
 
-/// Computes the plan over `[from, to)` for `nodes` (already in scope). Adjacent
-/// intervals in the same state are merged (an edge that changes nothing, such as an
-/// occurrence starting inside an overlapping one, does not split a row).
+/// Computes the plan over `[from, to)` for `nodes` (already in scope), with the planned
+/// nodes when `lead` is given. Adjacent intervals in the same state are merged (an edge
+/// that changes nothing, such as an occurrence starting inside an overlapping one, does
+/// not split a row).
 pub fn compute(
     windows: &[Window],
     nodes: &[PlanNode],
     from: Timestamp,
     to: Timestamp,
+    lead: Option<SignedDuration>,
 ) -> Result<Plan, PlanError> {
     let mut windows: Vec<Window> = windows.to_vec();
     windows.sort_by(|a, b| a.id.cmp(&b.id));
@@ -122,12 +134,8 @@ pub fn compute(
         if edges > MAX_EDGES {
             return Err(PlanError::TooManyEdges { from, to });
         }
-        let next = windows
-            .iter()
-            .filter_map(|w| w.next_edge_after(t))
-            .min()
-            .map_or(to, |e| e.min(to));
-        let interval = state_at(&windows, nodes, t, next);
+        let next = decision::next_edge(&windows, t, lead).map_or(to, |e| e.min(to));
+        let interval = state_at(&windows, nodes, t, next, lead);
         match intervals.last_mut() {
             Some(last) if last.same_state(&interval) => last.end = next,
             _ => intervals.push(interval),
@@ -141,14 +149,21 @@ pub fn compute(
     Ok(Plan {
         from,
         to,
+        lead,
         lanes,
         nodes: nodes.iter().map(|n| n.name.clone()).collect(),
         intervals,
     })
 }
 
-fn state_at(windows: &[Window], nodes: &[PlanNode], start: Timestamp, end: Timestamp) -> Interval {
-    let active = ActiveWindows::at(windows, start);
+fn state_at(
+    windows: &[Window],
+    nodes: &[PlanNode],
+    start: Timestamp,
+    end: Timestamp,
+    lead: Option<SignedDuration>,
+) -> Interval {
+    let active = ActiveWindows::with_lead(windows, start, lead);
     let (mut ws, mut bs): (Vec<WindowId>, Vec<WindowId>) = (Vec::new(), Vec::new());
     for (w, _) in active.iter() {
         if w.blackout {
@@ -164,6 +179,7 @@ fn state_at(windows: &[Window], nodes: &[PlanNode], start: Timestamp, end: Times
         blackouts: bs,
         nodes: Vec::new(),
         blacked_out: Vec::new(),
+        planned: Vec::new(),
     };
     for node in nodes {
         let verdict = active.verdict(&node.labels);
@@ -171,6 +187,19 @@ fn state_at(windows: &[Window], nodes: &[PlanNode], start: Timestamp, end: Times
             interval.blacked_out.push(node.name.clone());
         } else if verdict.is_maintenance() {
             interval.nodes.push(node.name.clone());
+        }
+        // The controller's rule without `--in-progress` (a plan knows no slots): a node
+        // in maintenance has started, so Planned runs from `start - lead` to the start.
+        let progress = if verdict.is_maintenance() {
+            Progress::Started
+        } else {
+            Progress::Idle
+        };
+        let next = active.next_planned(&node.labels);
+        if lead.is_some()
+            && decision::planned(next, &verdict, progress, None).is_some_and(|d| d.status)
+        {
+            interval.planned.push(node.name.clone());
         }
     }
     interval
@@ -230,36 +259,43 @@ fn truncated_names(names: &[String]) -> String {
     shown
 }
 
-/// One row per interval; times in `zone`.
+/// One row per interval; times in `zone`. With a lead time, a last column names the
+/// planned nodes.
 pub fn table(plan: &Plan, zone: &TimeZone) -> String {
     let rows: Vec<Vec<String>> = plan
         .intervals
         .iter()
         .map(|i| {
-            vec![
+            let mut row = vec![
                 format_time(i.start, zone),
                 format_time(i.end, zone),
                 ids(&i.windows),
                 ids(&i.blackouts),
                 i.nodes.len().to_string(),
                 truncated_names(&i.nodes),
-            ]
+            ];
+            if plan.lead.is_some() {
+                row.push(truncated_names(&i.planned));
+            }
+            row
         })
         .collect();
-    render_table(
-        &["START", "END", "WINDOWS", "BLACKOUTS", "NODES", "NAMES"],
-        &rows,
-    )
+    let mut header = vec!["START", "END", "WINDOWS", "BLACKOUTS", "NODES", "NAMES"];
+    if plan.lead.is_some() {
+        header.push("PLANNED");
+    }
+    render_table(&header, &rows)
 }
 
 fn utc(t: Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
-/// A stable machine-readable form: times in UTC RFC 3339, lists sorted.
+/// A stable machine-readable form: times in UTC RFC 3339, lists sorted. With a lead
+/// time, also `plannedLeadTime` and a `planned` array per interval.
 pub fn json(plan: &Plan, zone_name: &str) -> Value {
     let id_list = |v: &[WindowId]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
-    json!({
+    let mut out = json!({
         "from": utc(plan.from),
         "to": utc(plan.to),
         "timeZone": zone_name,
@@ -287,7 +323,17 @@ pub fn json(plan: &Plan, zone_name: &str) -> Value {
             "nodes": i.nodes,
             "blackedOutNodes": i.blacked_out,
         })).collect::<Vec<_>>(),
-    })
+    });
+    if let Some(lead) = plan.lead {
+        out["plannedLeadTime"] = json!(
+            GoDuration::from_nanos(i64::try_from(lead.as_nanos()).unwrap_or(i64::MAX)).to_string()
+        );
+        let intervals = out["intervals"].as_array_mut().into_iter().flatten();
+        for (v, i) in intervals.zip(&plan.intervals) {
+            v["planned"] = json!(i.planned);
+        }
+    }
+    out
 }
 
 // SVG geometry, in pixels.
@@ -301,6 +347,8 @@ const AXIS_HEIGHT: f64 = 50.0;
 const WINDOW_COLOUR: &str = "#3b7dd8";
 const BLACKOUT_COLOUR: &str = "#c9302c";
 const NODES_COLOUR: &str = "#5cb85c";
+/// Planned nodes: the maintenance green, lighter and hatched.
+const PLANNED_PATTERN: &str = r##"<defs><pattern id="planned" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#d4edd4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#5cb85c" stroke-width="2"/></pattern></defs>"##;
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -310,7 +358,8 @@ fn esc(s: &str) -> String {
 }
 
 /// A timeline: one lane per window (blackouts in red), a bar per occurrence, a strip
-/// with the number of nodes under maintenance, and a time axis labelled in `zone`.
+/// with the number of nodes under maintenance (with a lead time, the planned nodes
+/// stacked on top, lighter and hatched), and a time axis labelled in `zone`.
 pub fn svg(plan: &Plan, zone: &TimeZone, zone_name: &str) -> String {
     let plot = SVG_WIDTH - LABEL_WIDTH - RIGHT_MARGIN;
     let span = (plan.to.as_second() - plan.from.as_second()).max(1) as f64;
@@ -396,27 +445,48 @@ fn svg_node_strip(
     let max = plan
         .intervals
         .iter()
-        .map(|i| i.nodes.len())
+        .map(|i| i.nodes.len() + i.planned.len())
         .max()
         .unwrap_or(0);
-    let _ = writeln!(
-        s,
-        r#"<text x="10" y="{}">nodes in maintenance (max {max})</text>"#,
-        top + STRIP_HEIGHT / 2.0 + 4.0
-    );
-    for i in plan.intervals.iter().filter(|i| !i.nodes.is_empty()) {
-        let h = (STRIP_HEIGHT - 8.0) * i.nodes.len() as f64 / max as f64;
+    let label_y = top + STRIP_HEIGHT / 2.0 + 4.0;
+    if plan.lead.is_some() {
+        s.push_str(PLANNED_PATTERN);
+        s.push('\n');
+        let _ = writeln!(
+            s,
+            r##"<text x="10" y="{}">nodes in maintenance (max {max})</text>
+<text x="10" y="{}" fill="#555">hatched: planned</text>"##,
+            label_y - 7.0,
+            label_y + 9.0,
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            r#"<text x="10" y="{label_y}">nodes in maintenance (max {max})</text>"#
+        );
+    }
+    let bar = |s: &mut String, i: &Interval, below: usize, names: &[String], fill: &str, what| {
+        let h = (STRIP_HEIGHT - 8.0) * names.len() as f64 / max as f64;
+        let base = (STRIP_HEIGHT - 8.0) * below as f64 / max as f64;
         let (x0, x1) = (x(i.start), x(i.end));
         let _ = writeln!(
             s,
-            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{NODES_COLOUR}"><title>{} to {}: {} node(s): {}</title></rect>"#,
-            top + STRIP_HEIGHT - h,
+            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{fill}"><title>{} to {}: {} node(s){what}: {}</title></rect>"#,
+            top + STRIP_HEIGHT - base - h,
             (x1 - x0).max(1.0),
             esc(&format_time(i.start, zone)),
             esc(&format_time(i.end, zone)),
-            i.nodes.len(),
-            esc(&i.nodes.join(", ")),
+            names.len(),
+            esc(&names.join(", ")),
         );
+    };
+    for i in &plan.intervals {
+        if !i.nodes.is_empty() {
+            bar(s, i, 0, &i.nodes, NODES_COLOUR, "");
+        }
+        if !i.planned.is_empty() {
+            bar(s, i, i.nodes.len(), &i.planned, "url(#planned)", " planned");
+        }
     }
 }
 
@@ -506,13 +576,18 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
     let to = from
         .checked_add(length)
         .map_err(|_| flag_err("for", "the period ends too far in the future"))?;
+    let lead = args
+        .planned_lead_time
+        .as_deref()
+        .map(parse_lead)
+        .transpose()?;
     let windows = read_windows(&args.windows, &rules)?;
     let nodes = match &args.nodes {
         Some(path) => nodes_from_file(path)?,
         None => nodes_from_cluster(args.kubeconfig.as_ref(), &args.node_selector).await?,
     };
     let nodes = in_scope(&nodes, &node_selector);
-    let plan = compute(&windows, &nodes, from, to)?;
+    let plan = compute(&windows, &nodes, from, to, lead)?;
     let zone_name = zone_display_name(&rules.default_zone);
     let text = match args.output {
         PlanOutput::Table => table(&plan, &rules.default_zone),
@@ -528,6 +603,20 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
             path: "<stdout>".into(),
             source,
         })
+}
+
+/// `--planned-lead-time`: a Go duration above 0, as `kumaco run` takes it.
+fn parse_lead(value: &str) -> Result<SignedDuration, ToolError> {
+    let lead = crate::duration::parse(value)
+        .map_err(|e| flag_err("planned-lead-time", e))?
+        .to_signed();
+    if !lead.is_positive() {
+        return Err(flag_err(
+            "planned-lead-time",
+            format!("{value:?} is not above 0; expected a Go duration such as 1h or 90m"),
+        ));
+    }
+    Ok(lead)
 }
 
 fn zone_display_name(zone: &TimeZone) -> String {
@@ -648,6 +737,7 @@ mod tests {
             &nodes,
             ts("2026-01-01T00:00:00Z"),
             ts("2026-01-02T06:00:00Z"),
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -729,6 +819,7 @@ mod tests {
             &[node("n", "a")],
             ts("2026-01-01T00:00:00Z"),
             ts("2026-01-01T05:00:00Z"),
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -757,6 +848,7 @@ mod tests {
             &[node("a1", "a")],
             ts("2026-01-01T12:00:00Z"),
             ts("2026-01-01T13:00:00Z"),
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -771,6 +863,129 @@ mod tests {
         );
     }
 
+    fn planned_rows(plan: &Plan) -> Vec<(String, String, String, String)> {
+        plan.intervals
+            .iter()
+            .map(|i| {
+                (
+                    i.start.to_string(),
+                    i.end.to_string(),
+                    i.nodes.join(","),
+                    i.planned.join(","),
+                )
+            })
+            .collect()
+    }
+
+    fn prow(s: &str, e: &str, n: &str, p: &str) -> (String, String, String, String) {
+        (s.into(), e.into(), n.into(), p.into())
+    }
+
+    #[test]
+    fn planned_from_the_lead_time_until_the_start_and_never_under_a_blackout() {
+        let windows = [
+            window("a", "0 2 * * *", "2h", "zone=a", false),
+            // Covers zone b at 02:00 on the 1st (the start), not at 02:00 on the 2nd.
+            window("freeze", "2026-01-01T01:00:00Z", "2h", "zone=b", true),
+            window("all", "0 2 * * *", "1h", "", false),
+        ];
+        let nodes = [node("a1", "a"), node("b1", "b")];
+        let lead = Some(SignedDuration::from_mins(90));
+        let plan = compute(
+            &windows,
+            &nodes,
+            ts("2026-01-01T00:00:00Z"),
+            ts("2026-01-02T03:00:00Z"),
+            lead,
+        )
+        .unwrap();
+        assert_eq!(
+            planned_rows(&plan),
+            [
+                prow("2026-01-01T00:00:00Z", "2026-01-01T00:30:00Z", "", ""),
+                // The lead-time edge: 02:00 - 90m. b1 is not planned: the freeze covers
+                // it at the start (though not yet now).
+                prow("2026-01-01T00:30:00Z", "2026-01-01T01:00:00Z", "", "a1"),
+                prow("2026-01-01T01:00:00Z", "2026-01-01T02:00:00Z", "", "a1"),
+                // Nothing after the start: a1 is in maintenance, b1 held back.
+                prow("2026-01-01T02:00:00Z", "2026-01-01T03:00:00Z", "a1", ""),
+                prow("2026-01-01T03:00:00Z", "2026-01-01T04:00:00Z", "a1", ""),
+                prow("2026-01-01T04:00:00Z", "2026-01-02T00:30:00Z", "", ""),
+                prow("2026-01-02T00:30:00Z", "2026-01-02T02:00:00Z", "", "a1,b1"),
+                prow("2026-01-02T02:00:00Z", "2026-01-02T03:00:00Z", "a1,b1", ""),
+            ]
+        );
+        // From 01:00 the freeze is active: b1 is blacked out (and still not planned).
+        assert_eq!(plan.intervals[2].blacked_out, ["b1"]);
+        // Without a lead time nothing is planned and the lead-time edges do not split.
+        let plain = compute(
+            &windows,
+            &nodes,
+            ts("2026-01-01T00:00:00Z"),
+            ts("2026-01-02T03:00:00Z"),
+            None,
+        )
+        .unwrap();
+        assert!(plain.intervals.iter().all(|i| i.planned.is_empty()));
+        assert!(
+            plain
+                .intervals
+                .iter()
+                .all(|i| i.start.strftime("%M").to_string() == "00")
+        );
+    }
+
+    #[test]
+    fn planned_is_shown_in_every_output() {
+        let windows = [window("a", "0 2 * * *", "1h", "zone=a", false)];
+        let plan_with = |lead| {
+            compute(
+                &windows,
+                &[node("a1", "a")],
+                ts("2026-01-01T00:00:00Z"),
+                ts("2026-01-01T03:00:00Z"),
+                lead,
+            )
+            .unwrap()
+        };
+        let plan = plan_with(Some(SignedDuration::from_hours(1)));
+        let t = table(&plan, &TimeZone::UTC);
+        assert!(t.lines().next().unwrap().ends_with("   PLANNED"), "{t}");
+        assert!(
+            t.lines()
+                .nth(2)
+                .unwrap()
+                .starts_with("2026-01-01T01:00:00Z   2026-01-01T02:00:00Z")
+                && t.lines().nth(2).unwrap().ends_with("   a1"),
+            "{t}"
+        );
+        let j = json(&plan, "UTC");
+        assert_eq!(j["plannedLeadTime"], "1h0m0s");
+        assert_eq!(j["intervals"][1]["planned"], serde_json::json!(["a1"]));
+        assert_eq!(j["intervals"][2]["planned"], serde_json::json!([]));
+        let picture = svg(&plan, &TimeZone::UTC, "UTC");
+        assert!(picture.contains(r#"fill="url(#planned)"><title>2026-01-01T01:00:00Z to 2026-01-01T02:00:00Z: 1 node(s) planned: a1</title>"#), "{picture}");
+        // Without a lead time, none of it.
+        let plan = plan_with(None);
+        assert!(!table(&plan, &TimeZone::UTC).contains("PLANNED"));
+        assert!(json(&plan, "UTC").get("plannedLeadTime").is_none());
+        assert!(json(&plan, "UTC")["intervals"][0].get("planned").is_none());
+        assert!(!svg(&plan, &TimeZone::UTC, "UTC").contains("planned"));
+    }
+
+    #[test]
+    fn the_lead_time_must_be_a_positive_go_duration() {
+        assert_eq!(parse_lead("90m").unwrap(), SignedDuration::from_mins(90));
+        for bad in ["0s", "-1h", "1d", ""] {
+            let err = parse_lead(bad).unwrap_err();
+            assert!(
+                err.to_string().starts_with("--planned-lead-time: "),
+                "{err}"
+            );
+            assert_eq!(err.exit_code(), 2);
+        }
+    }
+
     #[test]
     fn very_frequent_schedules_are_refused() {
         let windows = [window("w", "@every 1s", "500ms", "", false)];
@@ -779,6 +994,7 @@ mod tests {
             &[],
             ts("2026-01-01T00:00:00Z"),
             ts("2026-01-02T00:00:00Z"),
+            None,
         )
         .unwrap_err();
         assert!(matches!(err, PlanError::TooManyEdges { .. }), "{err}");

@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams};
 use super::plan::{PlanNode, in_scope, plan_node};
 use super::{ToolError, WindowRules, format_time, render_table};
 use crate::cli::StatusArgs;
-use crate::conditions::{MAINTENANCE_IN_PROGRESS, UNDER_MAINTENANCE};
+use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::window::WindowId;
 
 /// The windows table: one row per window ConfigMap, sorted by namespace/name. An
@@ -88,7 +88,7 @@ pub fn windows_table(
     )
 }
 
-/// The nodes table: one row per in-scope node, sorted by name, with kumaco's two
+/// The nodes table: one row per in-scope node, sorted by name, with kumaco's three
 /// conditions (status, reason, age each; `-` when absent).
 pub fn nodes_table(nodes: &[Node], now: Timestamp) -> String {
     let mut nodes: Vec<&Node> = nodes.iter().collect();
@@ -97,7 +97,11 @@ pub fn nodes_table(nodes: &[Node], now: Timestamp) -> String {
         .iter()
         .map(|n| {
             let mut row = vec![n.metadata.name.clone().unwrap_or_default()];
-            for type_ in [UNDER_MAINTENANCE, MAINTENANCE_IN_PROGRESS] {
+            for type_ in [
+                UNDER_MAINTENANCE,
+                MAINTENANCE_IN_PROGRESS,
+                MAINTENANCE_PLANNED,
+            ] {
                 row.extend(condition_cells(condition(n, type_), now));
             }
             row
@@ -110,6 +114,9 @@ pub fn nodes_table(nodes: &[Node], now: Timestamp) -> String {
             "REASON",
             "AGE",
             "IN-PROGRESS",
+            "REASON",
+            "AGE",
+            "PLANNED",
             "REASON",
             "AGE",
         ],
@@ -253,12 +260,23 @@ mod tests {
             last_transition_time: Some(Time(ts("2026-01-01T02:00:00Z"))),
             ..Default::default()
         }]);
+        let mut planned: Node =
+            serde_json::from_value(json!({"metadata": {"name": "n2"}})).unwrap();
+        planned.status = Some(Default::default());
+        planned.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
+            type_: MAINTENANCE_PLANNED.into(),
+            status: "True".into(),
+            reason: Some("MaintenanceScheduled".into()),
+            last_transition_time: Some(Time(ts("2026-01-01T01:45:00Z"))),
+            ..Default::default()
+        }]);
         let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n0"}})).unwrap();
-        let t = nodes_table(&[node, bare], ts("2026-01-01T02:05:30Z"));
+        let t = nodes_table(&[planned, node, bare], ts("2026-01-01T02:05:30Z"));
         let expected = [
-            "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE",
-            "n0     -                   -                   -       -             -        -",
-            "n1     True                MaintenanceWindow   5m30s   -             -        -",
+            "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE",
+            "n0     -                   -                   -       -             -        -     -         -                      -",
+            "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -",
+            "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m",
         ];
         assert_eq!(t.lines().collect::<Vec<_>>(), expected);
     }
