@@ -18,10 +18,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
@@ -29,8 +29,9 @@ use tracing::{debug, error, info, warn};
 use crate::announce::{Announcement, Deleted, Severity, WindowSource};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
+use crate::configmap;
 use crate::decision::HORIZON;
-use crate::fingerprint::{self, Fnv};
+use crate::fingerprint::Fnv;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::node::{SlimNode, condition_json};
@@ -111,6 +112,7 @@ pub async fn run(
         let cfg = watcher::Config::default().labels(&settings.window_selector);
         let stream = watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), cfg)
             .default_backoff()
+            .modify(configmap::trim)
             .reflect(writer);
         let deleted = tombstones.clone();
         tokio::spawn(drive(
@@ -161,6 +163,7 @@ pub async fn run(
         deleted: Vec::new(),
         config_hash: None,
         pending: HashMap::new(),
+        refused: HashMap::new(),
         events: EventLedger::default(),
         retry_at: None,
         failures: 0,
@@ -259,6 +262,9 @@ struct Shell {
     deleted: Vec<Deleted>,
     config_hash: Option<u64>,
     pending: HashMap<String, Pending>,
+    /// Writes the API server refused with an answer that will not change (400, 413,
+    /// 422), by node: the same write is not sent again; a different one is.
+    refused: HashMap<String, u64>,
     events: EventLedger,
     retry_at: Option<Timestamp>,
     failures: u32,
@@ -296,6 +302,7 @@ impl Shell {
             .filter_map(|n| n.metadata.name.as_deref())
             .collect();
         self.pending.retain(|name, _| names.contains(name.as_str()));
+        self.refused.retain(|name, _| names.contains(name.as_str()));
 
         let c = &outcome.counts;
         self.metrics.nodes_in_scope.set(c.in_scope as i64);
@@ -323,13 +330,9 @@ impl Shell {
         let mut seen = BTreeMap::new();
         for store in &self.window_stores {
             for cm in store.state() {
-                let id = WindowId {
-                    namespace: cm.namespace().unwrap_or_default(),
-                    name: cm.name_any(),
-                };
                 let data = cm.data.clone().unwrap_or_default();
                 let uid = cm.metadata.uid.clone().unwrap_or_default();
-                seen.insert(id, (data, uid));
+                seen.insert(configmap::id(&cm), (data, uid, configmap::data_hash(&cm)));
             }
         }
         self.sources.retain(|id, _| {
@@ -341,8 +344,7 @@ impl Shell {
         });
         let mut config = Fnv::default();
         let (mut valid, mut invalid) = (0, 0);
-        for (id, (data, uid)) in seen {
-            let data_hash = fingerprint::window_data(&id, &data);
+        for (id, (data, uid, data_hash)) in seen {
             config.write_u64(data_hash);
             let fresh = self
                 .sources
@@ -396,10 +398,7 @@ impl Shell {
     fn collect_tombstones(&mut self, now: Timestamp) {
         let raw = std::mem::take(&mut *self.tombstones.lock().unwrap_or_else(|e| e.into_inner()));
         for (cm, at) in raw {
-            let id = WindowId {
-                namespace: cm.namespace().unwrap_or_default(),
-                name: cm.name_any(),
-            };
+            let id = configmap::id(&cm);
             let data = cm.data.clone().unwrap_or_default();
             let window = Window::from_data(id.clone(), &data, &self.settings.default_zone).ok();
             self.deleted.push(Deleted {
@@ -414,7 +413,8 @@ impl Shell {
         self.deleted.retain(|d| d.at >= horizon);
     }
 
-    async fn apply(&mut self, writes: Vec<Write>, now: Timestamp) {
+    async fn apply(&mut self, mut writes: Vec<Write>, now: Timestamp) {
+        writes.retain(|w| self.refused.get(&w.node) != Some(&fingerprint(w)));
         if writes.is_empty() {
             self.failures = 0;
             self.retry_at = None;
@@ -424,7 +424,7 @@ impl Shell {
         let api = self.nodes_api.clone();
         // Only each answer's resourceVersion is kept: the results wait for the whole
         // burst, and even slim Nodes add up over a thousand writes.
-        let results: Vec<(Write, Result<Option<u64>, String>)> = futures::stream::iter(writes)
+        let results: Vec<(Write, Result<Option<u64>, WriteError>)> = futures::stream::iter(writes)
             .map(|w| {
                 let api = api.clone();
                 let manager = manager.clone();
@@ -433,7 +433,7 @@ impl Shell {
                     // Leadership can lapse while earlier writes of this pass are in
                     // flight; no write may start after it has.
                     if !leadership.is_leader() {
-                        return (w, Err("not the leader any more".to_string()));
+                        return (w, Err(WriteError::Retry("not the leader any more".into())));
                     }
                     let conditions: Vec<_> = w.conditions.iter().map(condition_json).collect();
                     let body = json!({
@@ -450,8 +450,13 @@ impl Shell {
                     .await;
                     let res = match res {
                         Ok(Ok(node)) => Ok(node.resource_version()),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}")),
+                        Ok(Err(kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
+                            Err(WriteError::Refused(format!("{} ({})", e.message, e.code)))
+                        }
+                        Ok(Err(e)) => Err(WriteError::Retry(e.to_string())),
+                        Err(_) => Err(WriteError::Retry(format!(
+                            "no answer within {WRITE_TIMEOUT:?}"
+                        ))),
                     };
                     (w, res)
                 }
@@ -463,6 +468,7 @@ impl Shell {
         for (w, res) in results {
             match res {
                 Ok(written_version) => {
+                    self.refused.remove(&w.node);
                     self.metrics.write("patch", true);
                     for (ty, status) in &w.transitions {
                         info!(node = %w.node, condition = %ty, status = status.as_str(), "condition changed");
@@ -477,10 +483,16 @@ impl Shell {
                         },
                     );
                 }
-                Err(e) => {
+                Err(WriteError::Retry(e)) => {
                     failed += 1;
                     self.metrics.write("patch", false);
                     warn!(node = %w.node, error = %e, "writing node conditions failed; will retry");
+                }
+                Err(WriteError::Refused(e)) => {
+                    self.metrics.write("patch", false);
+                    warn!(node = %w.node, error = %e,
+                          "the API server refused the node's conditions; not retrying this write (other nodes go on)");
+                    self.refused.insert(w.node.clone(), fingerprint(&w));
                 }
             }
         }
@@ -586,6 +598,26 @@ impl Shell {
             ..Event::default()
         }
     }
+}
+
+/// Why a write failed.
+enum WriteError {
+    /// Timeouts, 409, 429, 5xx, 401/403 (permissions can be fixed): retried with backoff.
+    Retry(String),
+    /// 400, 413, 422: the same write would get the same answer.
+    Refused(String),
+}
+
+/// Identifies a write by its content (the conditions kumaco wants on the node).
+fn fingerprint(w: &Write) -> u64 {
+    let mut h = Fnv::default();
+    h.write_str(&w.node);
+    for c in &w.conditions {
+        for part in [c.type_.as_str(), c.status.as_str(), &c.reason, &c.message] {
+            h.write_str(part);
+        }
+    }
+    h.finish()
 }
 
 /// Exponential backoff for a retry pass: 0.5 s doubling to [`MAX_RETRY_DELAY`]; reset

@@ -22,7 +22,8 @@
 //! Shell:
 //! - [`cli`]: the command line; [`config`]: its flags validated into settings.
 //! - [`controller`]: watches, the loop, executing the pass's writes and events.
-//! - [`node`]: the part of a Node kumaco reads, decoded without the rest.
+//! - [`node`]: the part of a Node kumaco reads, decoded without the rest;
+//!   [`configmap`]: a window ConfigMap trimmed to what kumaco reads.
 //! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //! - [`tools`]: `kumaco validate`, `plan` and `status`, the tools for people.
@@ -31,6 +32,7 @@ pub mod announce;
 pub mod cli;
 pub mod conditions;
 pub mod config;
+pub mod configmap;
 pub mod controller;
 pub mod decision;
 pub mod duration;

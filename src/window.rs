@@ -21,13 +21,21 @@ pub const KEY_DURATION: &str = "duration";
 pub const KEY_NODE_SELECTOR: &str = "nodeSelector";
 pub const KEY_DESCRIPTION: &str = "description";
 pub const KEY_BLACKOUT: &str = "blackout";
-const KNOWN_KEYS: [&str; 5] = [
+pub const KNOWN_KEYS: [&str; 5] = [
     KEY_START_TIME,
     KEY_DURATION,
     KEY_NODE_SELECTOR,
     KEY_DESCRIPTION,
     KEY_BLACKOUT,
 ];
+
+/// Largest value of a data key kumaco accepts, in bytes. A ConfigMap may hold 1 MiB; a
+/// window needs a few hundred bytes, and everything kumaco keeps or copies of a window
+/// must stay small however large the ConfigMap is.
+pub const MAX_VALUE_BYTES: usize = 4096;
+/// Most requirements a window's `nodeSelector` may have: each is matched against every
+/// node at every pass.
+pub const MAX_SELECTOR_REQUIREMENTS: usize = 64;
 
 /// `namespace/name` of the window's ConfigMap.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -50,6 +58,8 @@ pub struct Window {
     pub duration: GoDuration,
     pub selector: Selector,
     pub description: Option<String>,
+    /// The description's length as declared (it is kept cut to [`MAX_VALUE_BYTES`]).
+    pub description_bytes: usize,
     pub blackout: bool,
     /// Data keys kumaco does not know (likely typos); reported, not fatal.
     pub unknown_keys: Vec<String>,
@@ -96,7 +106,24 @@ impl Window {
         default_zone: &TimeZone,
     ) -> Result<Window, InvalidWindow> {
         let mut errors = Vec::new();
+        for key in [
+            KEY_START_TIME,
+            KEY_DURATION,
+            KEY_NODE_SELECTOR,
+            KEY_BLACKOUT,
+        ] {
+            if data.get(key).is_some_and(|v| v.len() > MAX_VALUE_BYTES) {
+                errors.push(FieldError {
+                    key,
+                    message: format!(
+                        "longer than {MAX_VALUE_BYTES} bytes; a window's values are limited to {MAX_VALUE_BYTES} bytes each"
+                    ),
+                });
+            }
+        }
+        let oversized = |key: &str| data.get(key).is_some_and(|v| v.len() > MAX_VALUE_BYTES);
         let mut required = |key: &'static str, expected: &str| match data.get(key) {
+            Some(_) if oversized(key) => None,
             Some(v) => Some(v.as_str()),
             None => {
                 errors.push(FieldError {
@@ -137,12 +164,28 @@ impl Window {
                 None
             }
         });
-        let selector = sel.and_then(|s| {
-            selector::parse(s)
-                .map_err(|e| errors.push(field(KEY_NODE_SELECTOR, e)))
-                .ok()
+        let selector = sel.and_then(|s| match selector::parse(s) {
+            Ok(sel) if sel.requirements().len() > MAX_SELECTOR_REQUIREMENTS => {
+                errors.push(FieldError {
+                    key: KEY_NODE_SELECTOR,
+                    message: format!(
+                        "{} requirements; at most {MAX_SELECTOR_REQUIREMENTS} are allowed",
+                        sel.requirements().len()
+                    ),
+                });
+                None
+            }
+            Ok(sel) => Some(sel),
+            Err(e) => {
+                errors.push(field(KEY_NODE_SELECTOR, e));
+                None
+            }
         });
-        let blackout = match data.get(KEY_BLACKOUT).map(|s| parse_bool(s)) {
+        let blackout = match data
+            .get(KEY_BLACKOUT)
+            .filter(|_| !oversized(KEY_BLACKOUT))
+            .map(|s| parse_bool(s))
+        {
             None => Some(false),
             Some(Some(b)) => Some(b),
             Some(None) => {
@@ -165,7 +208,11 @@ impl Window {
                     schedule,
                     duration,
                     selector,
-                    description: data.get(KEY_DESCRIPTION).cloned(),
+                    // Kept at most MAX_VALUE_BYTES (a lint says so); messages show less.
+                    description: data
+                        .get(KEY_DESCRIPTION)
+                        .map(|d| crate::conditions::bounded(d.clone(), MAX_VALUE_BYTES)),
+                    description_bytes: data.get(KEY_DESCRIPTION).map_or(0, String::len),
                     blackout,
                     unknown_keys: data
                         .keys()
@@ -336,6 +383,12 @@ impl Window {
     /// author meant.
     pub fn lint(&self, now: Timestamp) -> Vec<String> {
         let mut warnings = Vec::new();
+        if self.description_bytes > crate::decision::MAX_DESCRIPTION_BYTES {
+            warnings.push(format!(
+                "{KEY_DESCRIPTION}: longer than {max} bytes; node conditions show only its first {max} bytes",
+                max = crate::decision::MAX_DESCRIPTION_BYTES
+            ));
+        }
         for key in &self.unknown_keys {
             warnings.push(format!(
                 "unknown key {key:?} is ignored; known keys: {}",

@@ -631,6 +631,84 @@ async fn idle_cluster_gets_no_writes_from_kumaco() {
 }
 
 // ---------------------------------------------------------------------------------------
+// Bad input (contract §9)
+
+/// A maintenance manager's ConfigMaps are as large as they like (up to the API's 1 MiB),
+/// and may sit on the same nodes as legitimate windows. What kumaco copies into nodes is
+/// bounded, its memory does not grow with them, a too-long value is refused naming the
+/// limit, and the legitimate window still lands.
+#[tokio::test]
+async fn huge_window_configmaps_are_contained() {
+    let c = Cluster::new(ApiServer::shared(), "huge").await;
+    let mut nodes = Vec::new();
+    for i in 0..20 {
+        nodes.push(c.node(&format!("n{i:02}"), &[("zone", "a")]).await);
+    }
+    let shared = c.node("shared", &[("zone", "b")]).await;
+    let start = whole_second(Timestamp::now() - SignedDuration::from_secs(60)).to_string();
+    let window = |selector: &'static str, description: String| {
+        vec![
+            (START_TIME.to_string(), start.clone()),
+            (DURATION.to_string(), "1h".to_string()),
+            (NODE_SELECTOR.to_string(), selector.to_string()),
+            ("description".to_string(), description),
+        ]
+    };
+    let put = |name: &'static str, data: Vec<(String, String)>| {
+        let c = &c;
+        async move {
+            let pairs: Vec<(&str, &str)> =
+                data.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            c.put_window(name, &pairs).await;
+        }
+    };
+    put("big", window("zone=a", "x".repeat(500_000))).await;
+    put("huge-1", window("zone=b", "y".repeat(900_000))).await;
+    put("huge-2", window("zone=b", "z".repeat(900_000))).await;
+    put("legit", window("zone=b", "kernel update".into())).await;
+    let mut bad_start = window("zone=b", String::new());
+    bad_start[0].1 = format!("0 2 * * * {}", " ".repeat(5000));
+    put("bad-start", bad_start).await;
+
+    let kumaco = c.kumaco(&[]).await;
+    for node in nodes.iter().chain([&shared]) {
+        let cond = c.wait_status(node, Some("True"), SOON).await;
+        let message = cond.message.unwrap_or_default();
+        assert!(
+            message.len() <= 1024,
+            "{node}: a {}-byte message",
+            message.len()
+        );
+        if node == &shared {
+            assert!(message.contains(&c.window_ref("legit")), "{message}");
+            assert!(message.contains('…'), "the cut is marked: {message}");
+        }
+    }
+    let invalid = c.wait_for_event("bad-start", "WindowInvalid").await;
+    let note = invalid.note.unwrap_or_default();
+    assert!(note.contains("startTime: longer than 4096 bytes"), "{note}");
+    let loaded = c.wait_for_event("big", "WindowLoaded").await;
+    assert!(
+        loaded
+            .note
+            .unwrap_or_default()
+            .contains("description: longer than 200 bytes")
+    );
+
+    // Before the cut, kumaco kept every ConfigMap whole and copied each description into
+    // every node it selects (176 MiB for one 500 KB window over 40 nodes).
+    let peak_mib = kumaco.status_kib("VmHWM").unwrap() / 1024;
+    println!("HUGE_CONFIGMAPS peak_rss_mib={peak_mib}");
+    assert!(peak_mib < 96, "peak RSS {peak_mib} MiB");
+    let log = std::fs::read_to_string(kumaco.log_path()).unwrap();
+    assert!(
+        !log.contains("will retry"),
+        "a write failed:\n{}",
+        kumaco.log_tail(20)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
 // Helpers
 
 /// One test's slice of a cluster ([`TestCluster`]), with the server its kumaco runs on.
@@ -663,7 +741,6 @@ impl<'s> Cluster<'s> {
         start_kumaco(self.server, &args).await
     }
 
-    /// Starts kumaco on this test's namespace and scope, with the default field manager.
     /// kumaco as deployed in this test's namespace (leader election on its own Lease
     /// there), with the default field manager.
     async fn kumaco_default_manager(&self, extra: &[&str]) -> KumacoProcess {

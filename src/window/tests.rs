@@ -403,3 +403,59 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn oversized_values_are_refused_naming_the_limit_and_descriptions_are_cut() {
+    let big = "x".repeat(MAX_VALUE_BYTES + 1);
+    let err = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, &big),
+            (KEY_DURATION, "1h"),
+            (KEY_NODE_SELECTOR, &big),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("startTime: longer than 4096 bytes"), "{err}");
+    assert!(
+        err.contains("nodeSelector: longer than 4096 bytes"),
+        "{err}"
+    );
+    assert!(!err.contains("missing"), "{err}");
+
+    let selector: Vec<String> = (0..=MAX_SELECTOR_REQUIREMENTS)
+        .map(|i| format!("k{i}"))
+        .collect();
+    let err = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "@daily"),
+            (KEY_DURATION, "1h"),
+            (KEY_NODE_SELECTOR, &selector.join(",")),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap_err()
+    .to_string();
+    assert_eq!(err, "nodeSelector: 65 requirements; at most 64 are allowed");
+
+    let w = Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "@daily"),
+            (KEY_DURATION, "1h"),
+            (KEY_NODE_SELECTOR, ""),
+            (KEY_DESCRIPTION, &"é".repeat(300_000)),
+        ]),
+        &TimeZone::UTC,
+    )
+    .unwrap();
+    assert!(w.description.as_ref().unwrap().len() <= MAX_VALUE_BYTES);
+    let lint = w.lint(ts("2026-01-01T00:00:00Z"));
+    assert_eq!(
+        lint[0],
+        "description: longer than 200 bytes; node conditions show only its first 200 bytes"
+    );
+}

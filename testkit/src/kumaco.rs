@@ -200,6 +200,18 @@ impl KumacoProcess {
         }
     }
 
+    /// A `kB` field of the process's /proc/<pid>/status, such as `VmHWM` (peak resident
+    /// set size).
+    pub fn status_kib(&self, field: &str) -> Result<u64> {
+        let pid = self.child.as_ref().context("kumaco is not running")?.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .with_context(|| format!("no {field} in /proc/{pid}/status"))
+    }
+
     /// SIGTERM, as the kubelet stops a pod, then waits up to `grace` for the exit (as the
     /// pod's grace period would). Returns the exit status, or fails if kumaco is still
     /// running then (it is then SIGKILLed by the drop).
