@@ -90,17 +90,18 @@ pub struct RunArgs {
     pub block_conditions: Vec<String>,
 
     /// Most nodes in progress at once: a number, or a percentage of the nodes in scope
-    /// (rounded down, at least 1).
-    #[arg(long, value_name = "N|P%", default_value = "1")]
-    pub max_in_progress: String,
+    /// (rounded down, at least 1). Default 1. Only with --in-progress.
+    #[arg(long, value_name = "N|P%")]
+    pub max_in_progress: Option<String>,
 
-    /// End every in-progress maintenance when its window ends.
+    /// End every in-progress maintenance when its window ends. Only with --in-progress.
     #[arg(long)]
     pub stop_at_window_end: bool,
 
     /// Start no new maintenance when less than this remains of the window (Go duration).
-    #[arg(long, value_name = "DURATION", default_value = "0s")]
-    pub start_cutoff: String,
+    /// Default 0s. Only with --in-progress.
+    #[arg(long, value_name = "DURATION")]
+    pub start_cutoff: Option<String>,
 
     /// Set MaintenancePlanned=True on the nodes a window will select this long before it
     /// starts, until their maintenance begins (Go duration, e.g. 1h).
@@ -157,8 +158,8 @@ pub struct WindowArgs {
     )]
     pub window_selector: String,
 
-    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name); `plan` and
-    /// `status` also show times in it.
+    /// Time zone of schedules without a CRON_TZ=/TZ= prefix (IANA name). The tools also
+    /// show times in it.
     #[arg(long, value_name = "ZONE", default_value = "UTC")]
     pub default_timezone: String,
 }

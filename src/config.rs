@@ -91,8 +91,9 @@ impl Settings {
                 Some(d)
             }
         };
-        let ceiling = parse_max_in_progress(&args.max_in_progress)?;
-        let start_cutoff = go_duration("start-cutoff", &args.start_cutoff)?;
+        let ceiling = parse_max_in_progress(args.max_in_progress.as_deref().unwrap_or("1"))?;
+        let start_cutoff =
+            go_duration("start-cutoff", args.start_cutoff.as_deref().unwrap_or("0s"))?;
         if start_cutoff.is_negative() {
             return Err(flag_err("start-cutoff", "must not be negative"));
         }
@@ -111,6 +112,8 @@ impl Settings {
                 (!args.require_conditions.is_empty(), "require-condition"),
                 (!args.block_conditions.is_empty(), "block-condition"),
                 (args.stop_at_window_end, "stop-at-window-end"),
+                (args.max_in_progress.is_some(), "max-in-progress"),
+                (args.start_cutoff.is_some(), "start-cutoff"),
             ] {
                 if set {
                     return Err(flag_err(flag, "only has an effect with --in-progress"));
@@ -289,16 +292,29 @@ mod tests {
                 "--default-timezone",
             ),
             (&["--resync-interval=5"][..], "--resync-interval"),
-            (&["--max-in-progress=0"][..], "--max-in-progress"),
-            (&["--max-in-progress=150%"][..], "--max-in-progress"),
+            (
+                &["--in-progress", "--max-in-progress=0"][..],
+                "--max-in-progress",
+            ),
+            (
+                &["--in-progress", "--max-in-progress=150%"][..],
+                "--max-in-progress",
+            ),
             (&["--require-condition=x"][..], "--require-condition"),
+            (&["--max-in-progress=2"][..], "--max-in-progress"),
+            (&["--start-cutoff=5m"][..], "--start-cutoff"),
+            (&["--stop-at-window-end"][..], "--stop-at-window-end"),
+            (&["--block-condition=x"][..], "--block-condition"),
             (&["--planned-lead-time=0s"][..], "--planned-lead-time"),
             (&["--field-manager="][..], "--field-manager"),
             (
                 &["--lease-renew-deadline=20s"][..],
                 "--lease-renew-deadline",
             ),
-            (&["--start-cutoff=-1m"][..], "--start-cutoff"),
+            (
+                &["--in-progress", "--start-cutoff=-1m"][..],
+                "--start-cutoff",
+            ),
         ] {
             let err = settings(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");
