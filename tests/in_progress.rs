@@ -24,7 +24,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 
-use kumaco::conditions::UNDER_MAINTENANCE;
+use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use testkit::ApiServer;
 use testkit::agent::{
     MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
@@ -364,6 +364,93 @@ async fn started_maintenance_outlives_its_window() {
     assert_eq!(seen.max_in_progress, 1, "{}", timeline(&seen));
     check_waiting_messages(&seen, 1);
     check_why_not_written_once_per_reason(&seen);
+}
+
+/// `--planned-lead-time` (contract §5): `MaintenancePlanned=True` from `start - lead` on
+/// the nodes a window will select, until each node's maintenance begins: at once for the
+/// node that gets the slot, when the slot frees for the one that waits; never on a node
+/// that needs no reboot.
+#[tokio::test]
+async fn planned_runs_from_the_lead_time_until_each_maintenance_begins() {
+    let c = Cluster::new("planned").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let a = c.node("a", &[]).await;
+    c.needs_reboot_since(&a, base).await;
+    let b = c.node("b", &[]).await;
+    c.needs_reboot_since(&b, base + SignedDuration::from_mins(1))
+        .await;
+    let idle = c.node("idle", &[]).await;
+    let histories = History::start_all(
+        &c.client,
+        &[a.clone(), b.clone(), idle.clone()],
+        MAINTENANCE_PLANNED,
+    )
+    .await;
+    let start = edge_in(6);
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
+    let _kumaco = c.kumaco(&[REQUIRE_REBOOT, "--planned-lead-time=3s"]).await;
+
+    // From the lead time: both nodes that need a reboot, naming the window and start.
+    let lead_edge = start - SignedDuration::from_secs(3);
+    for node in [&a, &b] {
+        let found = wait_for_condition(
+            &c.client,
+            node,
+            MAINTENANCE_PLANNED,
+            until(lead_edge) + EDGE_BOUND,
+            |cond| has_status(cond, Some("True")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        let cond = condition(&found, MAINTENANCE_PLANNED).unwrap();
+        let at = cond.last_transition_time.as_ref().unwrap().0;
+        assert!(at >= lead_edge, "planned at {at}, before {lead_edge}");
+        assert_eq!(
+            cond.message.as_deref(),
+            Some(
+                format!(
+                    "maintenance window {} starts at {}",
+                    c.window_ref("w"),
+                    start.strftime("%Y-%m-%dT%H:%M:%SZ")
+                )
+                .as_str()
+            )
+        );
+    }
+    // At the start: `a` gets the slot and its plan is over; `b` waits, still planned.
+    let found = wait_for_condition(
+        &c.client,
+        &a,
+        MAINTENANCE_PLANNED,
+        until(start) + EDGE_BOUND,
+        |cond| has_status(cond, Some("False")),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(
+        condition(&found, MIP).map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert_eq!(
+        condition(&found, MAINTENANCE_PLANNED).and_then(|c| c.reason.as_deref()),
+        Some("MaintenanceStarted")
+    );
+    // `a` rebooted: the slot goes to `b`, whose plan ends then.
+    c.set(&a, REBOOT_REQUIRED, "False").await;
+    wait_for_condition(&c.client, &b, MAINTENANCE_PLANNED, PROMPT, |cond| {
+        has_status(cond, Some("False"))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let expected = [None, Some("True".to_string()), Some("False".to_string())];
+    for (node, history) in [&a, &b].iter().zip(&histories) {
+        assert_eq!(history.statuses(), expected, "{node}");
+    }
+    assert_eq!(
+        histories[2].statuses(),
+        [None],
+        "{idle} needs no reboot: nothing planned"
+    );
 }
 
 /// `--stop-at-window-end` ends the maintenance at the window end, required condition or
