@@ -7,6 +7,7 @@
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
 //! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
 //!   harnesses.
+//! - [`events`]: the events.k8s.io/v1 Events about a window ConfigMap, by reason.
 //! - [`cluster`]: one integration test's namespace and node scope, with window and node
 //!   helpers.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
@@ -16,6 +17,7 @@ pub mod agent;
 pub mod apiserver;
 pub mod cluster;
 pub mod diff;
+pub mod events;
 pub mod fleet;
 pub mod gobuild;
 pub mod history;
