@@ -9,7 +9,7 @@
 //! of the cluster (parsed windows by data hash, events known to exist, writes not yet
 //! echoed by the watch, windows the watch saw deleted) and retry timers.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,10 +18,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::Client;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
@@ -36,6 +36,7 @@ use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::node::{SlimNode, condition_json};
 use crate::pass::{self, NodeView, Pending, Rules, Write};
+use crate::selector::Selector;
 use crate::window::{Window, WindowId};
 
 /// Every API write gets this long before it counts as failed and is retried.
@@ -101,9 +102,16 @@ pub async fn run(
         watcher::Config::default().streaming_lists(),
     )
     .default_backoff()
-    .modify(move |node| node.keep_only(&manager, &read))
-    .reflect(node_writer);
-    tokio::spawn(drive(node_stream, wake.clone(), "nodes", |_: &SlimNode| {}));
+    .modify(move |node| node.keep_only(&manager, &read));
+    let label_keys: LabelKeys = Arc::default();
+    tokio::spawn(drive_nodes(
+        node_stream,
+        node_writer,
+        settings.node_selector.clone(),
+        label_keys.clone(),
+        wake.clone(),
+        metrics.clone(),
+    ));
 
     let tombstones: Tombstones = Arc::default();
     let mut window_stores = Vec::new();
@@ -157,6 +165,7 @@ pub async fn run(
         rules,
         metrics,
         nodes,
+        label_keys,
         window_stores,
         tombstones,
         sources: BTreeMap::new(),
@@ -203,6 +212,61 @@ pub async fn run(
                 info!("signal received, stopping");
                 return Ok(Exit::Signal);
             }
+        }
+    }
+}
+
+/// The label keys any selector names (`--node-selector` and every valid window's): a node
+/// label change under another key changes no decision.
+type LabelKeys = Arc<std::sync::RwLock<HashSet<String>>>;
+
+/// Drives the node watch: applies each event to the cache, and wakes the loop only when
+/// the node changed in something a pass reads (see [`SlimNode::differs_for_pass`]), so
+/// that the cost of a foreign change is a comparison, not a pass over every node. A
+/// relist (after a watch gap) wakes it once, when the new list is complete. A node outside
+/// the scope that carries nothing of this instance is irrelevant whatever changes on it
+/// (another instance's writes, for one).
+async fn drive_nodes<S>(
+    stream: S,
+    mut cache: reflector::store::Writer<SlimNode>,
+    scope: Selector,
+    label_keys: LabelKeys,
+    wake: Arc<Notify>,
+    metrics: Arc<Metrics>,
+) where
+    S: futures::Stream<Item = Result<watcher::Event<SlimNode>, watcher::Error>> + Send,
+{
+    let reader = cache.as_reader();
+    let mut stream = std::pin::pin!(stream);
+    loop {
+        match stream.try_next().await {
+            Ok(Some(event)) => {
+                let relevant = match &event {
+                    watcher::Event::Apply(node) => {
+                        let keys = label_keys.read().unwrap_or_else(|e| e.into_inner());
+                        let old = reader.get(&reflector::ObjectRef::from_obj(node));
+                        let ours =
+                            |n: &SlimNode| !n.status_owners.is_empty() || scope.matches(n.labels());
+                        match old {
+                            None => ours(node),
+                            Some(old) if !ours(&old) && !ours(node) => false,
+                            Some(old) => old.differs_for_pass(node, &keys),
+                        }
+                    }
+                    watcher::Event::Delete(_) | watcher::Event::InitDone => true,
+                    watcher::Event::Init | watcher::Event::InitApply(_) => false,
+                };
+                cache.apply_watcher_event(&event);
+                metrics.node_event(relevant);
+                if relevant {
+                    wake.notify_one();
+                }
+            }
+            Ok(None) => {
+                error!(what = "nodes", "watch stream ended");
+                return;
+            }
+            Err(e) => warn!(what = "nodes", error = %e, "watch error; retrying with backoff"),
         }
     }
 }
@@ -255,6 +319,7 @@ struct Shell {
     rules: Rules,
     metrics: Arc<Metrics>,
     nodes: Store<SlimNode>,
+    label_keys: LabelKeys,
     window_stores: Vec<Store<ConfigMap>>,
     tombstones: Tombstones,
     /// Window ConfigMaps as last parsed, by id (re-parsed when their data changes).
@@ -388,6 +453,24 @@ impl Shell {
                 invalid,
                 "window configuration loaded"
             );
+        }
+        if self.config_hash != Some(hash) {
+            let mut keys: HashSet<String> = self
+                .settings
+                .node_selector
+                .requirements()
+                .iter()
+                .map(|r| r.key().to_string())
+                .collect();
+            for w in self.sources.values().filter_map(|s| s.window.as_ref().ok()) {
+                keys.extend(
+                    w.selector
+                        .requirements()
+                        .iter()
+                        .map(|r| r.key().to_string()),
+                );
+            }
+            *self.label_keys.write().unwrap_or_else(|e| e.into_inner()) = keys;
         }
         self.config_hash = Some(hash);
         changed

@@ -27,6 +27,11 @@ pub struct TransitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RelevanceLabels {
+    pub relevant: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriteLabels {
     pub verb: String,
     pub result: String,
@@ -44,6 +49,7 @@ pub struct Metrics {
     pub leader: Gauge,
     pub transitions: Family<TransitionLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
+    pub node_events: Family<RelevanceLabels, Counter>,
     pub reconcile_duration: Histogram,
     pub config_hash: Gauge<i64, AtomicI64>,
     ready: AtomicBool,
@@ -112,6 +118,12 @@ impl Metrics {
             "Write requests to the API server, by verb and result (ok or error)",
             api_writes.clone(),
         );
+        let node_events = Family::<RelevanceLabels, Counter>::default();
+        registry.register(
+            "node_events",
+            "Node watch events, by whether they changed anything a pass reads (only those wake a pass)",
+            node_events.clone(),
+        );
         let reconcile_duration = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
         registry.register(
             "reconcile_duration_seconds",
@@ -135,6 +147,7 @@ impl Metrics {
             leader,
             transitions,
             api_writes,
+            node_events,
             reconcile_duration,
             config_hash,
             ready: AtomicBool::new(false),
@@ -146,6 +159,14 @@ impl Metrics {
             .get_or_create(&WriteLabels {
                 verb: verb.into(),
                 result: if ok { "ok" } else { "error" }.into(),
+            })
+            .inc();
+    }
+
+    pub fn node_event(&self, relevant: bool) {
+        self.node_events
+            .get_or_create(&RelevanceLabels {
+                relevant: relevant.to_string(),
             })
             .inc();
     }

@@ -8,7 +8,7 @@
 //! and every write's answer. Used as the object type of the node watch, cache and writes.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -47,6 +47,22 @@ impl SlimNode {
         let owned = self.owned_by(field_manager).to_vec();
         self.conditions
             .retain(|c| read.contains(&c.type_) || owned.contains(&c.type_));
+    }
+
+    /// Whether `self` and `other` (two versions of a node, trimmed by [`Self::keep_only`])
+    /// differ in anything a pass reads: the kept conditions (`lastHeartbeatTime` is not
+    /// read), the field manager's ownership, or a label under one of `label_keys`, the
+    /// keys the selectors name. Most node updates in a cluster (kubelet heartbeats, image
+    /// lists, annotations, labels no selector names) differ in none of these: they cost
+    /// this comparison and no pass.
+    pub fn differs_for_pass(&self, other: &SlimNode, label_keys: &HashSet<String>) -> bool {
+        let labels =
+            |n: &SlimNode, k: &str| n.metadata.labels.as_ref().and_then(|l| l.get(k).cloned());
+        self.conditions != other.conditions
+            || self.status_owners != other.status_owners
+            || label_keys
+                .iter()
+                .any(|k| labels(self, k) != labels(other, k))
     }
 
     pub fn resource_version(&self) -> Option<u64> {
@@ -304,6 +320,39 @@ mod tests {
             types,
             ["kured.dev/UnderMaintenance", "kured.dev/RebootRequired"]
         );
+    }
+
+    #[test]
+    fn only_changes_a_pass_reads_count() {
+        let keys: HashSet<String> = ["zone".to_string()].into();
+        let mut base: SlimNode = serde_json::from_value(full_node()).unwrap();
+        base.keep_only("kumaco", &[]);
+        let changed = |edit: &dyn Fn(&mut serde_json::Value)| {
+            let mut v = full_node();
+            edit(&mut v);
+            let mut node: SlimNode = serde_json::from_value(v).unwrap();
+            node.keep_only("kumaco", &[]);
+            base.differs_for_pass(&node, &keys)
+        };
+        // A kubelet heartbeat, new images, an annotation, a label no selector names.
+        assert!(!changed(&|v| {
+            v["metadata"]["resourceVersion"] = "43".into();
+            v["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:01:00Z".into();
+            v["status"]["images"][0]["names"][0] = "c".into();
+            v["metadata"]["annotations"]["big"] = "y".into();
+            v["metadata"]["labels"]["other"] = "x".into();
+        }));
+        // A label a selector names, a condition kumaco owns, its ownership.
+        assert!(changed(&|v| v["metadata"]["labels"]["zone"] = "b".into()));
+        assert!(changed(&|v| {
+            v["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({ "type": "kured.dev/UnderMaintenance", "status": "True" }))
+        }));
+        assert!(changed(
+            &|v| v["metadata"]["managedFields"][0]["manager"] = "someone".into()
+        ));
     }
 
     #[test]

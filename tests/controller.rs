@@ -17,14 +17,16 @@ use std::time::Duration;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::cluster::TestCluster;
 use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
-use testkit::nodes::{condition, create_node, has_status, set_labels, wait_for_condition};
+use testkit::nodes::{
+    condition, create_node, has_status, set_condition, set_labels, wait_for_condition,
+};
 use testkit::time::{edge_in, until, whole_second};
 use testkit::{ApiServer, SCOPE_LABEL, Scope};
 
@@ -628,6 +630,128 @@ async fn idle_cluster_gets_no_writes_from_kumaco() {
         kumaco_writes,
         "kumaco counts writes in steady state:\n{metrics}"
     );
+}
+
+/// Nodes change all the time for reasons kumaco does not read (kubelet heartbeats,
+/// annotations, labels no selector names). Such a change costs kumaco a comparison and no
+/// pass; a change to a label a selector names is decided at once.
+#[tokio::test]
+async fn foreign_node_churn_wakes_no_pass() {
+    // A private API server: kumaco watches every node, and other tests' nodes change.
+    let server = tokio::task::spawn_blocking(ApiServer::start_fresh)
+        .await
+        .unwrap()
+        .expect("a private API server");
+    let c = Cluster::new(&server, "churn").await;
+    let outside = c.node("outside", &[("zone", "a")]).await;
+    set_labels(
+        &c.client,
+        &outside,
+        &[(SCOPE_LABEL, Some("another-instance"))],
+    )
+    .await
+    .unwrap();
+    let mut nodes = Vec::new();
+    for i in 0..5 {
+        nodes.push(c.node(&format!("n{i}"), &[("zone", "a")]).await);
+    }
+    c.put_active_window("w", "zone=a").await;
+    let kumaco = c.kumaco(&["--resync-interval=5m"]).await;
+    for node in &nodes {
+        c.wait_status(node, Some("True"), SOON).await;
+    }
+    let metrics = || async { kumaco.metrics_text().await.unwrap() };
+    let passes = |text: &str| metric_sum(text, "kumaco_reconcile_duration_seconds_count", &[]);
+    let ignored =
+        |text: &str| metric_sum(text, "kumaco_node_events_total", &[("relevant", "false")]);
+    // Let our own writes' echoes settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = metrics().await;
+
+    let api = Api::<Node>::all(c.client.clone());
+    let rounds = 20;
+    // Changes the API server made: a heartbeat within the same second as the last one
+    // (the API keeps whole seconds) changes nothing and sends no watch event.
+    let mut changes = 0.0;
+    let mut versions = std::collections::HashMap::new();
+    let mut changed = |node: &str, answer: Node| {
+        versions.insert(node.to_string(), answer.metadata.resource_version.clone())
+            != Some(answer.metadata.resource_version)
+    };
+    for node in &nodes {
+        changed(node, api.get(node).await.unwrap());
+    }
+    for node in [&outside] {
+        changed(node, api.get(node).await.unwrap());
+    }
+    for round in 0..rounds {
+        // Another instance's condition on a node outside the scope: not this one's business.
+        let another = set_condition(
+            &c.client,
+            &outside,
+            UNDER_MAINTENANCE,
+            ["True", "False"][round % 2],
+            "another-kumaco",
+        )
+        .await
+        .unwrap();
+        changes += f64::from(u8::from(changed(&outside, another)));
+        for node in &nodes {
+            let heartbeat = Timestamp::now().to_string();
+            let answer = api
+                .patch_status(
+                    node,
+                    &PatchParams::apply("stand-in-kubelet"),
+                    &Patch::Apply(serde_json::json!({
+                        "apiVersion": "v1", "kind": "Node",
+                        "status": { "conditions": [{
+                            "type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "lastHeartbeatTime": heartbeat,
+                            "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        }]},
+                    })),
+                )
+                .await
+                .unwrap();
+            changes += f64::from(u8::from(changed(node, answer)));
+            let tick = round.to_string();
+            let answer = api
+                .patch(
+                    node,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({ "metadata": {
+                        "annotations": { "churn.example.com/tick": tick },
+                        "labels": { "churn.example.com/tick": tick },
+                    }})),
+                )
+                .await
+                .unwrap();
+            changes += f64::from(u8::from(changed(node, answer)));
+        }
+    }
+    let deadline = tokio::time::Instant::now() + SOON;
+    let after = loop {
+        let text = metrics().await;
+        if ignored(&text) - ignored(&before) >= changes || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seen = ignored(&after) - ignored(&before);
+    let extra = passes(&after) - passes(&before);
+    println!("CHURN changes={changes} ignored={seen} passes={extra}");
+    assert_eq!(
+        seen, changes,
+        "every foreign change seen and found irrelevant"
+    );
+    // The 30 s safety wake-up may fall into the churn; nothing else may.
+    assert!(extra <= 1.0, "{extra} passes for {changes} foreign changes");
+
+    // A label a selector names: decided at once.
+    set_labels(&c.client, &nodes[0], &[("zone", Some("b"))])
+        .await
+        .unwrap();
+    c.wait_status(&nodes[0], Some("False"), PROMPT).await;
 }
 
 // ---------------------------------------------------------------------------------------
