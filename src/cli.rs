@@ -270,7 +270,7 @@ mod tests {
             args.window_args.window_selector,
             "kured.dev/maintenance-window"
         );
-        assert_eq!(args.max_in_progress, "1");
+        assert_eq!(args.max_in_progress, None);
         assert!(args.leader_elect);
         assert_eq!(args.log_format, LogFormat::Text);
     }
