@@ -258,6 +258,7 @@ async fn status_without_node_rights_shows_the_windows_and_says_what_is_missing()
     // --no-nodes: the same windows, no warning, exit 0.
     let output = status(&kubeconfig, &["--namespace", &ns, "--no-nodes"]);
     let quiet = String::from_utf8_lossy(&output.stdout);
+    println!("$ kumaco status --namespace {ns} --no-nodes\n{quiet}");
     assert_eq!(output.status.code(), Some(0), "{quiet}");
     assert!(
         output.stderr.is_empty(),
@@ -285,6 +286,7 @@ async fn status_without_node_rights_shows_the_windows_and_says_what_is_missing()
         .output()
         .expect("running kumaco plan");
     let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("$ kumaco plan --windows ...\n{stderr}");
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert_eq!(
         stderr,
@@ -301,6 +303,7 @@ async fn status_without_node_rights_shows_the_windows_and_says_what_is_missing()
     // A namespace whose windows they may not read: nothing to show, exit 1, and why.
     let output = status(&kubeconfig, &["--namespace", &ns, "--namespace", "default"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("$ kumaco status --namespace {ns} --namespace default\n{stderr}");
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(output.stdout.is_empty());
     assert_eq!(
