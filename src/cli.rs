@@ -43,12 +43,25 @@ pub enum LogFormat {
     Json,
 }
 
+/// How a subcommand reaches the API server: the same flags, and the same order of
+/// sources (`kubeclient`), for every subcommand that talks to it.
+#[derive(Clone, Debug, Default, Args)]
+pub struct ClientArgs {
+    /// Kubeconfig file, read alone. Without it: the files of KUBECONFIG (`:`-separated,
+    /// merged as kubectl merges them), else the in-cluster configuration, else
+    /// ~/.kube/config.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use instead of the current context.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Kubeconfig file; in-cluster configuration is used when neither this nor
-    /// KUBECONFIG is set.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 
     /// Namespace watched for window ConfigMaps (repeatable). Default: the namespace kumaco
     /// runs in (POD_NAMESPACE), else `default`.
@@ -199,12 +212,12 @@ pub struct PlanArgs {
 
     /// Nodes file (a NodeList or multi-document Nodes, YAML or JSON; only names and
     /// labels matter). Without it, nodes are listed from the cluster.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub nodes: Option<PathBuf>,
 
-    /// Kubeconfig file, when nodes come from the cluster.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// When nodes come from the cluster: how to reach it.
+    #[command(flatten)]
+    pub client: ClientArgs,
 
     /// Start of the period (RFC 3339; default: now).
     #[arg(long, value_name = "TIME")]
@@ -234,9 +247,8 @@ pub struct PlanArgs {
 /// `kumaco status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// Kubeconfig file; else in-cluster configuration or ~/.kube/config.
-    #[arg(long, env = "KUBECONFIG", value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 
     /// Namespace holding window ConfigMaps (repeatable).
     #[arg(long = "namespace", required = true, value_name = "NS")]
@@ -245,6 +257,10 @@ pub struct StatusArgs {
     /// Label selector of the nodes in scope. Empty: every node.
     #[arg(long, value_name = "SEL", default_value = "")]
     pub node_selector: String,
+
+    /// Show the windows only: no node is listed (for those who may not list nodes).
+    #[arg(long, conflicts_with = "node_selector")]
+    pub no_nodes: bool,
 
     #[command(flatten)]
     pub window_args: WindowArgs,
@@ -297,6 +313,37 @@ mod tests {
         assert!(!args.leader_elect);
         assert_eq!(args.namespaces, ["a", "b"]);
         assert_eq!(args.block_conditions, ["x", "y"]);
+    }
+
+    #[test]
+    fn every_api_subcommand_takes_kubeconfig_and_context() {
+        for sub in [
+            &["run"][..],
+            &["status", "--namespace=ops"],
+            &["plan", "--windows=w.yaml"],
+        ] {
+            let mut argv = vec!["kumaco"];
+            argv.extend_from_slice(sub);
+            argv.extend(["--kubeconfig=k.yaml", "--context=other"]);
+            let client = match Cli::try_parse_from(&argv).unwrap().command {
+                Command::Run(a) => a.client,
+                Command::Status(a) => a.client,
+                Command::Plan(a) => a.client,
+                Command::Validate(_) => unreachable!(),
+            };
+            assert_eq!(client.kubeconfig, Some(PathBuf::from("k.yaml")), "{sub:?}");
+            assert_eq!(client.context.as_deref(), Some("other"), "{sub:?}");
+        }
+        // A nodes file means no cluster: a context would be silently unused.
+        let err = Cli::try_parse_from([
+            "kumaco",
+            "plan",
+            "--windows=w.yaml",
+            "--nodes=n.yaml",
+            "--context=other",
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("--context"), "{err}");
     }
 
     #[test]

@@ -20,7 +20,8 @@
 //!   and events due.
 //!
 //! Shell:
-//! - [`cli`]: the command line; [`config`]: its flags validated into settings.
+//! - [`cli`]: the command line; [`config`]: its flags validated into settings;
+//!   [`kubeclient`]: how every subcommand finds the API server.
 //! - [`controller`]: watches, the loop, executing the pass's writes and events.
 //! - [`node`]: the part of a Node kumaco reads, decoded without the rest;
 //!   [`configmap`]: a window ConfigMap trimmed to what kumaco reads.
@@ -38,6 +39,7 @@ pub mod decision;
 pub mod duration;
 pub mod fingerprint;
 pub mod in_progress;
+pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod node;

@@ -1,45 +1,77 @@
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use clap::Parser;
 
 use kumaco::cli::{Cli, Command, RunArgs};
-use kumaco::config::Settings;
-use kumaco::controller::{self, Exit};
+use kumaco::config::{FlagError, Settings};
+use kumaco::controller::{self, ControllerError, Exit};
+use kumaco::kubeclient;
 use kumaco::leader::{self, Leadership};
 use kumaco::metrics::{self, Metrics};
 use kumaco::telemetry;
 use kumaco::tools;
 
-fn main() -> Result<()> {
+fn main() {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Run(args) => {
-            // One thread: kumaco's work is a few API calls and a pass of arithmetic, and
-            // every extra thread costs a malloc arena (tens of MiB of RSS at 5,000 nodes).
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            runtime.block_on(run(*args))
-        }
+    let code = match cli.command {
+        Command::Run(args) => match run_controller(*args) {
+            Ok(()) => 0,
+            Err(e) => {
+                // `{:#}` is the message and its causes on one line; `{:?}` would add a
+                // backtrace when RUST_BACKTRACE is set, which is not for users.
+                eprintln!("kumaco run: {e:#}");
+                // A flag kumaco cannot use is a usage error, as clap's own are.
+                if e.downcast_ref::<FlagError>().is_some() {
+                    2
+                } else {
+                    1
+                }
+            }
+        },
         Command::Validate(args) => {
-            let code = tools::validate::run(&args, &mut std::io::stdout(), &mut std::io::stderr());
-            std::process::exit(code.into())
+            tools::validate::run(&args, &mut std::io::stdout(), &mut std::io::stderr())
         }
-        Command::Plan(args) => tool("plan", tools::plan::run(&args, &mut std::io::stdout())),
-        Command::Status(args) => tool("status", tools::status::run(&args, &mut std::io::stdout())),
+        Command::Plan(args) => tool("plan", async {
+            tools::plan::run(&args, &mut std::io::stdout()).await?;
+            Ok(0)
+        }),
+        Command::Status(args) => tool("status", async {
+            let outcome =
+                tools::status::run(&args, &mut std::io::stdout(), &mut std::io::stderr()).await?;
+            Ok(outcome.exit_code())
+        }),
+    };
+    std::process::exit(code.into())
+}
+
+/// Runs a tool to completion and returns its exit status; a failure is printed and sets
+/// the status the tool chose (2 for usage and unreadable input, 1 otherwise).
+fn tool(name: &str, work: impl Future<Output = Result<u8, tools::ToolError>>) -> u8 {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kumaco {name}: cannot start the async runtime: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(work) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("kumaco {name}: {e}");
+            e.exit_code()
+        }
     }
 }
 
-/// Runs a tool to completion; a failure is printed and sets the exit status the tool
-/// chose (2 for usage and unreadable input, 1 otherwise).
-fn tool(name: &str, work: impl Future<Output = Result<(), tools::ToolError>>) -> Result<()> {
-    let runtime = tokio::runtime::Runtime::new()?;
-    if let Err(e) = runtime.block_on(work) {
-        eprintln!("kumaco {name}: {e}");
-        std::process::exit(e.exit_code().into());
-    }
-    Ok(())
+fn run_controller(args: RunArgs) -> Result<()> {
+    // One thread: kumaco's work is a few API calls and a pass of arithmetic, and every
+    // extra thread costs a malloc arena (tens of MiB of RSS at 5,000 nodes).
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run(args))
 }
 
 async fn run(args: RunArgs) -> Result<()> {
@@ -49,7 +81,10 @@ async fn run(args: RunArgs) -> Result<()> {
         std::env::var("POD_NAMESPACE").ok(),
         std::env::var("POD_NAME").ok(),
     )?;
-    let client = client(&args).await?;
+    let connection = kubeclient::connect(&args.client).await?;
+    tracing::info!(server = %connection.server, from = %connection.from,
+                   context = %connection.context.as_deref().unwrap_or("-"), "using the API server");
+    let client = connection.client;
     let metrics = Arc::new(Metrics::new());
     let (leadership, campaign) = match &settings.election {
         Some(election) => {
@@ -75,7 +110,7 @@ async fn run(args: RunArgs) -> Result<()> {
     if let Some(campaign) = campaign {
         campaign.release().await;
     }
-    match exit? {
+    match exit.map_err(readable)? {
         Exit::Signal => Ok(()),
         Exit::ConfigChanged => {
             tracing::info!(
@@ -86,16 +121,11 @@ async fn run(args: RunArgs) -> Result<()> {
     }
 }
 
-async fn client(args: &RunArgs) -> Result<kube::Client> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default()).await?
-        }
-        None => kube::Config::incluster().context(
-            "no --kubeconfig/KUBECONFIG and not running in a cluster (KUBERNETES_SERVICE_HOST unset)",
-        )?,
-    };
-    Ok(kube::Client::try_from(config)?)
+/// The controller's error as one sentence: kube's `Display` of an API refusal embeds a
+/// `Debug` dump, and the error's own causes repeat its message.
+fn readable(e: ControllerError) -> anyhow::Error {
+    match e {
+        ControllerError::Kube(k) => anyhow!("Kubernetes API: {}", kubeclient::describe(&k)),
+        other => anyhow!("{other}"),
+    }
 }

@@ -1,7 +1,9 @@
 //! `kumaco status` against a real API server: the windows (valid and invalid, with the
-//! error) and the in-scope nodes with kumaco's conditions.
+//! error) and the in-scope nodes with kumaco's conditions; and what a maintenance manager
+//! who may read windows but not nodes sees.
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Command, Output};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -11,6 +13,7 @@ use serde_json::json;
 use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use testkit::ApiServer;
 use testkit::cluster::TestCluster;
+use testkit::manifests::{ApplyOptions, apply};
 use testkit::nodes::{create_node, set_condition};
 
 async fn create_window(client: &kube::Client, ns: &str, name: &str, data: serde_json::Value) {
@@ -71,20 +74,11 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
         .await
         .unwrap();
 
-    let kubeconfig = server.kubeconfig().display().to_string();
     let selector = scope.selector();
-    let output = Command::new(env!("CARGO_BIN_EXE_kumaco"))
-        .args([
-            "status",
-            "--kubeconfig",
-            &kubeconfig,
-            "--namespace",
-            &ns,
-            "--node-selector",
-            &selector,
-        ])
-        .output()
-        .expect("running kumaco status");
+    let output = status(
+        server.kubeconfig(),
+        &["--namespace", &ns, "--node-selector", &selector],
+    );
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
@@ -142,5 +136,185 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
     assert!(
         stdout.contains("NODES (2)"),
         "only the scope's nodes: {stdout}"
+    );
+}
+
+/// `kumaco status --kubeconfig FILE ARGS...`, with nothing of the developer's environment
+/// (KUBECONFIG, ~/.kube/config) in the way.
+fn status(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kumaco"))
+        .arg("status")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("running kumaco status")
+}
+
+/// What docs/operations.md gives a maintenance manager: the window ConfigMaps of one
+/// namespace (read here; they also write them), and nothing on nodes.
+async fn grant_window_reader(client: &kube::Client, ns: &str, user: &str) {
+    let objects = [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": { "name": "window-reader", "namespace": ns },
+            "rules": [{
+                "apiGroups": [""],
+                "resources": ["configmaps"],
+                "verbs": ["get", "list", "watch"],
+            }],
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": { "name": "window-reader", "namespace": ns },
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "window-reader",
+            },
+            "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+        }),
+    ];
+    let options = ApplyOptions {
+        field_manager: "kumaco-tests",
+        dry_run: false,
+        default_namespace: None,
+    };
+    for obj in objects {
+        apply(client, &serde_json::from_value(obj).unwrap(), &options)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+}
+
+#[tokio::test]
+async fn status_without_node_rights_shows_the_windows_and_says_what_is_missing() {
+    let server = ApiServer::shared();
+    let TestCluster { client, ns, .. } = TestCluster::new(server, "status-rbac").await;
+    let user = format!("maintainer-{ns}");
+    grant_window_reader(&client, &ns, &user).await;
+    let kubeconfig = server
+        .kubeconfig_for(&user, &["maintainers"])
+        .expect("a kubeconfig for the maintenance manager");
+    create_window(
+        &client,
+        &ns,
+        "patch-night",
+        json!({ "startTime": "0 2 * * 6", "duration": "3h", "nodeSelector": "zone=a",
+                "description": "kernel updates" }),
+    )
+    .await;
+
+    let output = status(&kubeconfig, &["--namespace", &ns]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Shown with --nocapture: the real output, for docs/tools.md.
+    println!(
+        "$ kumaco status --namespace {ns}\n{stdout}{stderr}[exit {:?}]",
+        output.status.code()
+    );
+    assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+    // The windows, without the NODES column, and a note where the nodes would be.
+    let header: Vec<&str> = stdout.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAMESPACE",
+            "NAME",
+            "VALID",
+            "KIND",
+            "ACTIVE",
+            "NEXT-START",
+            "NEXT-END",
+            "MESSAGE"
+        ],
+        "{stdout}"
+    );
+    let row = stdout
+        .lines()
+        .find(|l| l.contains(" patch-night "))
+        .unwrap_or_else(|| panic!("no window row in:\n{stdout}"));
+    assert!(row.ends_with("   kernel updates"), "{stdout}");
+    assert!(
+        stdout.contains("\nNODES: not shown, nor how many nodes each window selects: this identity may not list nodes"),
+        "{stdout}"
+    );
+    // One sentence on stderr: who was refused what, by which server, and what to do.
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let expected = format!(
+        "kumaco status: cannot list nodes at {}: nodes is forbidden: User \"{user}\" cannot \
+         list resource \"nodes\" in API group \"\" at the cluster scope (HTTP 403 Forbidden). \
+         kumaco status needs `list nodes` (cluster-wide) to show the nodes each window selects \
+         and their conditions: ask your cluster admin for it, or pass --no-nodes to show the \
+         windows only\n",
+        server.url()
+    );
+    assert_eq!(stderr, expected);
+
+    // --no-nodes: the same windows, no warning, exit 0.
+    let output = status(&kubeconfig, &["--namespace", &ns, "--no-nodes"]);
+    let quiet = String::from_utf8_lossy(&output.stdout);
+    println!("$ kumaco status --namespace {ns} --no-nodes\n{quiet}");
+    assert_eq!(output.status.code(), Some(0), "{quiet}");
+    assert!(
+        output.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(quiet.contains(row), "{quiet}");
+    assert!(!quiet.contains("NODES"), "{quiet}");
+
+    // plan, reading the nodes from the cluster, cannot do without them: exit 1, and the
+    // way round (a nodes file).
+    let windows = std::env::temp_dir().join(format!("kumaco-status-rbac-{ns}.yaml"));
+    std::fs::write(
+        &windows,
+        "kind: ConfigMap\nmetadata: {name: w, labels: {kured.dev/maintenance-window: \"\"}}\n\
+         data: {startTime: \"@daily\", duration: \"1h\", nodeSelector: \"\"}\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_kumaco"))
+        .args(["plan", "--windows"])
+        .arg(&windows)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("running kumaco plan");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("$ kumaco plan --windows ...\n{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "kumaco plan: cannot list nodes at {}: nodes is forbidden: User \"{user}\" cannot \
+             list resource \"nodes\" in API group \"\" at the cluster scope (HTTP 403 \
+             Forbidden). kumaco plan needs `list nodes` (cluster-wide) to read the nodes from \
+             the cluster: ask your cluster admin for it, or give the nodes as a file with \
+             --nodes (`kubectl get nodes -o yaml > nodes.yaml` by someone who may)\n",
+            server.url()
+        )
+    );
+
+    // A namespace whose windows they may not read: nothing to show, exit 1, and why.
+    let output = status(&kubeconfig, &["--namespace", &ns, "--namespace", "default"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("$ kumaco status --namespace {ns} --namespace default\n{stderr}");
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(output.stdout.is_empty());
+    assert_eq!(
+        stderr,
+        format!(
+            "kumaco status: cannot list ConfigMaps in namespace default at {}: configmaps is \
+             forbidden: User \"{user}\" cannot list resource \"configmaps\" in API group \"\" \
+             in the namespace \"default\" (HTTP 403 Forbidden). kumaco status needs `list \
+             configmaps` in every --namespace it is given: ask that namespace's admin for it, or \
+             leave the namespace out\n",
+            server.url()
+        )
     );
 }

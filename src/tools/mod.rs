@@ -9,7 +9,7 @@ pub mod status;
 pub mod validate;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
@@ -22,24 +22,32 @@ use crate::selector::{self, Selector};
 use crate::window::{InvalidWindow, Window, WindowId};
 
 /// Why a tool could not do its job (as opposed to finding problems in its input, which
-/// it reports and reflects in its exit status).
+/// it reports and reflects in its exit status). Each message is one line that says what
+/// was being done, with the file (and line) or the API server concerned; causes are in
+/// the message, not chained, so that printing it once says everything.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     #[error("--{flag}: {message}")]
     Flag { flag: &'static str, message: String },
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: not YAML: {message}")]
-    Yaml { path: String, message: String },
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("{at}: not YAML: {message}")]
+    Yaml { at: String, message: String },
     #[error("{path}: {message}")]
     Manifest { path: String, message: String },
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(String),
-    #[error("API server: {0}")]
-    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Client(#[from] crate::kubeclient::ClientError),
+    /// An API call failed. `hint` says what to do, for refusals the user can act on.
+    #[error("cannot {action} at {server}: {}{hint}", crate::kubeclient::describe(.error))]
+    Api {
+        action: String,
+        server: String,
+        // Boxed: kube's error is large, and every tool function returns this type.
+        error: Box<kube::Error>,
+        hint: String,
+    },
+    #[error("cannot write the output: {0}")]
+    Write(std::io::Error),
     #[error("{0}")]
     Plan(#[from] plan::PlanError),
 }
@@ -53,6 +61,21 @@ impl ToolError {
             _ => 1,
         }
     }
+}
+
+/// A YAML error as `FILE:LINE:COLUMN` and a one-line message, the way compilers and
+/// linters print them (editors jump to it). serde-saphyr's own `Display` adds a
+/// multi-line source excerpt headed `<input>`, which names no file.
+pub(crate) fn yaml_error(path: &str, e: &serde_saphyr::Error) -> (String, String) {
+    use serde_saphyr::MessageFormatter;
+    let at = match e.location() {
+        Some(l) if l.line() > 0 => format!("{path}:{}:{}", l.line(), l.column()),
+        _ => path.to_string(),
+    };
+    let message = serde_saphyr::UserMessageFormatter
+        .format_message(e.without_snippet())
+        .replace('\n', " ");
+    (at, message)
 }
 
 pub(crate) fn flag_err(flag: &'static str, message: impl ToString) -> ToolError {
@@ -100,9 +123,9 @@ pub fn read_documents(path: &Path) -> Result<Vec<Document>, ToolError> {
     } else {
         std::fs::read_to_string(path)
     }
-    .map_err(|source| ToolError::Read {
+    .map_err(|error| ToolError::Read {
         path: shown.clone(),
-        source,
+        error,
     })?;
     parse_documents(&shown, &text)
 }
@@ -117,9 +140,9 @@ fn display_path(path: &Path) -> String {
 
 /// The pure part of [`read_documents`].
 pub fn parse_documents(source: &str, text: &str) -> Result<Vec<Document>, ToolError> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| ToolError::Yaml {
-        path: source.into(),
-        message: e.to_string(),
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
+        let (at, message) = yaml_error(source, &e);
+        ToolError::Yaml { at, message }
     })?;
     let mut out = Vec::new();
     for doc in docs {
@@ -283,24 +306,6 @@ pub fn parse_period(flag: &'static str, value: &str) -> Result<SignedDuration, T
     Ok(total)
 }
 
-/// A kube client from `--kubeconfig`/`KUBECONFIG`, else the usual inference (in-cluster
-/// configuration, then `~/.kube/config`).
-pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, ToolError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| ToolError::Kubeconfig(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &Default::default())
-                .await
-                .map_err(|e| ToolError::Kubeconfig(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| ToolError::Kubeconfig(e.to_string()))?,
-    };
-    Ok(kube::Client::try_from(config)?)
-}
-
 /// A time for tables: RFC 3339 in `zone`, to the second (`2026-01-05T02:00:00+01:00`,
 /// `Z` for UTC).
 pub fn format_time(t: Timestamp, zone: &TimeZone) -> String {
@@ -351,9 +356,12 @@ mod tests {
     }
 
     #[test]
-    fn not_yaml_is_an_error() {
-        let err = parse_documents("f.yaml", "a: [1,\n").unwrap_err();
+    fn not_yaml_is_an_error_at_a_line_and_column() {
+        let err = parse_documents("f.yaml", "a: b\nc: [1,\n").unwrap_err();
         assert_eq!(err.exit_code(), 2, "{err}");
+        let text = err.to_string();
+        assert!(text.starts_with("f.yaml:2:4: not YAML: "), "{text}");
+        assert!(!text.contains('\n'), "one line: {text}");
     }
 
     #[test]

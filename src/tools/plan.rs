@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use super::{Classified, ToolError, WindowRules, flag_err, format_time, render_table};
-use crate::cli::{PlanArgs, PlanOutput};
+use crate::cli::{ClientArgs, PlanArgs, PlanOutput};
 use crate::decision::{self, ActiveWindows, Progress};
 use crate::duration::GoDuration;
 use crate::selector::Selector;
@@ -584,7 +584,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
     let windows = read_windows(&args.windows, &rules)?;
     let nodes = match &args.nodes {
         Some(path) => nodes_from_file(path)?,
-        None => nodes_from_cluster(args.kubeconfig.as_ref(), &args.node_selector).await?,
+        None => nodes_from_cluster(&args.client, &args.node_selector).await?,
     };
     let nodes = in_scope(&nodes, &node_selector);
     let plan = compute(&windows, &nodes, from, to, lead)?;
@@ -598,11 +598,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
         }
         PlanOutput::Svg => svg(&plan, &rules.default_zone, &zone_name),
     };
-    out.write_all(text.as_bytes())
-        .map_err(|source| ToolError::Read {
-            path: "<stdout>".into(),
-            source,
-        })
+    out.write_all(text.as_bytes()).map_err(ToolError::Write)
 }
 
 /// `--planned-lead-time`: a Go duration above 0, as `kumaco run` takes it.
@@ -664,13 +660,28 @@ fn nodes_from_file(path: &Path) -> Result<Vec<PlanNode>, ToolError> {
 }
 
 async fn nodes_from_cluster(
-    kubeconfig: Option<&PathBuf>,
+    client: &ClientArgs,
     node_selector: &str,
 ) -> Result<Vec<PlanNode>, ToolError> {
-    let client = super::client(kubeconfig).await?;
-    let list = Api::<Node>::all(client)
+    let connection = crate::kubeclient::connect(client).await?;
+    let list = Api::<Node>::all(connection.client)
         .list(&ListParams::default().labels(node_selector))
-        .await?;
+        .await
+        .map_err(|error| {
+            let hint = if crate::kubeclient::is_forbidden(&error) {
+                ". kumaco plan needs `list nodes` (cluster-wide) to read the nodes from the \
+                 cluster: ask your cluster admin for it, or give the nodes as a file with \
+                 --nodes (`kubectl get nodes -o yaml > nodes.yaml` by someone who may)"
+            } else {
+                ""
+            };
+            ToolError::Api {
+                action: "list nodes".into(),
+                server: connection.server.clone(),
+                error: Box::new(error),
+                hint: hint.into(),
+            }
+        })?;
     Ok(list.items.into_iter().map(plan_node).collect())
 }
 

@@ -14,11 +14,12 @@ use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAIN
 use crate::window::WindowId;
 
 /// The windows table: one row per window ConfigMap, sorted by namespace/name. An
-/// invalid window shows its errors in the last column.
+/// invalid window shows its errors in the last column. Without `nodes` (they could not
+/// be listed, or were not asked for) the `NODES` column is left out.
 pub fn windows_table(
     configmaps: &[ConfigMap],
     rules: &WindowRules,
-    nodes: &[PlanNode],
+    nodes: Option<&[PlanNode]>,
     now: Timestamp,
 ) -> String {
     let mut rows: Vec<(WindowId, Vec<String>)> = configmaps
@@ -52,7 +53,12 @@ pub fn windows_table(
                     };
                     let next = w.schedule.next_after(now);
                     let next_end = next.and_then(|s| s.checked_add(w.duration.to_signed()).ok());
-                    let selected = nodes.iter().filter(|n| w.selector.matches(&n.labels));
+                    let selected = nodes.map(|nodes| {
+                        nodes
+                            .iter()
+                            .filter(|n| w.selector.matches(&n.labels))
+                            .count()
+                    });
                     let kind = if w.blackout { "blackout" } else { "window" };
                     vec![
                         id.namespace.clone(),
@@ -62,7 +68,7 @@ pub fn windows_table(
                         active,
                         next.map_or("never".into(), |t| format_time(t, zone)),
                         next_end.map_or("-".into(), |t| format_time(t, zone)),
-                        selected.count().to_string(),
+                        selected.map_or(String::new(), |n| n.to_string()),
                         w.description.clone().unwrap_or_default(),
                     ]
                 }
@@ -71,21 +77,26 @@ pub fn windows_table(
         })
         .collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    let rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
-    render_table(
-        &[
-            "NAMESPACE",
-            "NAME",
-            "VALID",
-            "KIND",
-            "ACTIVE",
-            "NEXT-START",
-            "NEXT-END",
-            "NODES",
-            "MESSAGE",
-        ],
-        &rows,
-    )
+    let mut header = vec![
+        "NAMESPACE",
+        "NAME",
+        "VALID",
+        "KIND",
+        "ACTIVE",
+        "NEXT-START",
+        "NEXT-END",
+        "NODES",
+        "MESSAGE",
+    ];
+    let mut rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
+    if nodes.is_none() {
+        const NODES_COLUMN: usize = 7;
+        header.remove(NODES_COLUMN);
+        for row in &mut rows {
+            row.remove(NODES_COLUMN);
+        }
+    }
+    render_table(&header, &rows)
 }
 
 /// The nodes table: one row per in-scope node, sorted by name, with kumaco's three
@@ -162,45 +173,125 @@ pub fn age(d: SignedDuration) -> String {
     }
 }
 
-/// Runs `kumaco status` against the API server.
-pub async fn run(args: &StatusArgs, out: &mut impl std::io::Write) -> Result<(), ToolError> {
+/// How a `kumaco status` that printed its report went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything asked for is shown.
+    Complete,
+    /// The windows are shown, the nodes not: listing them was forbidden.
+    NodesForbidden,
+}
+
+impl Outcome {
+    /// 0, or 3 when the nodes could not be shown: distinct from 1 (nothing shown) so that
+    /// a script can tell a partial report from a failure; `--no-nodes` makes it 0.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Complete => 0,
+            Outcome::NodesForbidden => 3,
+        }
+    }
+}
+
+/// Runs `kumaco status` against the API server: the report on `out`, a warning on `err`
+/// when it is partial.
+pub async fn run(
+    args: &StatusArgs,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> Result<Outcome, ToolError> {
     let rules = WindowRules::from_args(&args.window_args)?;
     let node_selector = super::node_selector(&args.node_selector)?;
-    let client = super::client(args.kubeconfig.as_ref()).await?;
+    let connection = crate::kubeclient::connect(&args.client).await?;
+    let api_error = |action: String, error: kube::Error, hint: &str| ToolError::Api {
+        action,
+        server: connection.server.clone(),
+        hint: if crate::kubeclient::is_forbidden(&error) {
+            hint.to_string()
+        } else {
+            String::new()
+        },
+        error: Box::new(error),
+    };
     let mut configmaps = Vec::new();
     for ns in &args.namespaces {
-        let list = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        let list = Api::<ConfigMap>::namespaced(connection.client.clone(), ns)
             .list(&ListParams::default().labels(&args.window_args.window_selector))
-            .await?;
+            .await
+            .map_err(|e| {
+                api_error(
+                    format!("list ConfigMaps in namespace {ns}"),
+                    e,
+                    ". kumaco status needs `list configmaps` in every --namespace it is \
+                     given: ask that namespace's admin for it, or leave the namespace out",
+                )
+            })?;
         configmaps.extend(list.items);
     }
-    let nodes: Vec<Node> = Api::<Node>::all(client)
-        .list(&ListParams::default().labels(&args.node_selector))
-        .await?
-        .items
-        .into_iter()
-        // kumaco's own matching is the reference; the server-side filter only trims.
-        .filter(|n| {
-            node_selector.matches(n.metadata.labels.as_ref().unwrap_or(&Default::default()))
-        })
-        .collect();
-    let plan_nodes = in_scope(
-        &nodes.iter().cloned().map(plan_node).collect::<Vec<_>>(),
-        &node_selector,
-    );
+    let mut outcome = Outcome::Complete;
+    let nodes: Option<Vec<Node>> = if args.no_nodes {
+        None
+    } else {
+        let listed = Api::<Node>::all(connection.client.clone())
+            .list(&ListParams::default().labels(&args.node_selector))
+            .await;
+        match listed {
+            Ok(list) => Some(
+                list.items
+                    .into_iter()
+                    // kumaco's own matching is the reference; the server-side filter only
+                    // trims.
+                    .filter(|n| {
+                        node_selector
+                            .matches(n.metadata.labels.as_ref().unwrap_or(&Default::default()))
+                    })
+                    .collect(),
+            ),
+            // A maintenance manager often may read windows but not nodes: the windows are
+            // still worth showing, with what is missing and why said plainly.
+            Err(e) if crate::kubeclient::is_forbidden(&e) => {
+                let warning = api_error(
+                    "list nodes".into(),
+                    e,
+                    ". kumaco status needs `list nodes` (cluster-wide) to show the nodes \
+                     each window selects and their conditions: ask your cluster admin for \
+                     it, or pass --no-nodes to show the windows only",
+                );
+                let _ = writeln!(err, "kumaco status: {warning}");
+                outcome = Outcome::NodesForbidden;
+                None
+            }
+            Err(e) => return Err(api_error("list nodes".into(), e, "")),
+        }
+    };
+    let plan_nodes = nodes.as_ref().map(|nodes| {
+        in_scope(
+            &nodes.iter().cloned().map(plan_node).collect::<Vec<_>>(),
+            &node_selector,
+        )
+    });
     let now = Timestamp::now();
-    let text = format!(
-        "WINDOWS (as of {})\n{}\nNODES ({})\n{}",
+    let mut text = format!(
+        "WINDOWS (as of {})\n{}",
         format_time(now, &TimeZone::UTC),
-        windows_table(&configmaps, &rules, &plan_nodes, now),
-        nodes.len(),
-        nodes_table(&nodes, now)
+        windows_table(&configmaps, &rules, plan_nodes.as_deref(), now),
     );
-    out.write_all(text.as_bytes())
-        .map_err(|source| ToolError::Read {
-            path: "<stdout>".into(),
-            source,
-        })
+    match (&nodes, &outcome) {
+        (Some(nodes), _) => {
+            text.push_str(&format!(
+                "\nNODES ({})\n{}",
+                nodes.len(),
+                nodes_table(nodes, now)
+            ));
+        }
+        (None, Outcome::NodesForbidden) => text.push_str(
+            "\nNODES: not shown, nor how many nodes each window selects: this identity may \
+             not list nodes (see the message on standard error)\n",
+        ),
+        (None, Outcome::Complete) => {}
+    }
+    out.write_all(text.as_bytes()).map_err(ToolError::Write)?;
+    Ok(outcome)
 }
 
 #[cfg(test)]
@@ -235,7 +326,7 @@ mod tests {
             ),
             cm("broken", json!({"startTime": "0 2 * *", "duration": "3h"})),
         ];
-        let t = windows_table(&cms, &rules, &nodes, ts("2026-01-01T03:00:00Z"));
+        let t = windows_table(&cms, &rules, Some(&nodes), ts("2026-01-01T03:00:00Z"));
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("NAMESPACE   NAME"), "{t}");
         assert!(lines[1].starts_with("ops         broken   false"), "{t}");
@@ -247,6 +338,22 @@ mod tests {
             ),
             "{t}"
         );
+    }
+
+    #[test]
+    fn windows_table_without_nodes_has_no_nodes_column() {
+        let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+        let cms = [cm(
+            "weekly",
+            json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": "zone=a",
+                   "description": "nightly"}),
+        )];
+        let t = windows_table(&cms, &rules, None, ts("2026-01-01T03:00:00Z"));
+        let expected = [
+            "NAMESPACE   NAME     VALID   KIND     ACTIVE                       NEXT-START             NEXT-END               MESSAGE",
+            "ops         weekly   true    window   until 2026-01-01T05:00:00Z   2026-01-02T02:00:00Z   2026-01-02T05:00:00Z   nightly",
+        ];
+        assert_eq!(t.lines().collect::<Vec<_>>(), expected);
     }
 
     #[test]

@@ -100,10 +100,7 @@ fn run_inner(
     for note in &report.notes {
         let _ = writeln!(err, "{note}");
     }
-    let io = |e: std::io::Error| ToolError::Read {
-        path: "<stdout>".into(),
-        source: e,
-    };
+    let io = ToolError::Write;
     for line in &report.lines {
         writeln!(out, "{line}").map_err(io)?;
     }

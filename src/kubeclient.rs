@@ -1,0 +1,650 @@
+//! How every subcommand finds the API server: one function, [`connect`], for `run`,
+//! `status` and `plan`, so that they always agree on which cluster they talk to.
+//!
+//! The order is controller-runtime's `GetConfig` (what most Kubernetes controllers do),
+//! with kubectl's reading of kubeconfig files:
+//!
+//! 1. `--kubeconfig FILE`: that file alone; it must exist.
+//! 2. `KUBECONFIG`: a `:`-separated list of files, merged as kubectl merges them (the
+//!    first file to set a value wins, `current-context` included). Files that do not
+//!    exist are skipped, as kubectl skips them, but one at least must exist.
+//! 3. The in-cluster configuration (the pod's service account), when
+//!    `KUBERNETES_SERVICE_HOST` is set and no `--context` is given: in a pod, kumaco needs
+//!    no flag, and a `~/.kube/config` baked into an image cannot redirect it.
+//! 4. `~/.kube/config` (`$HOME/.kube/config`).
+//!
+//! `--context NAME` picks a context of the kubeconfig instead of its `current-context`.
+//! A context exists only in a kubeconfig, so with `--context` the in-cluster step is
+//! skipped rather than the flag ignored.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+use crate::cli::ClientArgs;
+
+/// What the process environment says about where the API server is. Read once and
+/// passed in, so that the choice is testable without touching the environment.
+#[derive(Clone, Debug, Default)]
+pub struct Environment {
+    /// `KUBECONFIG`.
+    pub kubeconfig: Option<OsString>,
+    /// `KUBERNETES_SERVICE_HOST` is set: kumaco runs in a pod.
+    pub in_cluster: bool,
+    /// `$HOME/.kube/config`, when `HOME` is set (client-go reads `HOME` too).
+    pub home_kubeconfig: Option<PathBuf>,
+}
+
+impl Environment {
+    pub fn from_process() -> Self {
+        let nonempty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        Environment {
+            kubeconfig: nonempty("KUBECONFIG"),
+            in_cluster: nonempty("KUBERNETES_SERVICE_HOST").is_some(),
+            home_kubeconfig: nonempty("HOME").map(|h| PathBuf::from(h).join(".kube/config")),
+        }
+    }
+}
+
+/// Where the configuration came from: said in logs and in every error about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// `--kubeconfig FILE`.
+    Flag(PathBuf),
+    /// `KUBECONFIG`, its non-empty entries in order.
+    Env(Vec<PathBuf>),
+    /// The pod's service account.
+    InCluster,
+    /// `$HOME/.kube/config`.
+    Home(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Flag(p) => write!(f, "--kubeconfig {}", p.display()),
+            Source::Env(paths) => write!(f, "KUBECONFIG={}", join(paths)),
+            Source::InCluster => f.write_str("the in-cluster configuration"),
+            Source::Home(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+fn join(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    shown.join(":")
+}
+
+/// Why no client could be built. Every message names what was read (or tried) and, where
+/// there is one, what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read kubeconfig {path} ({via}): {error}")]
+    Read {
+        path: PathBuf,
+        via: &'static str,
+        error: std::io::Error,
+    },
+    #[error("{at}: not a kubeconfig: {message}")]
+    Parse { at: String, message: String },
+    #[error("{from}: none of these files exists")]
+    NoEnvFile { from: Source },
+    #[error("{from}: cannot merge {path} into the files before it: {error}")]
+    Merge {
+        from: Source,
+        path: PathBuf,
+        error: KubeconfigError,
+    },
+    #[error("{from} has no context {context:?}; its contexts: {available}")]
+    NoContext {
+        from: Source,
+        context: String,
+        available: String,
+    },
+    #[error(
+        "{from} sets no current-context: choose one with --context (its contexts: {available})"
+    )]
+    NoCurrentContext { from: Source, available: String },
+    #[error("{from}: context {context:?} names cluster {cluster:?}, which is not in it")]
+    NoCluster {
+        from: Source,
+        context: String,
+        cluster: String,
+    },
+    #[error("{from}: {error}")]
+    Kubeconfig {
+        from: Source,
+        error: KubeconfigError,
+    },
+    #[error(
+        "running in a cluster (KUBERNETES_SERVICE_HOST is set) but its configuration is unusable: {error}; and {home} does not exist"
+    )]
+    InCluster { error: String, home: String },
+    #[error(
+        "no API server configured: --kubeconfig is not given, KUBECONFIG is not set, {in_cluster}, and {home} does not exist"
+    )]
+    Nothing { in_cluster: String, home: String },
+    #[error("building a client for {server} (from {from}): {message}")]
+    Client {
+        server: String,
+        from: Source,
+        message: String,
+    },
+}
+
+/// A client, and what it talks to.
+pub struct Connection {
+    pub client: kube::Client,
+    /// The API server's URL.
+    pub server: String,
+    pub from: Source,
+    /// The kubeconfig context used (none in-cluster).
+    pub context: Option<String>,
+}
+
+/// A client for the API server the flags and the environment designate (see the module
+/// documentation for the order).
+pub async fn connect(args: &ClientArgs) -> Result<Connection, ClientError> {
+    connect_with(args, &Environment::from_process()).await
+}
+
+/// [`connect`] with the environment given.
+pub async fn connect_with(args: &ClientArgs, env: &Environment) -> Result<Connection, ClientError> {
+    let (config, from, context) = config(args, env, || {
+        kube::Config::incluster().map_err(|e| e.to_string())
+    })
+    .await?;
+    let server = config.cluster_url.to_string();
+    let client = kube::Client::try_from(config).map_err(|e| ClientError::Client {
+        server: server.clone(),
+        from: from.clone(),
+        message: describe(&e),
+    })?;
+    Ok(Connection {
+        client,
+        server: server.trim_end_matches('/').to_string(),
+        from,
+        context,
+    })
+}
+
+/// The configuration and where it came from; `in_cluster` loads the pod's (a parameter
+/// so that tests can play a pod).
+async fn config(
+    args: &ClientArgs,
+    env: &Environment,
+    in_cluster: impl FnOnce() -> Result<kube::Config, String>,
+) -> Result<(kube::Config, Source, Option<String>), ClientError> {
+    if let Some(path) = &args.kubeconfig {
+        let from = Source::Flag(path.clone());
+        let kc = read(path, "--kubeconfig")?;
+        return from_kubeconfig(kc, from, args.context.as_deref()).await;
+    }
+    if let Some(value) = &env.kubeconfig {
+        // Empty entries (`a::b`, a trailing `:`) are ignored, as kubectl ignores them.
+        let paths: Vec<PathBuf> = std::env::split_paths(value)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        if !paths.is_empty() {
+            let from = Source::Env(paths.clone());
+            let mut merged: Option<Kubeconfig> = None;
+            for path in &paths {
+                if !path.exists() {
+                    continue;
+                }
+                let kc = read(path, "in KUBECONFIG")?;
+                merged = Some(match merged {
+                    None => kc,
+                    Some(m) => m.merge(kc).map_err(|error| ClientError::Merge {
+                        from: from.clone(),
+                        path: path.clone(),
+                        error,
+                    })?,
+                });
+            }
+            let merged = merged.ok_or(ClientError::NoEnvFile { from: from.clone() })?;
+            return from_kubeconfig(merged, from, args.context.as_deref()).await;
+        }
+    }
+    let home = env.home_kubeconfig.clone();
+    let home_shown = home
+        .as_ref()
+        .map_or("$HOME/.kube/config (HOME is not set)".into(), |p| {
+            p.display().to_string()
+        });
+    let in_cluster = if env.in_cluster && args.context.is_none() {
+        match in_cluster() {
+            Ok(config) => return Ok((config, Source::InCluster, None)),
+            Err(e) => Some(e),
+        }
+    } else {
+        None
+    };
+    match home.filter(|p| p.exists()) {
+        Some(path) => {
+            let kc = read(&path, "the default kubeconfig")?;
+            from_kubeconfig(kc, Source::Home(path), args.context.as_deref()).await
+        }
+        None => Err(match in_cluster {
+            Some(error) => ClientError::InCluster {
+                error,
+                home: home_shown,
+            },
+            None => ClientError::Nothing {
+                in_cluster: if env.in_cluster {
+                    // Only reachable with --context: say why in-cluster was not used.
+                    "--context names a kubeconfig context (so the in-cluster configuration does not apply)".into()
+                } else {
+                    "kumaco is not running in a cluster (KUBERNETES_SERVICE_HOST is not set)".into()
+                },
+                home: home_shown,
+            },
+        }),
+    }
+}
+
+/// Reads one kubeconfig file, with its path in every error (kube's parse error has none).
+fn read(path: &Path, via: &'static str) -> Result<Kubeconfig, ClientError> {
+    Kubeconfig::read_from(path).map_err(|e| match e {
+        KubeconfigError::ReadConfig(error, _) => ClientError::Read {
+            path: path.to_path_buf(),
+            via,
+            error,
+        },
+        KubeconfigError::Parse(error) => {
+            let (at, message) = crate::tools::yaml_error(&path.display().to_string(), &error);
+            ClientError::Parse { at, message }
+        }
+        // Nothing else comes out of reading and parsing; said as kube says it.
+        other => ClientError::Parse {
+            at: path.display().to_string(),
+            message: other.to_string(),
+        },
+    })
+}
+
+async fn from_kubeconfig(
+    kc: Kubeconfig,
+    from: Source,
+    context: Option<&str>,
+) -> Result<(kube::Config, Source, Option<String>), ClientError> {
+    let available = || {
+        let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let chosen = match context {
+        Some(c) => c.to_string(),
+        None => match &kc.current_context {
+            Some(c) if !c.is_empty() => c.clone(),
+            _ => {
+                return Err(ClientError::NoCurrentContext {
+                    from,
+                    available: available(),
+                });
+            }
+        },
+    };
+    let Some(named) = kc.contexts.iter().find(|c| c.name == chosen) else {
+        return Err(ClientError::NoContext {
+            from,
+            context: chosen,
+            available: available(),
+        });
+    };
+    if let Some(cluster) = named.context.as_ref().map(|c| &c.cluster)
+        && !kc.clusters.iter().any(|c| &c.name == cluster)
+    {
+        return Err(ClientError::NoCluster {
+            from,
+            context: chosen.clone(),
+            cluster: cluster.clone(),
+        });
+    }
+    let options = KubeConfigOptions {
+        context: Some(chosen.clone()),
+        ..Default::default()
+    };
+    match kube::Config::from_custom_kubeconfig(kc, &options).await {
+        Ok(config) => Ok((config, from, Some(chosen))),
+        Err(error) => Err(ClientError::Kubeconfig { from, error }),
+    }
+}
+
+/// A kube error as a sentence. kube's own `Display` of an API refusal appends the
+/// `Debug` form of the whole `Status`; people need the API server's message, which names
+/// the user and the permission, and the HTTP code. Other errors are their chain of
+/// causes, each said once.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            let message = if s.message.is_empty() {
+                "no message".to_string()
+            } else {
+                s.message.clone()
+            };
+            match s.reason.as_str() {
+                "" => format!("{message} (HTTP {})", s.code),
+                reason => format!("{message} (HTTP {} {reason})", s.code),
+            }
+        }
+        other => chain(other),
+    }
+}
+
+/// Whether the API server refused for lack of permission.
+pub fn is_forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
+}
+
+/// An error and its causes, `a: b: c`, leaving out a cause the text before already says
+/// (kube's messages embed their source) and kube's `HyperError: `-style type prefixes.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = strip_type_prefix(&e.to_string()).to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(strip_type_prefix(&said));
+        }
+        cause = c.source();
+    }
+    text
+}
+
+fn strip_type_prefix(message: &str) -> &str {
+    match message.split_once(": ") {
+        Some((head, rest))
+            if head.ends_with("Error")
+                && !head.contains(' ')
+                && head.starts_with(|c: char| c.is_ascii_uppercase()) =>
+        {
+            rest
+        }
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(kubeconfig: Option<&Path>, context: Option<&str>) -> ClientArgs {
+        ClientArgs {
+            kubeconfig: kubeconfig.map(Path::to_path_buf),
+            context: context.map(str::to_string),
+        }
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("kumaco-kubeclient-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Two clusters, two users, two contexts; `current` names the current context.
+    fn kubeconfig(current: Option<&str>) -> String {
+        let mut text = String::from(
+            "apiVersion: v1\nkind: Config\n\
+             clusters:\n\
+             - {name: one, cluster: {server: 'https://one.example:6443'}}\n\
+             - {name: two, cluster: {server: 'https://two.example:6443'}}\n\
+             users:\n- {name: u, user: {token: t}}\n\
+             contexts:\n\
+             - {name: a, context: {cluster: one, user: u}}\n\
+             - {name: b, context: {cluster: two, user: u}}\n",
+        );
+        if let Some(c) = current {
+            text.push_str(&format!("current-context: {c}\n"));
+        }
+        text
+    }
+
+    /// The server chosen and where from, in a "pod" whose service account points at
+    /// `https://in-cluster.example` (used only when `env.in_cluster`).
+    async fn server(args: &ClientArgs, env: &Environment) -> Result<String, String> {
+        let pod = || {
+            Ok(kube::Config::new(
+                "https://in-cluster.example".parse().unwrap(),
+            ))
+        };
+        config(args, env, pod)
+            .await
+            .map(|(c, from, _)| format!("{} from {from}", c.cluster_url))
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn the_flag_wins_and_context_picks_another_context() {
+        let dir = tempdir("flag");
+        let file = write(&dir, "config", &kubeconfig(Some("a")));
+        let env = Environment {
+            kubeconfig: Some(OsString::from("/nowhere")),
+            in_cluster: true,
+            home_kubeconfig: None,
+        };
+        let shown = file.display();
+        assert_eq!(
+            server(&args(Some(&file), None), &env).await.unwrap(),
+            format!("https://one.example:6443/ from --kubeconfig {shown}")
+        );
+        assert_eq!(
+            server(&args(Some(&file), Some("b")), &env).await.unwrap(),
+            format!("https://two.example:6443/ from --kubeconfig {shown}")
+        );
+        let err = server(&args(Some(&file), Some("c")), &env)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            format!("--kubeconfig {shown} has no context \"c\"; its contexts: a, b")
+        );
+        let missing = dir.join("missing");
+        let err = server(&args(Some(&missing), None), &env).await.unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "cannot read kubeconfig {} (--kubeconfig): No such file or directory (os error 2)",
+                missing.display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn kubeconfig_lists_merge_first_wins_and_skip_missing_files() {
+        let dir = tempdir("env");
+        // The first file defines the clusters and contexts but no current context; the
+        // second sets the current context and redefines context `a` (ignored: the first
+        // file to define a name wins).
+        let creds = write(&dir, "creds", &kubeconfig(None));
+        let current = write(
+            &dir,
+            "current",
+            "contexts:\n- {name: a, context: {cluster: two, user: u}}\ncurrent-context: a\n",
+        );
+        let missing = dir.join("missing");
+        let list = std::env::join_paths([&missing, &creds, &current]).unwrap();
+        let env = Environment {
+            kubeconfig: Some(list.clone()),
+            in_cluster: true,
+            home_kubeconfig: None,
+        };
+        let from = format!("KUBECONFIG={}", list.to_string_lossy());
+        assert_eq!(
+            server(&args(None, None), &env).await.unwrap(),
+            format!("https://one.example:6443/ from {from}")
+        );
+        // The other order: the second file's `a` now comes first.
+        let env = Environment {
+            kubeconfig: Some(std::env::join_paths([&current, &creds]).unwrap()),
+            ..env
+        };
+        assert!(
+            server(&args(None, None), &env)
+                .await
+                .unwrap()
+                .starts_with("https://two.example:6443/ from KUBECONFIG="),
+        );
+        // Only missing files: an error naming them.
+        let env = Environment {
+            kubeconfig: Some(std::env::join_paths([&missing, &dir.join("gone")]).unwrap()),
+            ..env
+        };
+        assert_eq!(
+            server(&args(None, None), &env).await.unwrap_err(),
+            format!(
+                "KUBECONFIG={}:{}: none of these files exists",
+                missing.display(),
+                dir.join("gone").display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn without_flag_or_variable_in_cluster_then_home() {
+        let dir = tempdir("home");
+        let home = write(&dir, "config", &kubeconfig(Some("b")));
+        // Not in a cluster: the home kubeconfig.
+        let env = Environment {
+            kubeconfig: None,
+            in_cluster: false,
+            home_kubeconfig: Some(home.clone()),
+        };
+        assert_eq!(
+            server(&args(None, None), &env).await.unwrap(),
+            format!("https://two.example:6443/ from {}", home.display())
+        );
+        // Nothing at all: what was tried.
+        let env = Environment {
+            home_kubeconfig: Some(dir.join("none")),
+            ..env
+        };
+        assert_eq!(
+            server(&args(None, None), &env).await.unwrap_err(),
+            format!(
+                "no API server configured: --kubeconfig is not given, KUBECONFIG is not set, \
+                 kumaco is not running in a cluster (KUBERNETES_SERVICE_HOST is not set), and {} \
+                 does not exist",
+                dir.join("none").display()
+            )
+        );
+        // "In a cluster" without a service account (not a real pod): that error, and the
+        // home kubeconfig that was tried too.
+        let env = Environment {
+            in_cluster: true,
+            ..env
+        };
+        let no_account = || Err("no token file".to_string());
+        let err = config(&args(None, None), &env, no_account)
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "running in a cluster (KUBERNETES_SERVICE_HOST is set) but its configuration is \
+                 unusable: no token file; and {} does not exist",
+                dir.join("none").display()
+            )
+        );
+        // In a pod, the in-cluster configuration wins over a kubeconfig in the image's
+        // home; --context means the kubeconfig.
+        let env = Environment {
+            home_kubeconfig: Some(home.clone()),
+            ..env
+        };
+        assert_eq!(
+            server(&args(None, None), &env).await.unwrap(),
+            "https://in-cluster.example/ from the in-cluster configuration"
+        );
+        assert_eq!(
+            server(&args(None, Some("a")), &env).await.unwrap(),
+            format!("https://one.example:6443/ from {}", home.display())
+        );
+        // A pod whose service account is unusable falls back to the home kubeconfig, as
+        // controller-runtime does.
+        let from = config(&args(None, None), &env, no_account)
+            .await
+            .map(|(_, from, _)| from)
+            .unwrap();
+        assert_eq!(from, Source::Home(home.clone()));
+    }
+
+    #[tokio::test]
+    async fn broken_kubeconfigs_are_named_with_line_and_column() {
+        let dir = tempdir("broken");
+        let bad = write(&dir, "bad", "clusters: [\n");
+        let err = server(&args(Some(&bad), None), &Environment::default())
+            .await
+            .unwrap_err();
+        assert!(
+            err.starts_with(&format!("{}:1:", bad.display()))
+                && err.contains(": not a kubeconfig: "),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "one line: {err}");
+        let no_current = write(&dir, "nocurrent", &kubeconfig(None));
+        let err = server(&args(Some(&no_current), None), &Environment::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "--kubeconfig {} sets no current-context: choose one with --context (its contexts: a, b)",
+                no_current.display()
+            )
+        );
+        let dangling = write(
+            &dir,
+            "dangling",
+            "contexts:\n- {name: x, context: {cluster: gone, user: u}}\ncurrent-context: x\n",
+        );
+        let err = server(&args(Some(&dangling), None), &Environment::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "--kubeconfig {}: context \"x\" names cluster \"gone\", which is not in it",
+                dangling.display()
+            )
+        );
+    }
+
+    #[test]
+    fn api_refusals_read_as_the_server_says_them() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure",
+            "message": "nodes is forbidden: User \"alice\" cannot list resource \"nodes\" in API group \"\" at the cluster scope",
+            "reason": "Forbidden",
+            "code": 403,
+        }))
+        .unwrap();
+        let e = kube::Error::Api(Box::new(status));
+        assert!(is_forbidden(&e));
+        assert_eq!(
+            describe(&e),
+            "nodes is forbidden: User \"alice\" cannot list resource \"nodes\" in API group \"\" at the cluster scope (HTTP 403 Forbidden)"
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = kube::Error::ReadEvents(io);
+        assert_eq!(describe(&e), "Error reading events stream: refused");
+        assert_eq!(strip_type_prefix("HyperError: x: y"), "x: y");
+        assert_eq!(strip_type_prefix("no API here: x"), "no API here: x");
+    }
+}
