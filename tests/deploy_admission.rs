@@ -1,22 +1,36 @@
 //! The ValidatingAdmissionPolicy shipped in `deploy/base/admission-policy.yaml`, on a real
-//! API server: malformed window ConfigMaps are rejected at admission with a message that
-//! names the key and the expected format; valid windows and ConfigMaps that are not
-//! windows go through.
+//! API server: malformed window ConfigMaps are rejected at admission with one message that
+//! names every failing key and the expected format; valid windows and ConfigMaps that are
+//! not windows go through.
+//!
+//! Every case is also given to kumaco's own parser (`Window::from_data`, what the
+//! controller and `kumaco validate` run): what the policy admits here kumaco accepts, what
+//! it rejects kumaco rejects too, for at least the keys the policy names, and where both
+//! check the same thing (missing keys, `blackout`) the policy's message is kumaco's.
 //!
 //! The policy only checks shapes (see the comment at the top of the manifest); what it
 //! cannot check is kumaco's job and is tested elsewhere.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use jiff::tz::TimeZone;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+
+use kumaco::window::{InvalidWindow, Window, WindowId};
 
 use testkit::ApiServer;
 use testkit::manifests::{self, ApplyOptions};
 
 const WINDOW_LABEL: &str = "kured.dev/maintenance-window";
+/// The data keys kumaco checks, in the order it reports them.
+const KEYS: [&str; 4] = ["startTime", "duration", "nodeSelector", "blackout"];
+/// What the API server puts before the policy's own message.
+const DENIED: &str = "ValidatingAdmissionPolicy 'kumaco-maintenance-window' with binding \
+                      'kumaco-maintenance-window' denied request: ";
 const APPLY: ApplyOptions = ApplyOptions {
     field_manager: "kumaco-deploy-test",
     dry_run: false,
@@ -54,7 +68,7 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
         match cms.create(&PostParams::default(), &first_bad).await {
             Err(kube::Error::Api(status)) => {
                 assert!(
-                    status.message.contains("missing data key(s) startTime"),
+                    status.message.contains("startTime: missing; expected"),
                     "unexpected rejection: {status:?}"
                 );
                 break;
@@ -85,11 +99,14 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
     let bad: Vec<(Vec<(&str, &str)>, &str)> = vec![
         (
             vec![],
-            "missing data key(s) startTime, duration, nodeSelector",
+            "denied request: startTime: missing; expected a cron schedule such as \"0 2 * * 6\" \
+             or an RFC 3339 timestamp; duration: missing; expected a Go duration such as \
+             \"90m\" or \"1h30m\"; nodeSelector: missing; expected a label selector such as \
+             \"zone=a\" (\"\" selects every node)",
         ),
         (
             vec![("startTime", "@daily"), ("duration", "1h")],
-            "missing data key(s) nodeSelector; every window needs",
+            "denied request: nodeSelector: missing; expected a label selector",
         ),
         (
             with(&ok, "startTime", "0 2 * *"),
@@ -118,6 +135,12 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
             with(&ok, "startTime", "2026-12-05 02:00:00Z"),
             "or an RFC 3339 timestamp",
         ),
+        // A line break in a value is escaped: the API server would drop a message with a
+        // line break for the policy's static one.
+        (
+            with(&ok, "startTime", "every\nday \"soon\""),
+            r#"startTime: "every\nday \"soon\"" is not a schedule"#,
+        ),
         (
             with(&ok, "duration", "1d"),
             r#"duration: "1d" is not a Go duration; expected numbers with units"#,
@@ -131,23 +154,43 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
             with(&ok, "duration", ""),
             "duration: \"\" is not a Go duration",
         ),
+        // A long value is cut (the API server drops messages above 5 KiB).
+        (with(&ok, "duration", LONG.as_str()), LONG_QUOTED.as_str()),
         (
             with(&ok, "duration", "0s"),
-            "duration: \"0s\" is not above 0",
+            "duration: \"0s\" is not positive; expected a duration above 0, such as \"90m\"",
         ),
         (
             with(&ok, "duration", "-5m"),
-            "duration: \"-5m\" is not above 0",
+            "duration: \"-5m\" is not positive",
         ),
-        (with(&ok, "duration", "0"), "is not above 0"),
+        (with(&ok, "duration", "0"), "is not positive"),
         (
             with(&ok, "blackout", "yes"),
-            r#"blackout: "yes" is not a boolean; expected "true" or "false""#,
+            r#"denied request: blackout: "yes" is not a boolean; expected "true" or "false""#,
+        ),
+        // Several bad keys: every one in one rejection, in kumaco's order (missing keys
+        // first), joined with "; " as kumaco joins them.
+        (
+            vec![
+                ("startTime", "0 2 * *"),
+                ("duration", "1d"),
+                ("blackout", "yes"),
+            ],
+            "denied request: nodeSelector: missing; expected a label selector such as \
+             \"zone=a\" (\"\" selects every node); startTime: \"0 2 * *\" is not a schedule; \
+             expected 5 fields",
+        ),
+        (
+            vec![("duration", "0s"), ("nodeSelector", ""), ("blackout", "no")],
+            "denied request: startTime: missing; expected a cron schedule such as \"0 2 * * 6\" \
+             or an RFC 3339 timestamp; duration: \"0s\" is not positive; expected a duration \
+             above 0, such as \"90m\"; blackout: \"no\" is not a boolean",
         ),
     ];
     for (i, (data, expected)) in bad.iter().enumerate() {
         let name = format!("bad-{i}");
-        match cms
+        let message = match cms
             .create(&PostParams::default(), &window(&name, data))
             .await
         {
@@ -158,10 +201,55 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
                     "{data:?}: the message should contain {expected:?}: {:?}",
                     status.message
                 );
+                status.message
             }
             other => panic!("{data:?} should be rejected, got {other:?}"),
+        };
+        let Some((_, policy)) = message.split_once(DENIED) else {
+            panic!("{data:?}: not the policy's rejection: {message}");
+        };
+        let kumaco = kumaco_parse(data).expect_err("kumaco should reject what the policy rejects");
+        let kumaco_keys: BTreeSet<&str> = kumaco.0.iter().map(|e| e.key).collect();
+        assert!(
+            named_keys(policy).is_subset(&kumaco_keys),
+            "{data:?}: the policy rejects keys kumaco accepts: {policy:?}, kumaco: {kumaco}"
+        );
+        // Where kumaco's errors are all ones the policy checks the same way, the message
+        // is kumaco's, word for word.
+        if kumaco
+            .0
+            .iter()
+            .all(|e| e.message.starts_with("missing;") || e.key == "blackout")
+        {
+            assert_eq!(policy, kumaco.to_string(), "{data:?}");
         }
     }
+
+    // The example of issue 15: four bad keys, all named in the one rejection.
+    let four = [
+        ("startTime", "0 2 * *"),
+        ("duration", "1d"),
+        ("blackout", "yes"),
+    ];
+    let err = cms
+        .create(&PostParams::default(), &window("four-bad-keys", &four))
+        .await
+        .expect_err("a window with four bad keys is rejected");
+    let kube::Error::Api(status) = err else {
+        panic!("{err}")
+    };
+    let policy = status
+        .message
+        .split_once(DENIED)
+        .map(|(_, m)| m)
+        .unwrap_or("");
+    assert_eq!(
+        named_keys(policy),
+        BTreeSet::from(KEYS),
+        "every bad key is named: {}",
+        status.message
+    );
+    eprintln!("the rejection of {four:?}:\n{}", status.message);
 
     // Everything kumaco accepts must go through: the policy is never stricter than kumaco.
     let good: Vec<Vec<(&str, &str)>> = vec![
@@ -174,6 +262,7 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
             "TZ=America/New_York */15 1-5 1,15 jan-mar ?",
         ),
         with(&ok, "startTime", "  0 2 * * 6  "),
+        with(&ok, "startTime", "0\t2 * *\n6"),
         with(&ok, "startTime", "@weekly"),
         with(&ok, "startTime", "CRON_TZ=UTC @midnight"),
         with(&ok, "startTime", "@every 6h"),
@@ -189,14 +278,19 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
         with(&ok, "duration", "500ms"),
         with(&ok, "duration", "2µs"),
         with(&ok, "duration", ".5h"),
+        with(&ok, "duration", "0.5s"),
         with(&ok, "blackout", "true"),
         with(&ok, "blackout", "False"),
         with(&ok, "blackout", "1"),
+        with(&ok, "blackout", "f"),
         with(&ok, "description", "kernel updates"),
         // Unknown keys are kumaco warnings, not errors.
         with(&ok, "nodeselector", "zone=b"),
     ];
     for (i, data) in good.iter().enumerate() {
+        if let Err(e) = kumaco_parse(data) {
+            panic!("{data:?} is not a case for this list: kumaco rejects it: {e}");
+        }
         let name = format!("good-{i}");
         cms.create(&PostParams::default(), &window(&name, data))
             .await
@@ -245,6 +339,32 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
     )
     .await
     .expect("removing the label together with breaking the data is not a window any more");
+}
+
+/// A value too long to quote whole (200 characters), and how the policy quotes it: its
+/// first 64 characters, then "...".
+static LONG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| "1d".repeat(100));
+static LONG_QUOTED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("duration: \"{}...\" is not a Go duration", "1d".repeat(32))
+});
+
+/// What kumaco's own parser says of `data` (default time zone UTC).
+fn kumaco_parse(data: &[(&str, &str)]) -> Result<Window, InvalidWindow> {
+    let id = WindowId {
+        namespace: "admission-test".into(),
+        name: "case".into(),
+    };
+    Window::from_data(id, &to_map(data), &TimeZone::UTC)
+}
+
+/// The data keys a policy message names: each of its errors starts with `key: `, and
+/// they are joined with "; ".
+fn named_keys(message: &str) -> BTreeSet<&'static str> {
+    KEYS.into_iter()
+        .filter(|key| {
+            message.starts_with(&format!("{key}: ")) || message.contains(&format!("; {key}: "))
+        })
+        .collect()
 }
 
 /// `data` with `key` set to `value` (added or replaced).

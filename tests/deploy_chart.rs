@@ -197,3 +197,87 @@ async fn helm_rendered_chart_is_accepted_by_the_api_server() {
         apply(&client, obj, true).await;
     }
 }
+
+/// The NOTES Helm prints after an install suggest a `kumaco status` command: run as the
+/// user would (in a shell, against the cluster the release went to), it must work, and
+/// show the release's windows: the namespaces it watches (`--namespace` is required) and
+/// its node scope.
+#[tokio::test]
+async fn notes_suggest_a_status_command_that_works() {
+    let server = ApiServer::shared();
+    let client = server.client().await.unwrap();
+    for ns in ["kumaco", "maintenance-notes"] {
+        let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": ns }
+        }))
+        .unwrap();
+        apply(&client, &obj, false).await;
+    }
+    let cases: [(&[&str], &str); 2] = [
+        (&[], "kumaco status --namespace kumaco"),
+        (
+            &[
+                "--set",
+                "watchNamespaces={kumaco,maintenance-notes}",
+                "--set-string",
+                r"nodeScope=zone in (a\,b)",
+                "--set",
+                "defaultTimezone=Europe/Berlin",
+            ],
+            "kumaco status --namespace kumaco --namespace maintenance-notes \
+             --node-selector 'zone in (a,b)' --default-timezone Europe/Berlin",
+        ),
+    ];
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/kumaco");
+    let kumaco_dir = Path::new(env!("CARGO_BIN_EXE_kumaco")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        kumaco_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (sets, expected) in cases {
+        // What `helm install` prints, without installing. (Helm looks for the release's
+        // objects in the cluster even so: a release name of its own, and no cluster-wide
+        // policy, keep clear of what other tests create.)
+        let out = Command::new(&helm)
+            .args(["install", "notes-test"])
+            .arg(&chart)
+            .args(["--namespace", "kumaco", "--dry-run=client"])
+            .args(["--set", "admissionPolicy.enabled=false"])
+            .args(sets)
+            .env("KUBECONFIG", server.kubeconfig())
+            .output()
+            .expect("running helm install --dry-run");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "helm install --dry-run {sets:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let notes = stdout
+            .split_once("NOTES:\n")
+            .unwrap_or_else(|| panic!("no NOTES in:\n{stdout}"))
+            .1;
+        let command = notes
+            .lines()
+            .map(str::trim)
+            .find(|l| l.starts_with("kumaco status"))
+            .unwrap_or_else(|| panic!("no kumaco status in the NOTES:\n{notes}"));
+        assert_eq!(command, expected, "NOTES:\n{notes}");
+
+        let run = Command::new("sh")
+            .args(["-c", command])
+            .env("PATH", &path)
+            .env("KUBECONFIG", server.kubeconfig())
+            .output()
+            .expect("running the NOTES' kumaco status");
+        assert!(
+            run.status.success(),
+            "`{command}` from the NOTES failed ({}):\n{}{}",
+            run.status,
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}

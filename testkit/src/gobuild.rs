@@ -138,36 +138,61 @@ pub const HELM_VERSION: &str = "v3.22.0";
 /// (`go install helm.sh/helm/v3/cmd/helm@HELM_VERSION`) into the cache. `KUMACO_HELM_BIN`
 /// overrides.
 pub fn helm() -> Result<PathBuf> {
-    if let Some(path) = std::env::var_os("KUMACO_HELM_BIN") {
+    go_install(
+        "helm",
+        "helm.sh/helm/v3/cmd/helm",
+        HELM_VERSION,
+        "KUMACO_HELM_BIN",
+    )
+}
+
+/// The kustomize release the overlay tests render with: the one whose kustomize/api
+/// (v0.21.1) Helm already brings into the module cache. `kubectl apply -k` runs the
+/// kustomize built into kubectl; the two read kumaco's kustomizations the same.
+pub const KUSTOMIZE_VERSION: &str = "v5.8.1";
+
+/// Returns the path of `kustomize`, building it once per machine from the Go module proxy
+/// (`go install sigs.k8s.io/kustomize/kustomize/v5@KUSTOMIZE_VERSION`, about 30 s) into
+/// the cache. `KUMACO_KUSTOMIZE_BIN` overrides.
+pub fn kustomize() -> Result<PathBuf> {
+    go_install(
+        "kustomize",
+        "sigs.k8s.io/kustomize/kustomize/v5",
+        KUSTOMIZE_VERSION,
+        "KUMACO_KUSTOMIZE_BIN",
+    )
+}
+
+/// `go install package@version` into `<cache>/<name>-<version>/<name>`, once per machine
+/// (under a file lock, so concurrent test binaries build it once); `override_var` names
+/// a binary to use instead.
+fn go_install(name: &str, package: &str, version: &str, override_var: &str) -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(override_var) {
         return Ok(PathBuf::from(path));
     }
-    let dir = cache_root().join(format!("helm-{HELM_VERSION}"));
-    let bin = dir.join("helm");
+    let dir = cache_root().join(format!("{name}-{version}"));
+    let bin = dir.join(name);
     if bin.exists() {
         return Ok(bin);
     }
     fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
     let lock = File::create(dir.join(".lock"))?;
-    lock.lock().context("locking the helm build cache")?;
+    lock.lock()
+        .with_context(|| format!("locking the {name} build cache"))?;
     if bin.exists() {
         return Ok(bin);
     }
-    eprintln!(
-        "testkit: building helm {HELM_VERSION} (first time on this machine, a few minutes)..."
-    );
+    eprintln!("testkit: building {name} {version} (first time on this machine, a few minutes)...");
     let status = Command::new("go")
         .env("GOBIN", &dir)
         .env("CGO_ENABLED", "0")
         .env("GOTOOLCHAIN", "local")
         .args(["install", "-trimpath", "-ldflags=-s -w"])
-        .arg(format!("helm.sh/helm/v3/cmd/helm@{HELM_VERSION}"))
+        .arg(format!("{package}@{version}"))
         .status()
-        .context("running go install for helm (is Go >= 1.26 on PATH?)")?;
+        .with_context(|| format!("running go install for {name} (is Go >= 1.26 on PATH?)"))?;
     if !status.success() || !bin.exists() {
-        bail!(
-            "`go install helm.sh/helm/v3/cmd/helm@{HELM_VERSION}` failed ({status}); see the \
-             output above"
-        );
+        bail!("`go install {package}@{version}` failed ({status}); see the output above");
     }
     Ok(bin)
 }

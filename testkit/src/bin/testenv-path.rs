@@ -1,5 +1,5 @@
-//! Builds (once per machine) the Go test programs and helm, and prints where they are
-//! cached.
+//! Builds (once per machine) the Go test programs, helm and kustomize, and prints where
+//! they are cached.
 
 fn main() -> anyhow::Result<()> {
     use testkit::gobuild::{Program, binary};
@@ -12,12 +12,20 @@ fn main() -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
-    let started = std::time::Instant::now();
-    let helm = testkit::gobuild::helm()?;
-    println!(
-        "Helm: {} ({:.1}s)",
-        helm.display(),
-        started.elapsed().as_secs_f64()
-    );
+    for (name, build) in [
+        (
+            "Helm",
+            testkit::gobuild::helm as fn() -> anyhow::Result<std::path::PathBuf>,
+        ),
+        ("Kustomize", testkit::gobuild::kustomize),
+    ] {
+        let started = std::time::Instant::now();
+        let path = build()?;
+        println!(
+            "{name}: {} ({:.1}s)",
+            path.display(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     Ok(())
 }

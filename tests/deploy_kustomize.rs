@@ -1,0 +1,172 @@
+//! The kustomize install path, `kubectl apply --server-side -k deploy/overlays/example`,
+//! on a real API server that, like most clusters, has no Prometheus Operator CRDs:
+//!
+//! - the example overlay, rendered by a real `kustomize build` (built once per machine
+//!   from the Go module proxy, see `testkit::gobuild::kustomize`), holds only built-in
+//!   kinds, and the API server accepts every object (server-side apply, strict field
+//!   validation, for real: namespaces first, as kustomize orders them);
+//! - its patches took effect (image, flags);
+//! - the optional ServiceMonitor component, added the way docs/operations.md shows, adds
+//!   a Service and a ServiceMonitor, and the ServiceMonitor is exactly what a cluster
+//!   without the CRDs refuses.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kube::api::DynamicObject;
+use testkit::ApiServer;
+use testkit::manifests::{self, ApplyOptions};
+
+const APPLY: ApplyOptions = ApplyOptions {
+    field_manager: "kumaco-kustomize-test",
+    dry_run: false,
+    default_namespace: None,
+};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kustomize build DIR`, as objects.
+fn build(dir: &Path) -> Vec<DynamicObject> {
+    let kustomize = testkit::gobuild::kustomize().unwrap_or_else(|e| panic!("{e:#}"));
+    let out = Command::new(&kustomize)
+        .arg("build")
+        .arg(dir)
+        .output()
+        .expect("running kustomize build");
+    assert!(
+        out.status.success(),
+        "kustomize build {} failed:\n{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).expect("kustomize prints UTF-8");
+    manifests::parse(&yaml).unwrap_or_else(|e| panic!("kustomize's output: {e:#}\n{yaml}"))
+}
+
+fn api_version_and_kind(obj: &DynamicObject) -> (String, String) {
+    let types = obj.types.as_ref().expect("apiVersion and kind");
+    (types.api_version.clone(), types.kind.clone())
+}
+
+fn kinds(objects: &[DynamicObject]) -> Vec<String> {
+    objects.iter().map(|o| api_version_and_kind(o).1).collect()
+}
+
+#[tokio::test]
+async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() {
+    let objects = build(&repo().join("deploy/overlays/example"));
+
+    // Only kinds every cluster has: core, apps, RBAC, admission policies.
+    for obj in &objects {
+        let (api_version, kind) = api_version_and_kind(obj);
+        assert!(
+            matches!(
+                api_version.as_str(),
+                "v1" | "apps/v1"
+                    | "rbac.authorization.k8s.io/v1"
+                    | "admissionregistration.k8s.io/v1"
+            ),
+            "the example overlay renders {api_version} {kind}, which a plain cluster may not \
+             have: put it in an optional component"
+        );
+    }
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "Role",
+        "Deployment",
+        "ValidatingAdmissionPolicy",
+    ] {
+        assert!(
+            kinds(&objects).iter().any(|k| k == kind),
+            "no {kind}: {:?}",
+            kinds(&objects)
+        );
+    }
+
+    // The overlay's patches: its image and its flags.
+    let deployment = objects
+        .iter()
+        .find(|o| api_version_and_kind(o).1 == "Deployment")
+        .unwrap();
+    let container = &deployment.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"], "registry.example.com/platform/kumaco:0.1.0",
+        "{container}"
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    for flag in [
+        "--namespace=maintenance",
+        "--node-selector=node-role.kubernetes.io/worker",
+    ] {
+        assert!(args.contains(&flag), "{flag} missing from {args:?}");
+    }
+
+    // What `kubectl apply --server-side -k` does with them, on an API server without the
+    // monitoring.coreos.com CRDs.
+    let client = ApiServer::shared().client().await.expect("admin client");
+    for obj in &objects {
+        manifests::apply(&client, obj, &APPLY)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    // The optional component, added the way docs/operations.md shows: a copy of the
+    // example overlay next to it, with `components:` added (in a copy of deploy/, so the
+    // relative paths are the real ones).
+    let deploy = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kumaco-kustomize-{}", std::process::id()))
+        .join("deploy");
+    let _ = std::fs::remove_dir_all(&deploy);
+    copy_dir(&repo().join("deploy"), &deploy);
+    let prod = deploy.join("overlays/prod");
+    copy_dir(&deploy.join("overlays/example"), &prod);
+    let mut kustomization = std::fs::read_to_string(prod.join("kustomization.yaml")).unwrap();
+    kustomization.push_str("components:\n  - ../../components/servicemonitor\n");
+    std::fs::write(prod.join("kustomization.yaml"), kustomization).unwrap();
+    let monitored = build(&prod);
+    let added: Vec<String> = kinds(&monitored)
+        .into_iter()
+        .filter(|k| !kinds(&objects).contains(k))
+        .collect();
+    assert_eq!(
+        added,
+        ["Service", "ServiceMonitor"],
+        "{:?}",
+        kinds(&monitored)
+    );
+    let service_monitor = monitored
+        .iter()
+        .find(|o| api_version_and_kind(o).1 == "ServiceMonitor")
+        .unwrap();
+    let refused = manifests::apply(&client, service_monitor, &APPLY)
+        .await
+        .expect_err("this API server has no ServiceMonitor CRD");
+    assert!(
+        format!("{refused:#}").contains("404"),
+        "a missing kind is a 404: {refused:#}"
+    );
+    let _ = std::fs::remove_dir_all(deploy.parent().unwrap());
+}
+
+/// `cp -r from to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
