@@ -30,5 +30,9 @@ fn the_core_imports_no_io_crate() {
             }
         }
     }
-    assert!(found.is_empty(), "I/O crates in the core:\n{}", found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "I/O crates in the core:\n{}",
+        found.join("\n")
+    );
 }
