@@ -124,16 +124,16 @@ async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
         seen.max_in_progress <= ceiling,
         "{} nodes were in progress at once, ceiling {ceiling} (--max-in-progress={max_in_progress}):\n{}",
         seen.max_in_progress,
-        timeline(&seen)
+        seen.timeline()
     );
     assert_eq!(
         seen.max_in_progress,
         ceiling,
         "20 nodes were waiting: every slot should have been used:\n{}",
-        timeline(&seen)
+        seen.timeline()
     );
     for node in &expected {
-        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", seen.timeline());
     }
     assert_eq!(agent.reboots(), 20, "reboots: {:?}", agent.rebooted());
     check_nothing_before(&seen, start);
@@ -144,7 +144,7 @@ async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
     assert!(
         seen.changes.iter().any(|ch| reason_is(ch, REASON_WAITING)),
         "20 nodes for {ceiling} slots: some should have shown {REASON_WAITING}:\n{}",
-        timeline(&seen)
+        seen.timeline()
     );
 }
 
@@ -262,7 +262,7 @@ async fn blocked_nodes_wait_and_a_late_blocker_revokes_nothing() {
     assert!(
         seen.max_in_progress <= 2,
         "ceiling 2 exceeded:\n{}",
-        timeline(&seen)
+        seen.timeline()
     );
     assert_eq!(agent.reboots(), 9, "reboots: {:?}", agent.rebooted());
     assert_eq!(
@@ -361,7 +361,7 @@ async fn started_maintenance_outlives_its_window() {
         .unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(seen.start_count(&a), 1, "{:#?}", seen.history(&a));
     assert_eq!(seen.start_count(&b), 0, "{:#?}", seen.history(&b));
-    assert_eq!(seen.max_in_progress, 1, "{}", timeline(&seen));
+    assert_eq!(seen.max_in_progress, 1, "{}", seen.timeline());
     check_waiting_messages(&seen, 1);
     check_why_not_written_once_per_reason(&seen);
 }
@@ -643,10 +643,10 @@ async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
         seen.max_in_progress <= 2,
         "{} in progress at once, ceiling 2, with {kills} kills:\n{}",
         seen.max_in_progress,
-        timeline(&seen)
+        seen.timeline()
     );
     for node in &nodes {
-        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", seen.timeline());
     }
     assert_eq!(agent.reboots(), 20, "reboots: {:?}", agent.rebooted());
     check_start_order(&seen, &nodes);
@@ -694,9 +694,9 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
             seen.in_progress.len(),
             3 - i,
             "ceiling lowered to 1: nothing preempted, nothing added:\n{}",
-            timeline(&seen)
+            seen.timeline()
         );
-        assert_eq!(seen.start_count(last), 0, "{}", timeline(&seen));
+        assert_eq!(seen.start_count(last), 0, "{}", seen.timeline());
         agent.release(node);
         observer
             .wait_until("the released node to complete", SOON, |o| {
@@ -711,9 +711,9 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
         })
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    assert_eq!(seen.max_in_progress, 3, "{}", timeline(&seen));
+    assert_eq!(seen.max_in_progress, 3, "{}", seen.timeline());
     for node in &nodes {
-        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", seen.timeline());
     }
     check_why_not_written_once_per_reason(&seen);
 }
@@ -877,10 +877,10 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     assert!(
         seen.max_in_progress <= 2,
         "ceiling 2 exceeded across the failover:\n{}",
-        timeline(&seen)
+        seen.timeline()
     );
     for node in &nodes {
-        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", timeline(&seen));
+        assert_eq!(seen.start_count(node), 1, "{node}:\n{}", seen.timeline());
     }
 
     // The logs: the old leader wrote, then the new one, never both.
@@ -1141,7 +1141,7 @@ fn check_start_order(seen: &Observed, expected: &[String]) {
         "start order is not oldest RebootRequired first, ties by name:\n  expected {expected:?}\n  \
          observed {observed:?}\n{}\n{}",
         wrong.join("\n"),
-        timeline(seen)
+        seen.timeline()
     );
 }
 
@@ -1226,32 +1226,6 @@ fn check_edge_latency(seen: &Observed, node: &str, edge: Timestamp, what: &str) 
         latency < SignedDuration::try_from(EDGE_BOUND).unwrap(),
         "{node} changed {ms}ms after the {what} edge (bound {EDGE_BOUND:?})"
     );
-}
-
-/// Every change seen, one per line, with times relative to the first: for failure
-/// messages.
-fn timeline(seen: &Observed) -> String {
-    let Some(t0) = seen.changes.first().map(|ch| ch.at) else {
-        return "no change seen".into();
-    };
-    let mut out = String::new();
-    for ch in &seen.changes {
-        let state = match &ch.condition {
-            Some(c) => format!(
-                "{} {} {:?}",
-                c.status,
-                c.reason.as_deref().unwrap_or_default(),
-                c.message.as_deref().unwrap_or_default()
-            ),
-            None => "absent".into(),
-        };
-        out.push_str(&format!(
-            "  +{:>6} ms {}: {state}\n",
-            ch.at.duration_since(t0).as_millis(),
-            ch.node
-        ));
-    }
-    out
 }
 
 // ---------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 
-use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer};
+use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observer};
 use testkit::cluster::{TestCluster, UNDER_MAINTENANCE};
 use testkit::events;
 use testkit::history::History;
@@ -212,7 +212,7 @@ async fn blackout_does_not_end_maintenance_in_progress() {
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let seen = observer.observed();
-    let timeline = timeline(&seen);
+    let timeline = seen.timeline();
     let n1_history = seen.history(&n1);
     let first_true = n1_history
         .iter()
@@ -813,31 +813,4 @@ impl Drop for NodeChanges {
 
 fn status_of(c: Option<&NodeCondition>) -> Option<&str> {
     c.map(|c| c.status.as_str())
-}
-
-/// Every `MaintenanceInProgress` change the observer saw, one per line, times relative to
-/// the first: for failure messages.
-fn timeline(seen: &Observed) -> String {
-    let Some(t0) = seen.changes.first().map(|ch| ch.at) else {
-        return "  no change seen".into();
-    };
-    let mut out = String::new();
-    for ch in &seen.changes {
-        let state = match &ch.condition {
-            Some(c) => format!(
-                "{} {} {:?}",
-                c.status,
-                c.reason.as_deref().unwrap_or_default(),
-                c.message.as_deref().unwrap_or_default()
-            ),
-            None => "absent".into(),
-        };
-        out.push_str(&format!(
-            "  +{:>6} ms {} {}: {state}\n",
-            ch.at.duration_since(t0).as_millis(),
-            ch.at,
-            ch.node
-        ));
-    }
-    out
 }

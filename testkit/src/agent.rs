@@ -248,6 +248,33 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// Every change seen, one per line, times relative to the first (and absolute): for
+    /// failure messages.
+    pub fn timeline(&self) -> String {
+        let Some(t0) = self.changes.first().map(|ch| ch.at) else {
+            return "  no change seen".into();
+        };
+        let mut out = String::new();
+        for ch in &self.changes {
+            let state = match &ch.condition {
+                Some(c) => format!(
+                    "{} {} {:?}",
+                    c.status,
+                    c.reason.as_deref().unwrap_or_default(),
+                    c.message.as_deref().unwrap_or_default()
+                ),
+                None => "absent".into(),
+            };
+            out.push_str(&format!(
+                "  +{:>6} ms {} {}: {state}\n",
+                ch.at.duration_since(t0).as_millis(),
+                ch.at,
+                ch.node
+            ));
+        }
+        out
+    }
+
     /// The successive conditions of `node` (None: removed).
     pub fn history(&self, node: &str) -> Vec<Option<NodeCondition>> {
         self.changes
