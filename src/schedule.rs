@@ -17,7 +17,9 @@
 //!   fall-back hour runs twice; `Next` gives up ("never") after five years;
 //! - descriptors are exact and case-sensitive (`@DAILY` and `@daily ` are errors).
 //!
-//! Where robfig panics (`TZ=UTC` with nothing after the zone) we return an error. The
+//! Where robfig panics (`TZ=UTC` with nothing after the zone) we return an error; where
+//! it never returns (a spec that must walk past a whole day a zone skipped, such as
+//! Samoa's 2011-12-30) we step over the missing day (`schedule/next.rs`). The
 //! tests in `tests/diff_schedule.rs` compare this module with the real Go code on hundreds
 //! of thousands of generated specs and instants.
 //!

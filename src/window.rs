@@ -363,11 +363,22 @@ impl Window {
                         DstAnomalyKind::Skipped => "does not happen (the clock skips it)",
                         DstAnomalyKind::Repeated => "happens twice (the clock repeats it)",
                     };
+                    let zone = self.schedule.zone_name();
+                    // DST moves clocks by two hours at most; more is a zone changing its
+                    // offset for good (Samoa crossing the date line skipped a whole day).
+                    let change = a.offset_after.seconds() - a.offset_before.seconds();
+                    let why = if change.abs() <= 2 * 3600 {
+                        format!("daylight saving time changes in {zone}")
+                    } else {
+                        format!(
+                            "{zone} changes its offset from {} to {}",
+                            a.offset_before, a.offset_after
+                        )
+                    };
                     warnings.push(format!(
-                        "{KEY_START_TIME}: the {} run on {} {what}: daylight saving time changes in {}",
+                        "{KEY_START_TIME}: the {} run on {} {what}: {why}",
                         a.wall.time(),
                         a.wall.date(),
-                        self.schedule.zone_name()
                     ));
                 }
             }

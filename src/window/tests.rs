@@ -403,3 +403,19 @@ proptest! {
         }
     }
 }
+
+/// Samoa skipped 2011-12-30, but a yearly run on the 30th fires again in 2012: the lint
+/// must not say "never fires" (it did, after a search of a second, when robfig's endless
+/// loop on that day ran into kumaco's move bound), and names the skipped run.
+#[test]
+fn lint_on_a_skipped_day_is_true() {
+    let w = window("CRON_TZ=Pacific/Apia 0 0 30 12 *", "1h");
+    let lint = w.lint(ts("2011-12-28T00:00:00Z"));
+    assert_eq!(
+        lint,
+        [
+            "startTime: the 00:00:00 run on 2011-12-30 does not happen (the clock skips it): \
+          Pacific/Apia changes its offset from -10 to +14"
+        ],
+    );
+}
