@@ -28,7 +28,7 @@
 //! - `@every D` fires at the multiples of D since the Unix epoch (the smallest `k*D > t`),
 //!   not D after whenever the process happened to start: every replica, and every restart,
 //!   must agree on when a window is open. D is clamped and truncated as robfig does
-//!   (at least 1 s, whole seconds).
+//!   (at least 1 s, whole seconds; the window lint says when that changed D).
 //! - An RFC 3339 timestamp (`2026-12-05T02:00:00+01:00`, or `...Z`) is a one-shot window.
 //!   A single token can never be a valid cron spec, so this takes nothing from robfig.
 //! - Specs without a `CRON_TZ=`/`TZ=` prefix are evaluated in the zone the caller passes
@@ -71,8 +71,12 @@ pub struct Schedule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rule {
     Cron(CronFields),
-    /// Whole seconds, at least 1.
-    Every(i64),
+    /// Whole seconds, at least 1, and the interval as written (which the lint compares:
+    /// robfig changes `@every 0s` and `@every 1.5s` without a word).
+    Every {
+        seconds: i64,
+        written: crate::duration::GoDuration,
+    },
     Once(Timestamp),
 }
 
@@ -247,7 +251,10 @@ fn descriptor(spec: &str) -> Result<Rule, ScheduleError> {
     let duration = crate::duration::parse(text).map_err(|e| ScheduleError::Every(e.to_string()))?;
     // robfig's Every: below a second becomes a second, then sub-second parts are dropped.
     let seconds = duration.as_nanos().div_euclid(1_000_000_000).max(1);
-    Ok(Rule::Every(seconds))
+    Ok(Rule::Every {
+        seconds,
+        written: duration,
+    })
 }
 
 /// The one-shot extension: a single token shaped like an RFC 3339 date-time. Returns
@@ -357,7 +364,7 @@ impl Schedule {
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
         match &self.rule {
             Rule::Cron(fields) => next::next(fields, &self.zone, t),
-            Rule::Every(seconds) => {
+            Rule::Every { seconds, .. } => {
                 let period = i128::from(*seconds) * 1_000_000_000;
                 let k = t.as_nanosecond().div_euclid(period).checked_add(1)?;
                 Timestamp::from_nanosecond(k.checked_mul(period)?).ok()
@@ -369,7 +376,7 @@ impl Schedule {
     pub fn kind(&self) -> ScheduleKind {
         match &self.rule {
             Rule::Cron(_) => ScheduleKind::Cron,
-            Rule::Every(seconds) => {
+            Rule::Every { seconds, .. } => {
                 ScheduleKind::Every(std::time::Duration::from_secs(seconds.unsigned_abs()))
             }
             Rule::Once(at) => ScheduleKind::Once(*at),
@@ -388,6 +395,15 @@ impl Schedule {
         self.zone_name.clone()
     }
 
+    /// For `@every D`, D as written, before robfig's adjustment to whole seconds and at
+    /// least 1 s (compare [`ScheduleKind::Every`]); `None` for other schedules.
+    pub fn every_as_written(&self) -> Option<crate::duration::GoDuration> {
+        match &self.rule {
+            Rule::Every { written, .. } => Some(*written),
+            Rule::Cron(_) | Rule::Once(_) => None,
+        }
+    }
+
     /// The spec as written.
     pub fn spec(&self) -> &str {
         &self.spec
@@ -400,7 +416,7 @@ impl Schedule {
     pub fn dst_anomalies(&self, from: Timestamp, until: Timestamp) -> Vec<DstAnomaly> {
         match &self.rule {
             Rule::Cron(fields) => dst::anomalies(fields, &self.zone, from, until),
-            Rule::Every(_) | Rule::Once(_) => Vec::new(),
+            Rule::Every { .. } | Rule::Once(_) => Vec::new(),
         }
     }
 }
@@ -412,7 +428,7 @@ impl fmt::Display for Schedule {
                 write!(f, "{} ({fields})", self.spec)
             }
             Rule::Cron(fields) => write!(f, "{} ({fields}, {})", self.spec, self.zone_name),
-            Rule::Every(seconds) => {
+            Rule::Every { seconds, .. } => {
                 let delay = seconds
                     .checked_mul(1_000_000_000)
                     .map(crate::duration::GoDuration::from_nanos);

@@ -68,6 +68,11 @@ pub struct FieldError {
 #[error("{}", self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct InvalidWindow(pub Vec<FieldError>);
 
+/// The longest `duration` the lint accepts without a warning: a year, of 366 days so
+/// that "a year" written as `8784h` passes. Longer is most likely a slip of the keyboard
+/// (`1000000h`); the window still loads.
+pub const LINT_MAX_DURATION: GoDuration = GoDuration::from_nanos(366 * 24 * 3600 * 1_000_000_000);
+
 /// How many occurrences a span is followed each way before kumaco stops looking: bounds
 /// the work of chained schedules (`* * * * *` lasting a minute is one span for ever).
 pub const SPAN_STEPS: usize = 64;
@@ -382,7 +387,33 @@ impl Window {
                     ));
                 }
             }
-            ScheduleKind::Every(_) => {}
+            ScheduleKind::Every(delay) => {
+                if let Some(written) = self.schedule.every_as_written() {
+                    let runs =
+                        GoDuration::from_nanos(i64::try_from(delay.as_nanos()).unwrap_or(i64::MAX));
+                    let spec = self.schedule.spec();
+                    // Accepted for compatibility (a spec must mean the same in Go
+                    // tools), but rarely what the author meant.
+                    if written.as_nanos() < 1_000_000_000 {
+                        warnings.push(format!(
+                            "{KEY_START_TIME}: {spec:?} runs every {runs}: an interval below \
+                             1s is raised to 1s (robfig/cron does the same)"
+                        ));
+                    } else if written != runs {
+                        warnings.push(format!(
+                            "{KEY_START_TIME}: {spec:?} runs every {runs}: intervals are \
+                             rounded down to whole seconds (robfig/cron does the same)"
+                        ));
+                    }
+                }
+            }
+        }
+        if self.duration > LINT_MAX_DURATION {
+            warnings.push(format!(
+                "{KEY_DURATION}: {} is longer than a year ({LINT_MAX_DURATION}); a window \
+                 open that long is most likely a typo (it loads as written)",
+                self.duration
+            ));
         }
         warnings
     }
