@@ -8,7 +8,7 @@
 # - Static: x86_64-unknown-linux-musl. TLS is rustls with ring (kube's `rustls-tls` and
 #   `ring` features), so there is no OpenSSL to link or to patch in the image.
 # - Time zones are compiled into the binary (jiff's bundled tzdb): the image needs no
-#   /usr/share/zoneinfo. CA certificates come from distroless (kumaco itself trusts the
+#   /usr/share/zoneinfo (distroless ships Debian's, which `--tzdata=system` reads). CA certificates come from distroless (kumaco itself trusts the
 #   cluster CA from the kubeconfig or the mounted ServiceAccount).
 # - Non-root (uid/gid 65532, distroless's `nonroot`), nothing written at run time, so the
 #   Deployment runs it with readOnlyRootFilesystem and all capabilities dropped.

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -16,11 +17,21 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// node inside an active window and, optionally, `MaintenanceInProgress` on the nodes
 /// that may be disrupted now.
 #[derive(Debug, Parser)]
-#[command(name = "kumaco", version, about, long_about)]
+#[command(name = "kumaco", version = VERSION.as_str(), about, long_about)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// `kumaco --version`: the release and the IANA time zone database built in, which
+/// decides what a `CRON_TZ=` schedule means where zone rules changed.
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} (bundled tzdata {})",
+        env!("CARGO_PKG_VERSION"),
+        crate::schedule::bundled_tzdata_version().unwrap_or("of unknown version")
+    )
+});
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -33,6 +44,29 @@ pub enum Command {
     Plan(Box<PlanArgs>),
     /// Show the windows and the nodes' kumaco conditions in a live cluster.
     Status(StatusArgs),
+}
+
+impl Command {
+    /// The window flags, which every subcommand has.
+    pub fn window_args(&self) -> &WindowArgs {
+        match self {
+            Command::Run(args) => &args.window_args,
+            Command::Validate(args) => &args.window_args,
+            Command::Plan(args) => &args.window_args,
+            Command::Status(args) => &args.window_args,
+        }
+    }
+}
+
+/// Which IANA time zone database zones are read from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TzdataSource {
+    /// The copy built into kumaco: the same answer on every image and node.
+    #[default]
+    Bundled,
+    /// The directory $TZDIR, else /usr/share/zoneinfo: the same data as the other
+    /// programs on the image.
+    System,
 }
 
 /// Log output format.
@@ -175,6 +209,12 @@ pub struct WindowArgs {
     /// show times in it.
     #[arg(long, value_name = "ZONE", default_value = "UTC")]
     pub default_timezone: String,
+
+    /// Time zone database: `bundled` (built in; the same answer on every image) or
+    /// `system` ($TZDIR, else /usr/share/zoneinfo: the data the image's other programs
+    /// read).
+    #[arg(long, value_enum, env = "KUMACO_TZDATA", default_value_t = TzdataSource::Bundled)]
+    pub tzdata: TzdataSource,
 }
 
 /// `kumaco validate`.
@@ -344,6 +384,29 @@ mod tests {
         ])
         .unwrap_err();
         assert!(err.to_string().contains("--context"), "{err}");
+    }
+
+    #[test]
+    fn version_names_the_bundled_tzdata() {
+        let version = Cli::command().render_version();
+        let tzdata = crate::schedule::bundled_tzdata_version().unwrap();
+        assert_eq!(
+            version,
+            format!(
+                "kumaco {} (bundled tzdata {tzdata})\n",
+                env!("CARGO_PKG_VERSION")
+            )
+        );
+    }
+
+    #[test]
+    fn tzdata_is_a_flag_of_every_subcommand() {
+        let cli = Cli::try_parse_from(["kumaco", "validate", "--tzdata=system", "-"]).unwrap();
+        assert_eq!(cli.command.window_args().tzdata, TzdataSource::System);
+        let cli = Cli::try_parse_from(["kumaco", "run"]).unwrap();
+        assert_eq!(cli.command.window_args().tzdata, TzdataSource::Bundled);
+        let err = Cli::try_parse_from(["kumaco", "run", "--tzdata=host"]).unwrap_err();
+        assert!(err.to_string().contains("bundled, system"), "{err}");
     }
 
     #[test]

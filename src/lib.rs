@@ -28,6 +28,7 @@
 //! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //! - [`tools`]: `kumaco validate`, `plan` and `status`, the tools for people.
+//! - [`tzdata`]: which time zone database zones are read from (`--tzdata`).
 
 pub mod announce;
 pub mod cli;
@@ -48,4 +49,5 @@ pub mod schedule;
 pub mod selector;
 pub mod telemetry;
 pub mod tools;
+pub mod tzdata;
 pub mod window;

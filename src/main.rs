@@ -11,11 +11,22 @@ use kumaco::leader::{self, Leadership};
 use kumaco::metrics::{self, Metrics};
 use kumaco::telemetry;
 use kumaco::tools;
+use kumaco::tzdata::{self, Tzdata};
 
 fn main() {
     let cli = Cli::parse();
+    // Before anything loads a zone (flags, windows), for every subcommand alike: a
+    // refused --tzdata is a usage error.
+    let tzdir = std::env::var_os("TZDIR").map(std::path::PathBuf::from);
+    let tzdata = match tzdata::install(cli.command.window_args().tzdata, tzdir.as_deref()) {
+        Ok(tzdata) => tzdata,
+        Err(e) => {
+            eprintln!("kumaco: {e}");
+            std::process::exit(2);
+        }
+    };
     let code = match cli.command {
-        Command::Run(args) => match run_controller(*args) {
+        Command::Run(args) => match run_controller(*args, tzdata) {
             Ok(()) => 0,
             Err(e) => {
                 // `{:#}` is the message and its causes on one line; `{:?}` would add a
@@ -64,17 +75,17 @@ fn tool(name: &str, work: impl Future<Output = Result<u8, tools::ToolError>>) ->
     }
 }
 
-fn run_controller(args: RunArgs) -> Result<()> {
+fn run_controller(args: RunArgs, tzdata: Tzdata) -> Result<()> {
     // One thread: kumaco's work is a few API calls and a pass of arithmetic, and every
     // extra thread costs a malloc arena (tens of MiB of RSS at 5,000 nodes).
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(run(args))
+    runtime.block_on(run(args, tzdata))
 }
 
-async fn run(args: RunArgs) -> Result<()> {
+async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
     telemetry::init(args.log_format);
     let settings = Settings::from_args(
         &args,
@@ -103,8 +114,8 @@ async fn run(args: RunArgs) -> Result<()> {
         metrics::serve(metrics.clone(), args.metrics_address, args.health_address)
             .await
             .context("binding the metrics/health addresses")?;
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), metrics = %metrics_address,
-                   health = %health_address, "kumaco starting");
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), tzdata = %tzdata,
+                   metrics = %metrics_address, health = %health_address, "kumaco starting");
     let exit = controller::run(client, settings, metrics, leadership).await;
     // The loop has returned: nothing writes any more, so a standby may take over now.
     if let Some(campaign) = campaign {

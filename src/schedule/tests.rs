@@ -545,3 +545,151 @@ proptest! {
         }
     }
 }
+
+/// Samoa (and Tokelau) skipped 2011-12-30: the clocks went from 23:59:59 on the 29th
+/// (-10:00) to 00:00 on the 31st (+14:00). robfig's day step from the 29th lands on the
+/// 29th again, so its Next never returns for a spec that must walk past that day (the
+/// oracle spun for 20 s without answering `0 0 30 12 *` or `0 0 31 12 *` from
+/// 2011-12-28). kumaco steps over the missing day. Where robfig does answer, the answers
+/// are pinned here as the oracle gave them (Go 1.26, robfig v3.0.1, tzdata 2025b).
+#[test]
+fn a_skipped_day_is_stepped_over() {
+    let zone = load_zone("Pacific/Apia").unwrap();
+    let apia = |spec: &str, from: &str| {
+        let s = parse(&format!("CRON_TZ=Pacific/Apia {spec}"), &utc()).unwrap();
+        s.next_after(ts(from))
+            .map(|t| t.to_zoned(zone.clone()).timestamp())
+    };
+    // Where robfig hangs: the first existing 30th and 31st of December.
+    assert_eq!(
+        apia("0 0 30 12 *", "2011-12-28T00:00:00Z"),
+        Some(ts("2012-12-30T00:00:00+14:00"))
+    );
+    assert_eq!(
+        apia("0 0 31 12 *", "2011-12-28T00:00:00Z"),
+        Some(ts("2011-12-31T00:00:00+14:00"))
+    );
+    // Where robfig answers (oracle: 1356775200, 1325152800, 1325325600).
+    assert_eq!(
+        apia("0 0 30 12 *", "2011-12-30T12:00:00Z"),
+        Some(ts("2012-12-30T00:00:00+14:00"))
+    );
+    assert_eq!(
+        apia("0 0 29 12 *", "2011-12-28T00:00:00Z"),
+        Some(ts("2011-12-29T00:00:00-10:00"))
+    );
+    assert_eq!(
+        apia("0 0 1 1 *", "2011-12-28T00:00:00Z"),
+        Some(ts("2012-01-01T00:00:00+14:00"))
+    );
+    // The other whole days skipped since 1990. robfig hangs on each (oracle, 5 s
+    // timeout) except where marked; kumaco needs a handful of moves.
+    for (name, from, spec, want, go_answers) in [
+        (
+            "Pacific/Fakaofo",
+            "2011-12-27T00:00:00Z",
+            "0 12 31 12 *",
+            "2011-12-31T12:00:00+13:00",
+            false,
+        ),
+        (
+            "Pacific/Kiritimati",
+            "1994-12-29T00:00:00Z",
+            "0 0 31 12 *",
+            "1995-12-31T00:00:00+14:00",
+            false,
+        ),
+        (
+            // The month step jumps the missing day, so robfig answers (788868000).
+            "Pacific/Kiritimati",
+            "1994-12-29T00:00:00Z",
+            "0 0 1 1 *",
+            "1995-01-01T00:00:00+14:00",
+            true,
+        ),
+        (
+            "Pacific/Kwajalein",
+            "1993-08-19T00:00:00Z",
+            "0 0 22 8 *",
+            "1993-08-22T00:00:00+12:00",
+            false,
+        ),
+    ] {
+        let s = parse(&format!("CRON_TZ={name} {spec}"), &utc()).unwrap();
+        let Rule::Cron(fields) = &s.rule else {
+            unreachable!()
+        };
+        let mut moves = 0;
+        let got = next::next_counted(fields, s.time_zone(), ts(from), &mut moves);
+        assert_eq!(
+            got,
+            Some(ts(want)),
+            "{name} {spec} from {from} (Go answers: {go_answers})"
+        );
+        assert!(moves < 50, "{name} {spec}: {moves} moves");
+    }
+}
+
+/// The move bound must leave robfig's longest legitimate searches room: the specs that
+/// fire rarely or never, in zones with odd clocks, from many instants (yearly over two
+/// centuries, and the days before every whole-day clock change).
+#[test]
+fn no_search_comes_near_the_move_bound() {
+    let specs = [
+        "0 0 30 2 *",
+        "0 0 31 2 *",
+        "0 0 29 2 *",
+        "0 0 29 2 1",
+        "0 0 31 4,6,9,11 *",
+        "0 0 31 */2 *",
+        "30 2 29 2 *",
+        "0 0 13 * fri",
+        "0 0 29 feb sun",
+        "0 0 30 12 *",
+        "59 23 31 12 *",
+        "30 2 * * *",
+        "0 0 31 * *",
+    ];
+    let mut worst = (0, String::new());
+    for name in [
+        "UTC",
+        "America/Sao_Paulo",
+        "Australia/Lord_Howe",
+        "Pacific/Apia",
+        "Pacific/Kiritimati",
+        "Asia/Manila",
+    ] {
+        let zone = load_zone(name).unwrap();
+        let mut instants: Vec<i64> = (0..200)
+            .map(|i| -2_208_988_800 + i * 31_557_600 + (i * 7_919_113) % 31_557_600)
+            .collect();
+        for change in zone.following(ts("1800-01-01T00:00:00Z")).take(500) {
+            let at = change.timestamp();
+            let before =
+                zone.to_offset(at.checked_sub(jiff::SignedDuration::from_secs(1)).unwrap());
+            if (change.offset().seconds() - before.seconds()).abs() >= 12 * 3600 {
+                instants.extend((-80..4).map(|h| at.as_second() + h * 3600));
+            }
+        }
+        for spec in specs {
+            let s = parse(spec, &zone).unwrap();
+            let Rule::Cron(fields) = &s.rule else {
+                unreachable!()
+            };
+            for &i in &instants {
+                let mut moves = 0;
+                let from = Timestamp::from_second(i).unwrap();
+                next::next_counted(fields, &zone, from, &mut moves);
+                if moves > worst.0 {
+                    worst = (moves, format!("{name} {spec:?} from {from}"));
+                }
+            }
+        }
+    }
+    assert!(
+        worst.0 < next::MAX_MOVES / 4,
+        "{} moves for {}",
+        worst.0,
+        worst.1
+    );
+}

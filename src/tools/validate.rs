@@ -190,6 +190,33 @@ data: {startTime: "@daily", duration: 5, nodeSelector: ""}
         );
     }
 
+    /// What robfig silently adjusts, and durations that are surely typos, load with a
+    /// warning (exit status 0).
+    #[test]
+    fn adjusted_intervals_and_absurd_durations_warn() {
+        let docs = parse_documents(
+            "w.yaml",
+            r#"
+kind: ConfigMap
+metadata: {name: tick, namespace: ops, labels: {kured.dev/maintenance-window: ""}}
+data: {startTime: "@every 0s", duration: "1000000h", nodeSelector: ""}
+"#,
+        )
+        .unwrap();
+        let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+        let r = check(&docs, &rules, "2026-01-01T00:00:00Z".parse().unwrap());
+        assert_eq!((r.valid, r.invalid), (1, 0));
+        assert_eq!(
+            r.lines,
+            [
+                "w.yaml: ops/tick: warning: startTime: \"@every 0s\" runs every 1s: an interval \
+                 below 1s is raised to 1s (robfig/cron does the same)",
+                "w.yaml: ops/tick: warning: duration: 1000000h0m0s is longer than a year \
+                 (8784h0m0s); a window open that long is most likely a typo (it loads as written)",
+            ]
+        );
+    }
+
     #[test]
     fn non_string_data_is_invalid_and_others_are_notes() {
         let r = report();

@@ -459,3 +459,77 @@ fn oversized_values_are_refused_naming_the_limit_and_descriptions_are_cut() {
         "description: longer than 200 bytes; node conditions show only its first 200 bytes"
     );
 }
+
+/// Samoa skipped 2011-12-30, but a yearly run on the 30th fires again in 2012: the lint
+/// must not say "never fires" (it did, after a search of a second, when robfig's endless
+/// loop on that day ran into kumaco's move bound), and names the skipped run.
+#[test]
+fn lint_on_a_skipped_day_is_true() {
+    let w = window("CRON_TZ=Pacific/Apia 0 0 30 12 *", "1h");
+    let lint = w.lint(ts("2011-12-28T00:00:00Z"));
+    assert_eq!(
+        lint,
+        [
+            "startTime: the 00:00:00 run on 2011-12-30 does not happen (the clock skips it): \
+          Pacific/Apia changes its offset from -10 to +14"
+        ],
+    );
+}
+
+/// robfig raises `@every` below a second to a second and drops fractions of a second;
+/// kumaco keeps that (a spec must mean the same in Go tools) but says so.
+#[test]
+fn lint_every_adjusted_by_robfig() {
+    let now = ts("2026-01-01T00:00:00Z");
+    for (spec, says) in [
+        (
+            "@every 0s",
+            "runs every 1s: an interval below 1s is raised to 1s",
+        ),
+        (
+            "@every 1ns",
+            "runs every 1s: an interval below 1s is raised to 1s",
+        ),
+        (
+            "@every 999ms",
+            "runs every 1s: an interval below 1s is raised to 1s",
+        ),
+        (
+            "@every -5m",
+            "runs every 1s: an interval below 1s is raised to 1s",
+        ),
+        (
+            "@every 1.5s",
+            "runs every 1s: intervals are rounded down to whole seconds",
+        ),
+        (
+            "@every 90m0.2s",
+            "runs every 1h30m0s: intervals are rounded down",
+        ),
+    ] {
+        let lint = window(spec, "1m").lint(now);
+        assert_eq!(lint.len(), 1, "{spec}: {lint:?}");
+        assert!(
+            lint[0].starts_with(&format!("startTime: {spec:?} {says}")),
+            "{spec}: {lint:?}"
+        );
+    }
+    for spec in ["@every 1s", "@every 90m", "@every 1h0.000s"] {
+        assert_eq!(window(spec, "1m").lint(now), Vec::<String>::new(), "{spec}");
+    }
+}
+
+#[test]
+fn lint_durations_longer_than_a_year() {
+    let now = ts("2026-01-01T00:00:00Z");
+    assert!(window("@daily", "8784h").lint(now).is_empty());
+    for duration in ["8784h0.000000001s", "1000000h", "2562047h"] {
+        let lint = window("@daily", duration).lint(now);
+        assert_eq!(lint.len(), 1, "{duration}: {lint:?}");
+        assert!(
+            lint[0].starts_with("duration: ")
+                && lint[0].contains("is longer than a year (8784h0m0s)"),
+            "{lint:?}"
+        );
+    }
+}
