@@ -15,10 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, ObjectReference};
-use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -26,11 +24,12 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
-use crate::announce::{Announcement, Deleted, Severity, WindowSource};
+use crate::announce::{Deleted, WindowSource};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
 use crate::configmap;
 use crate::decision::HORIZON;
+use crate::events::Poster;
 use crate::fingerprint::Fnv;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -48,8 +47,6 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
-/// Event creations in flight at once.
-const EVENT_CONCURRENCY: usize = 8;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -156,10 +153,9 @@ pub async fn run(
         in_progress: settings.in_progress.clone(),
         planned_lead_time: settings.planned_lead_time,
     };
+    let events = Poster::new(client.clone(), metrics.clone());
     let mut shell = Shell {
-        nodes_api: Api::all(client.clone()),
-        client,
-        reporting_instance: reporting_instance(),
+        nodes_api: Api::all(client),
         leadership,
         settings,
         rules,
@@ -173,7 +169,7 @@ pub async fn run(
         config_hash: None,
         pending: HashMap::new(),
         refused: HashMap::new(),
-        events: EventLedger::default(),
+        events,
         retry_at: None,
         failures: 0,
     };
@@ -301,19 +297,8 @@ enum Step {
     ConfigChangedExit,
 }
 
-/// Events known to exist (created, or answered AlreadyExists), and the ones given up on.
-/// A cache of the cluster: an empty one costs one AlreadyExists per due event.
-#[derive(Default)]
-struct EventLedger {
-    known: HashMap<String, Timestamp>,
-    retry_at: Option<Timestamp>,
-    failures: u32,
-}
-
 struct Shell {
     nodes_api: Api<SlimNode>,
-    client: Client,
-    reporting_instance: String,
     leadership: Leadership,
     settings: Settings,
     rules: Rules,
@@ -330,7 +315,7 @@ struct Shell {
     /// Writes the API server refused with an answer that will not change (400, 413,
     /// 422), by node: the same write is not sent again; a different one is.
     refused: HashMap<String, u64>,
-    events: EventLedger,
+    events: Poster,
     retry_at: Option<Timestamp>,
     failures: u32,
 }
@@ -380,9 +365,9 @@ impl Shell {
 
         if self.leadership.is_leader() {
             self.apply(outcome.writes, now).await;
-            self.post(&outcome.events, now).await;
+            self.events.post(&outcome.events, &self.sources, now).await;
         }
-        let retry = [self.retry_at, self.events.retry_at]
+        let retry = [self.retry_at, self.events.retry_at()]
             .into_iter()
             .flatten()
             .min();
@@ -581,106 +566,6 @@ impl Shell {
         }
         (self.failures, self.retry_at) = backoff(self.failures, failed > 0, now);
     }
-
-    /// Creates the due events not known to exist. AlreadyExists means another replica
-    /// or an earlier run posted it: known. 429, 5xx and timeouts are retried with backoff;
-    /// other refusals (403, 422) will not change and are given up, logged and counted.
-    async fn post(&mut self, due: &[Announcement], now: Timestamp) {
-        self.events
-            .known
-            .retain(|name, _| due.iter().any(|a| &a.name == name));
-        let missing: Vec<&Announcement> = due
-            .iter()
-            .filter(|a| !self.events.known.contains_key(&a.name))
-            .collect();
-        if missing.is_empty() {
-            (self.events.failures, self.events.retry_at) =
-                backoff(self.events.failures, false, now);
-            return;
-        }
-        if self.events.retry_at.is_some_and(|t| t > now) {
-            return;
-        }
-        let results: Vec<(&Announcement, Result<(), kube::Error>)> = futures::stream::iter(missing)
-            .map(|a| {
-                let window = self
-                    .sources
-                    .get(&a.window)
-                    .and_then(|s| s.window.as_ref().ok());
-                let event = self.event(a, window, now);
-                let api: Api<Event> = Api::namespaced(self.client.clone(), &a.window.namespace);
-                async move {
-                    let res = tokio::time::timeout(
-                        WRITE_TIMEOUT,
-                        api.create(&PostParams::default(), &event),
-                    )
-                    .await
-                    .unwrap_or_else(|_| Err(kube::Error::Service("no answer within 10s".into())));
-                    (a, res.map(|_| ()))
-                }
-            })
-            .buffer_unordered(EVENT_CONCURRENCY)
-            .collect()
-            .await;
-        let mut retry = false;
-        for (a, res) in results {
-            match res {
-                Ok(()) => {
-                    self.metrics.write("event", true);
-                    info!(window = %a.window, reason = a.reason(), event = %a.name, "event posted");
-                    self.events.known.insert(a.name.clone(), now);
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 => {
-                    debug!(window = %a.window, reason = a.reason(), event = %a.name, "event already posted");
-                    self.events.known.insert(a.name.clone(), now);
-                }
-                Err(kube::Error::Api(e)) if e.code != 429 && e.code < 500 => {
-                    self.metrics.write("event", false);
-                    warn!(window = %a.window, reason = a.reason(), code = e.code, error = %e.message,
-                          "posting event refused; not retrying");
-                    self.events.known.insert(a.name.clone(), now);
-                }
-                Err(e) => {
-                    self.metrics.write("event", false);
-                    warn!(window = %a.window, reason = a.reason(), error = %e, "posting event failed; will retry");
-                    retry = true;
-                }
-            }
-        }
-        (self.events.failures, self.events.retry_at) = backoff(self.events.failures, retry, now);
-    }
-
-    fn event(&self, a: &Announcement, window: Option<&Window>, now: Timestamp) -> Event {
-        Event {
-            metadata: ObjectMeta {
-                name: Some(a.name.clone()),
-                namespace: Some(a.window.namespace.clone()),
-                ..ObjectMeta::default()
-            },
-            event_time: Some(MicroTime(now)),
-            reporting_controller: Some("kumaco".into()),
-            reporting_instance: Some(self.reporting_instance.clone()),
-            action: Some(a.action().into()),
-            reason: Some(a.reason().into()),
-            note: Some(a.note(window, now)),
-            type_: Some(
-                match a.severity() {
-                    Severity::Normal => "Normal",
-                    Severity::Warning => "Warning",
-                }
-                .into(),
-            ),
-            regarding: Some(ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("ConfigMap".into()),
-                namespace: Some(a.window.namespace.clone()),
-                name: Some(a.window.name.clone()),
-                uid: Some(a.uid.clone()),
-                ..ObjectReference::default()
-            }),
-            ..Event::default()
-        }
-    }
 }
 
 /// Why a write failed.
@@ -717,20 +602,6 @@ fn backoff(failures: u32, failed: bool, now: Timestamp) -> (u32, Option<Timestam
 fn empty_labels() -> &'static BTreeMap<String, String> {
     static EMPTY: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
     EMPTY.get_or_init(BTreeMap::new)
-}
-
-/// The pod's name (events.k8s.io wants a reporting instance), else the host name.
-fn reporting_instance() -> String {
-    let name = std::env::var("POD_NAME").ok().or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|s| s.trim().to_string())
-    });
-    let mut name = name
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "kumaco".into());
-    name.truncate(128);
-    name
 }
 
 fn until(t: Timestamp) -> Duration {

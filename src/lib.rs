@@ -22,7 +22,8 @@
 //! Shell:
 //! - [`cli`]: the command line; [`config`]: its flags validated into settings;
 //!   [`kubeclient`]: how every subcommand finds the API server.
-//! - [`controller`]: watches, the loop, executing the pass's writes and events.
+//! - [`controller`]: watches, the loop, executing the pass's node writes;
+//!   [`events`]: creating the window events it says should exist, by name.
 //! - [`node`]: the part of a Node kumaco reads, decoded without the rest;
 //!   [`configmap`]: a window ConfigMap trimmed to what kumaco reads.
 //! - [`leader`]: leader election on a Lease; only the leader writes.
@@ -38,6 +39,7 @@ pub mod configmap;
 pub mod controller;
 pub mod decision;
 pub mod duration;
+pub mod events;
 pub mod fingerprint;
 pub mod in_progress;
 pub mod kubeclient;
