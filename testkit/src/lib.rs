@@ -7,6 +7,8 @@
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
 //! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
 //!   harnesses.
+//! - [`churn`]: foreign changes to nodes at a set rate (a stand-in kubelet and another
+//!   controller), for the scale harnesses.
 //! - [`cluster`]: one integration test's namespace and node scope, with window and node
 //!   helpers.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
@@ -14,6 +16,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod churn;
 pub mod cluster;
 pub mod diff;
 pub mod fleet;
