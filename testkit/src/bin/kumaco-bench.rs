@@ -37,7 +37,9 @@
 //!    the churn in the background; RSS after it;
 //! 7. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
 //!    condition to the same K nodes, as many in flight as kumaco (32). Edge latency can
-//!    be no better than this; the ratio says how much of it is kumaco's.
+//!    be no better than this; the ratio says how much of it is kumaco's. With a churn
+//!    phase, again with the same churn in the background: the ceiling for the edge
+//!    under churn.
 //!
 //! Targets at 5,000 nodes: ready < 5 s, edge p99 < 1 s, RSS < 64 MiB, writes = transitions
 //! at the edge, 0 when idle. The machine's load average is recorded at start and end,
@@ -296,6 +298,17 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "   plain client: {} applies in {ceiling_secs:.2}s",
         edge_nodes.len()
     );
+    // ... and with the churn in the background: the ceiling for the edge under churn.
+    let ceiling_churn_secs = match args.churn() {
+        Some(spec) => {
+            let names: Vec<String> = (0..n).map(|i| fleet::node_name(&scope, i)).collect();
+            let secs =
+                plain_client_burst_under_churn(&server, &client, names, spec, &edge_nodes).await?;
+            println!("   plain client under churn: {secs:.2}s");
+            Some(secs)
+        }
+        None => None,
+    };
     drop(server);
     let load_end = load_average();
 
@@ -315,6 +328,7 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "edge_status_writes": edge_writes,
         "edge_latency_ms": latencies,
         "plain_client_burst_ms": ceiling_secs * 1000.0,
+        "plain_client_burst_under_churn_ms": ceiling_churn_secs.map(|s| s * 1000.0),
         "idle_seconds": args.idle,
         "idle_status_writes": idle_writes,
         "idle_cpu_seconds": idle_cpu,
@@ -542,6 +556,34 @@ async fn plain_client_burst(client: &kube::Client, nodes: &[String]) -> Result<f
     Ok(started.elapsed().as_secs_f64())
 }
 
+/// [`plain_client_burst`] while `spec`'s churn (kumaco stopped) changes the nodes: it
+/// starts [`CHURN_DRAIN`] before the burst and stops when the burst is done.
+async fn plain_client_burst_under_churn(
+    server: &ApiServer,
+    client: &kube::Client,
+    names: Vec<String>,
+    spec: ChurnSpec,
+    nodes: &[String],
+) -> Result<f64> {
+    let (kubelet, labeler) = (server.client().await?, server.client().await?);
+    // Long enough for any burst; dropped when the burst is done.
+    let spec = ChurnSpec {
+        duration: Duration::from_secs(120),
+        ..spec
+    };
+    let churn = Churn::start(kubelet, labeler, names, spec);
+    tokio::time::sleep(CHURN_DRAIN).await;
+    let secs = plain_client_burst(client, nodes).await?;
+    let progress = churn.progress();
+    if progress.accepted == 0 {
+        bail!(
+            "the churn around the plain client's burst made no change: {:?}",
+            progress.first_error
+        );
+    }
+    Ok(secs)
+}
+
 /// Min, median and max of each figure over the runs of each N.
 fn print_spread(results: &[Value]) {
     // (name, JSON pointer into a run's result, unit)
@@ -572,6 +614,11 @@ fn print_spread(results: &[Value]) {
         (
             "(g) edge p99 under churn",
             "/churn/edge_latency_ms/p99",
+            "ms",
+        ),
+        (
+            "(f) plain client under churn",
+            "/plain_client_burst_under_churn_ms",
             "ms",
         ),
     ];
@@ -671,6 +718,14 @@ fn print_table(r: &Value) {
         (
             "(f) plain client, same applies".into(),
             format!("{:.0} ms", num(&f("plain_client_burst_ms"))),
+            "",
+        ),
+        (
+            "    the same under churn".into(),
+            match f("plain_client_burst_under_churn_ms").as_f64() {
+                Some(ms) => format!("{ms:.0} ms"),
+                None => "-".into(),
+            },
             "",
         ),
         (
