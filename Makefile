@@ -27,8 +27,9 @@ bench:
 smoke:
 	$(CARGO) build -q --bin kumaco
 	$(CARGO) run -q -p testkit --bin kumaco-bench -- --nodes 200 --edge-nodes 100 --idle 5 \
+		--churn-rate 20 --churn-seconds 5 \
 		--kumaco target/debug/kumaco --json target/smoke-bench.json
-	$(CARGO) run -q -p testkit --bin kumaco-soak -- --nodes 100 --minutes 1 \
+	$(CARGO) run -q -p testkit --bin kumaco-soak -- --nodes 100 --minutes 1 --churn-rate 20 \
 		--kumaco target/debug/kumaco --json target/smoke-soak.json
 
 # The documented long differential run: 10^6 generated cases per parser.

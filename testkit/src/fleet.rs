@@ -85,18 +85,6 @@ pub fn node_status(i: usize) -> Value {
             "lastHeartbeatTime": now, "lastTransitionTime": now,
         })
     };
-    let images: Vec<Value> = (0..40)
-        .map(|k| {
-            let repo = format!("registry.example.com/platform/service-{k:02}");
-            json!({
-                "names": [
-                    format!("{repo}@sha256:{:064x}", (k as u128 + 1) * 0x9e37_79b9_7f4a_7c15),
-                    format!("{repo}:v1.{k}.{}", i % 5),
-                ],
-                "sizeBytes": 20_000_000 + k * 3_000_000,
-            })
-        })
-        .collect();
     json!({
         "conditions": [
             condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
@@ -118,8 +106,32 @@ pub fn node_status(i: usize) -> Value {
             "kubeletVersion": "v1.37.0", "kubeProxyVersion": "", "operatingSystem": "linux",
             "architecture": "amd64",
         },
-        "images": images,
+        "images": node_images(i, 0),
     })
+}
+
+/// The 40 images of node `i`'s status, as its kubelet reports them. `generation` 0 is
+/// the list at registration; any other generation changes one image's tag (image
+/// `generation % 40`), so that each generation's list differs from the one before, as
+/// a node's does when it pulls one image and garbage-collects another.
+pub fn node_images(i: usize, generation: u64) -> Vec<Value> {
+    (0..40u64)
+        .map(|k| {
+            let repo = format!("registry.example.com/platform/service-{k:02}");
+            let tag = if generation != 0 && generation % 40 == k {
+                format!("{repo}:v1.{k}.{}-g{generation}", i % 5)
+            } else {
+                format!("{repo}:v1.{k}.{}", i % 5)
+            };
+            json!({
+                "names": [
+                    format!("{repo}@sha256:{:064x}", (k as u128 + 1) * 0x9e37_79b9_7f4a_7c15),
+                    tag,
+                ],
+                "sizeBytes": 20_000_000 + k * 3_000_000,
+            })
+        })
+        .collect()
 }
 
 pub async fn create_namespace(client: &kube::Client, name: &str) -> Result<()> {

@@ -8,6 +8,8 @@
 //! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
 //!   harnesses.
 //! - [`events`]: the events.k8s.io/v1 Events about a window ConfigMap, by reason.
+//! - [`churn`]: foreign changes to nodes at a set rate (a stand-in kubelet and another
+//!   controller), for the scale harnesses.
 //! - [`cluster`]: one integration test's namespace and node scope, with window and node
 //!   helpers.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
@@ -15,6 +17,7 @@
 
 pub mod agent;
 pub mod apiserver;
+pub mod churn;
 pub mod cluster;
 pub mod diff;
 pub mod events;

@@ -9,6 +9,8 @@
 //! #   --kumaco PATH   kumaco binary (default target/release/kumaco)
 //! #   --idle SECS     length of the idle period (default 120)
 //! #   --json FILE     results (default target/kumaco-bench.json)
+//! #   --churn-rate R  foreign changes per second in a churn phase (default 0: none)
+//! #   --churn-seconds S  length of the churn phase (default 60)
 //! ```
 //!
 //! For each N, on a fresh API server (so its request counters and the cluster size belong
@@ -19,13 +21,25 @@
 //! 2. kumaco started: (a) time from spawn to `/readyz` 200;
 //! 3. a one-shot window selecting K nodes (all of batch `b0` if fewer) opening on a whole
 //!    second ~10 s ahead; an independent watch records when each node shows `True`: (b)
-//!    p50, p99, max of seen − edge; (c) `nodes/status` writes (APPLY or PATCH) counted by
-//!    the API server itself during the transition, against the number of transitions;
-//! 4. (d) the same count over an idle period with no edge;
+//!    p50, p99, max of seen − edge; (c) kumaco's node writes (server-side applies to
+//!    nodes, which only kumaco sends) counted by the API server itself during the
+//!    transition, against the number of transitions;
+//! 4. (d) the same count over an idle period with no edge, and kumaco's CPU in it;
 //! 5. (e) kumaco's peak RSS (VmHWM) and CPU seconds (utime + stime);
-//! 6. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
+//! 6. (g) with `--churn-rate R`, the churn phase: the edge window goes (its nodes turn
+//!    False again), then for `--churn-seconds S` a stand-in kubelet and another client
+//!    change the nodes R times a second in all ([`testkit::churn`]: heartbeats and image
+//!    lists in `nodes/status`, an annotation and a label no selector reads), and halfway
+//!    through the same window opens again on the same K nodes. Measured: the changes the
+//!    API server accepted; kumaco's CPU from the churn's start to 1 s before the edge
+//!    (churn only) and per 1,000 changes, and over the whole phase; its passes; its node
+//!    writes (0 before the edge, as many as transitions at it); the edge latency with
+//!    the churn in the background; RSS after it;
+//! 7. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
 //!    condition to the same K nodes, as many in flight as kumaco (32). Edge latency can
-//!    be no better than this; the ratio says how much of it is kumaco's.
+//!    be no better than this; the ratio says how much of it is kumaco's. With a churn
+//!    phase, again with the same churn in the background: the ceiling for the edge
+//!    under churn.
 //!
 //! Targets at 5,000 nodes: ready < 5 s, edge p99 < 1 s, RSS < 64 MiB, writes = transitions
 //! at the edge, 0 when idle. The machine's load average is recorded at start and end,
@@ -38,13 +52,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use testkit::churn::{self, Churn, ChurnSpec};
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, POOLS, ZONES, load_average};
-use testkit::kumaco::apiserver_metrics;
+use testkit::kumaco::{apiserver_metrics, metric_sum};
 use testkit::nodes::condition;
 use testkit::{ApiServer, Scope};
 
@@ -69,6 +84,12 @@ const TRANSITION_TIMEOUT: Duration = Duration::from_secs(60);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Writes are "settled" when the API server's counter has not moved for this long.
 const QUIET: Duration = Duration::from_secs(3);
+/// The churn phase's edge window is put at least this far ahead of its edge (and before
+/// the churn starts, so kumaco has it when the churn begins).
+const CHURN_EDGE_LEAD: Duration = Duration::from_secs(3);
+/// After the churn's last change, kumaco's CPU is read this much later: the passes the
+/// last changes woke are part of the churn's cost.
+const CHURN_DRAIN: Duration = Duration::from_secs(1);
 
 /// kumaco at scale against a private, real kube-apiserver + etcd (see the module docs).
 #[derive(clap::Parser)]
@@ -93,6 +114,22 @@ struct Args {
     /// Where the results go.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/kumaco-bench.json"))]
     json: PathBuf,
+    /// Foreign changes per second in the churn phase, a stand-in kubelet and another
+    /// client together (0: no churn phase).
+    #[arg(long, default_value_t = 0.0)]
+    churn_rate: f64,
+    /// Seconds of the churn phase; the edge under churn is halfway through.
+    #[arg(long, default_value_t = 60.0)]
+    churn_seconds: f64,
+}
+
+impl Args {
+    fn churn(&self) -> Option<ChurnSpec> {
+        (self.churn_rate > 0.0).then(|| ChurnSpec {
+            rate: self.churn_rate,
+            duration: Duration::from_secs_f64(self.churn_seconds),
+        })
+    }
 }
 
 #[tokio::main]
@@ -104,6 +141,15 @@ async fn main() -> Result<()> {
             "--edge-nodes: a multiple of {} (whole racks)",
             BATCH / RACKS
         );
+    }
+    if !args.churn_rate.is_finite() || args.churn_rate < 0.0 {
+        bail!("--churn-rate: a number of changes per second, 0 for no churn phase");
+    }
+    if !args.churn_seconds.is_finite() || !(2.0..=3600.0).contains(&args.churn_seconds) {
+        bail!("--churn-seconds: 2 to 3600");
+    }
+    if args.churn().is_some_and(|spec| spec.planned() < 2) {
+        bail!("--churn-rate × --churn-seconds: at least 2 changes");
     }
     let mut results = Vec::new();
     for &n in &args.nodes {
@@ -164,7 +210,7 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
     println!("   setup: {n} nodes in {nodes_secs:.1}s, {WINDOWS} windows");
 
     // Counted from before the spawn: kumaco may write as soon as its lists are in.
-    let writes_at_spawn = status_writes(&client).await?;
+    let writes_at_spawn = kumaco_writes(&client).await?;
     let options = KumacoOptions {
         namespace: NAMESPACE,
         name: MANAGER,
@@ -177,7 +223,7 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
     // The few windows active from the start make kumaco write once at startup; the edge
     // measurement starts after those writes are done.
     settle(&client).await?;
-    let startup_writes = status_writes(&client).await? - writes_at_spawn;
+    let startup_writes = kumaco_writes(&client).await? - writes_at_spawn;
 
     // (b), (c): the edge.
     let watch = EdgeWatch::start(&client, &scope).await?;
@@ -197,18 +243,14 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
     )
     .await?;
     sleep_until(edge - SignedDuration::from_secs(2)).await;
-    let writes_before = status_writes(&client).await?;
+    let writes_before = kumaco_writes(&client).await?;
     let seen = watch.wait_for(edge_count, TRANSITION_TIMEOUT).await;
     // Late or duplicate writes would come after the last transition: let them land.
     settle(&client).await?;
-    let edge_writes = status_writes(&client).await? - writes_before;
+    let edge_writes = kumaco_writes(&client).await? - writes_before;
     let transitions = watch.transitions();
     let edge_nodes: Vec<String> = watch.nodes();
-    let mut latencies_ms: Vec<f64> = seen
-        .iter()
-        .map(|t| t.duration_since(edge).as_secs_f64() * 1000.0)
-        .collect();
-    latencies_ms.sort_by(f64::total_cmp);
+    let latencies = latency_summary(&seen, edge);
     println!(
         "   edge: {}/{edge_count} nodes True, {edge_writes} writes",
         seen.len()
@@ -216,18 +258,39 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
 
     // (d): idle. No window has an edge during this period.
     println!("   idle for {}s...", args.idle);
-    let idle_before = status_writes(&client).await?;
+    let idle_before = kumaco_writes(&client).await?;
+    let idle_cpu_before = kumaco.cpu_seconds()?;
     tokio::time::sleep(Duration::from_secs(args.idle)).await;
-    let idle_writes = status_writes(&client).await? - idle_before;
+    let idle_writes = kumaco_writes(&client).await? - idle_before;
+    let idle_cpu = kumaco.cpu_seconds()? - idle_cpu_before;
 
-    // (e): resources at the end.
+    // (e): resources, before any churn.
     let rss = kumaco.status_kib("VmHWM")? * 1024;
     // The current size too: a peak far above it points at a startup transient.
     let rss_now = kumaco.status_kib("VmRSS")? * 1024;
     let cpu = kumaco.cpu_seconds()?;
+    drop(watch);
+
+    // (g): the churn phase, on the same nodes and the same edge selector.
+    let churn = match args.churn() {
+        Some(spec) => {
+            let edge = EdgeSpec {
+                selector: &edge_selector,
+                count: edge_count,
+                true_now: transitions,
+            };
+            let phase = ChurnPhase {
+                server: &server,
+                client: &client,
+                scope: &scope,
+                kumaco: &kumaco,
+            };
+            phase.run(n, spec, &edge).await?
+        }
+        None => Value::Null,
+    };
     let log = kumaco.log_path().to_path_buf();
     kumaco.stop();
-    drop(watch);
 
     // (f): the same nodes, the same number of writes, without kumaco.
     let ceiling_secs = plain_client_burst(&client, &edge_nodes).await?;
@@ -235,6 +298,17 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "   plain client: {} applies in {ceiling_secs:.2}s",
         edge_nodes.len()
     );
+    // ... and with the churn in the background: the ceiling for the edge under churn.
+    let ceiling_churn_secs = match args.churn() {
+        Some(spec) => {
+            let names: Vec<String> = (0..n).map(|i| fleet::node_name(&scope, i)).collect();
+            let secs =
+                plain_client_burst_under_churn(&server, &client, names, spec, &edge_nodes).await?;
+            println!("   plain client under churn: {secs:.2}s");
+            Some(secs)
+        }
+        None => None,
+    };
     drop(server);
     let load_end = load_average();
 
@@ -252,20 +326,199 @@ async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "edge_nodes_seen": seen.len(),
         "edge_transitions": transitions,
         "edge_status_writes": edge_writes,
-        "edge_latency_ms": {
-            "p50": percentile(&latencies_ms, 0.50),
-            "p99": percentile(&latencies_ms, 0.99),
-            "max": latencies_ms.last().copied(),
-            "min": latencies_ms.first().copied(),
-        },
+        "edge_latency_ms": latencies,
         "plain_client_burst_ms": ceiling_secs * 1000.0,
+        "plain_client_burst_under_churn_ms": ceiling_churn_secs.map(|s| s * 1000.0),
         "idle_seconds": args.idle,
         "idle_status_writes": idle_writes,
+        "idle_cpu_seconds": idle_cpu,
         "peak_rss_mib": rss as f64 / (1024.0 * 1024.0),
         "rss_at_end_mib": rss_now as f64 / (1024.0 * 1024.0),
         "cpu_seconds": cpu,
+        "churn": churn,
         "kumaco_log": log,
     }))
+}
+
+/// p50, p99, max and min of the times `seen` after `edge`, in milliseconds.
+fn latency_summary(seen: &[Timestamp], edge: Timestamp) -> Value {
+    let mut ms: Vec<f64> = seen
+        .iter()
+        .map(|t| t.duration_since(edge).as_secs_f64() * 1000.0)
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    json!({
+        "p50": percentile(&ms, 0.50),
+        "p99": percentile(&ms, 0.99),
+        "max": ms.last().copied(),
+        "min": ms.first().copied(),
+    })
+}
+
+/// The edge window's selector, the number of nodes it selects, and how many of them the
+/// first edge turned True.
+struct EdgeSpec<'a> {
+    selector: &'a str,
+    count: usize,
+    true_now: usize,
+}
+
+/// What the churn phase works with.
+struct ChurnPhase<'a> {
+    server: &'a ApiServer,
+    client: &'a kube::Client,
+    scope: &'a Scope,
+    kumaco: &'a Kumaco,
+}
+
+/// kumaco's and the API server's counters at one moment of the churn phase.
+struct Snapshot {
+    at: Instant,
+    cpu: f64,
+    /// kumaco's node writes, as the API server counts them.
+    writes: u64,
+    /// Merge and strategic merge patches to nodes the API server accepted: the churn's.
+    foreign: u64,
+    /// kumaco's passes (`kumaco_reconcile_duration_seconds`): how many, how long in all.
+    passes: f64,
+    pass_seconds: f64,
+}
+
+impl ChurnPhase<'_> {
+    async fn snapshot(&self) -> Result<Snapshot> {
+        let at = Instant::now();
+        let cpu = self.kumaco.cpu_seconds()?;
+        let server = apiserver_metrics(self.client).await?;
+        let ours = self.kumaco.metrics().await?;
+        let reconcile = |suffix: &str| {
+            metric_sum(
+                &ours,
+                &format!("kumaco_reconcile_duration_seconds_{suffix}"),
+                &[],
+            )
+        };
+        Ok(Snapshot {
+            at,
+            cpu,
+            writes: kumaco_writes_in(&server),
+            foreign: metric_sum(
+                &server,
+                "apiserver_request_total",
+                &[("verb", "PATCH"), ("resource", "nodes"), ("code", "200")],
+            ) as u64,
+            passes: reconcile("count"),
+            pass_seconds: reconcile("sum"),
+        })
+    }
+
+    /// The edge nodes back to False, then `spec`'s churn with the same edge halfway
+    /// through it (see the module docs, (g)).
+    async fn run(&self, n: usize, spec: ChurnSpec, edge_spec: &EdgeSpec<'_>) -> Result<Value> {
+        let client = self.client;
+        println!(
+            "   churn: {} changes/s for {}s, the edge halfway...",
+            spec.rate,
+            spec.duration.as_secs_f64()
+        );
+        // The first edge window goes: kumaco turns its nodes False.
+        let before = kumaco_writes(client).await?;
+        Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
+            .delete("bench-edge", &DeleteParams::default())
+            .await
+            .context("deleting the edge window")?;
+        wait_for_writes(client, before + edge_spec.true_now as u64).await?;
+        settle(client).await?;
+
+        let watch = EdgeWatch::start(client, self.scope).await?;
+        let names: Vec<String> = (0..n).map(|i| fleet::node_name(self.scope, i)).collect();
+        // Clients of their own, as other processes would have.
+        let (kubelet, labeler) = (self.server.client().await?, self.server.client().await?);
+        let half = spec.duration / 2;
+        let earliest = Timestamp::now()
+            + SignedDuration::try_from(CHURN_EDGE_LEAD.max(half + Duration::from_secs(1)))?;
+        let edge = Timestamp::from_second(earliest.as_second() + 1)?;
+        let churn_start = edge - SignedDuration::try_from(half)?;
+        fleet::put_window(
+            client,
+            NAMESPACE,
+            MANAGER,
+            "bench-edge-churn",
+            &[
+                ("startTime", &edge.to_string()),
+                ("duration", "1h"),
+                ("nodeSelector", edge_spec.selector),
+                ("description", "kumaco-bench edge under churn"),
+            ],
+        )
+        .await?;
+
+        sleep_until(churn_start).await;
+        let start = self.snapshot().await?;
+        let churn = Churn::start(kubelet, labeler, names, spec);
+        sleep_until(edge - SignedDuration::from_secs(1)).await;
+        let before_edge = self.snapshot().await?;
+        let before_edge_changes = churn.progress();
+        let seen = watch.wait_for(edge_spec.count, TRANSITION_TIMEOUT).await;
+        let transitions = watch.transitions();
+        drop(watch);
+        let changes = churn.finish().await;
+        tokio::time::sleep(CHURN_DRAIN).await;
+        let end = self.snapshot().await?;
+        let rss = self.kumaco.status_kib("VmHWM")? * 1024;
+        let rss_now = self.kumaco.status_kib("VmRSS")? * 1024;
+        // kumaco's late writes, if any, are counted too.
+        settle(client).await?;
+        let writes = kumaco_writes(client).await? - start.writes;
+        println!(
+            "   churn: {}/{} changes accepted ({} failed) in {:.1}s; edge {}/{} nodes True; \
+             {writes} kumaco writes",
+            changes.accepted,
+            changes.planned,
+            changes.failed,
+            changes.seconds,
+            seen.len(),
+            edge_spec.count,
+        );
+        let segment = |from: &Snapshot, to: &Snapshot, accepted: u64| {
+            let cpu = to.cpu - from.cpu;
+            let passes = to.passes - from.passes;
+            json!({
+                "seconds": to.at.duration_since(from.at).as_secs_f64(),
+                "changes_accepted": accepted,
+                "cpu_seconds": cpu,
+                "cpu_seconds_per_1000_changes": per_1000(cpu, accepted),
+                "kumaco_passes": passes,
+                "pass_mean_ms": (passes > 0.0)
+                    .then(|| (to.pass_seconds - from.pass_seconds) / passes * 1000.0),
+                "kumaco_writes": to.writes - from.writes,
+            })
+        };
+        Ok(json!({
+            "rate_per_second": spec.rate,
+            "seconds": spec.duration.as_secs_f64(),
+            "in_flight_max": churn::IN_FLIGHT,
+            "changes": changes,
+            "apiserver_changes_accepted": end.foreign - start.foreign,
+            "achieved_rate_per_second": changes.accepted as f64 / changes.seconds,
+            // Churn only: from its start to 1 s before the edge.
+            "before_edge": segment(&start, &before_edge, before_edge_changes.accepted),
+            // All of it: the edge's writes, and the passes of the last changes.
+            "whole": segment(&start, &end, changes.accepted),
+            "kumaco_writes": writes,
+            "kumaco_writes_beyond_edge": writes.saturating_sub(transitions as u64),
+            "edge_nodes_expected": edge_spec.count,
+            "edge_nodes_seen": seen.len(),
+            "edge_transitions": transitions,
+            "edge_latency_ms": latency_summary(&seen, edge),
+            "peak_rss_mib": rss as f64 / (1024.0 * 1024.0),
+            "rss_at_end_mib": rss_now as f64 / (1024.0 * 1024.0),
+        }))
+    }
+}
+
+/// Seconds per 1,000 changes; none without changes.
+fn per_1000(seconds: f64, changes: u64) -> Option<f64> {
+    (changes > 0).then(|| seconds / changes as f64 * 1000.0)
 }
 
 /// Seconds for a plain client to server-side apply one condition to each of `nodes`,
@@ -303,6 +556,34 @@ async fn plain_client_burst(client: &kube::Client, nodes: &[String]) -> Result<f
     Ok(started.elapsed().as_secs_f64())
 }
 
+/// [`plain_client_burst`] while `spec`'s churn (kumaco stopped) changes the nodes: it
+/// starts [`CHURN_DRAIN`] before the burst and stops when the burst is done.
+async fn plain_client_burst_under_churn(
+    server: &ApiServer,
+    client: &kube::Client,
+    names: Vec<String>,
+    spec: ChurnSpec,
+    nodes: &[String],
+) -> Result<f64> {
+    let (kubelet, labeler) = (server.client().await?, server.client().await?);
+    // Long enough for any burst; dropped when the burst is done.
+    let spec = ChurnSpec {
+        duration: Duration::from_secs(120),
+        ..spec
+    };
+    let churn = Churn::start(kubelet, labeler, names, spec);
+    tokio::time::sleep(CHURN_DRAIN).await;
+    let secs = plain_client_burst(client, nodes).await?;
+    let progress = churn.progress();
+    if progress.accepted == 0 {
+        bail!(
+            "the churn around the plain client's burst made no change: {:?}",
+            progress.first_error
+        );
+    }
+    Ok(secs)
+}
+
 /// Min, median and max of each figure over the runs of each N.
 fn print_spread(results: &[Value]) {
     // (name, JSON pointer into a run's result, unit)
@@ -314,6 +595,32 @@ fn print_spread(results: &[Value]) {
         ("(f) plain client burst", "/plain_client_burst_ms", "ms"),
         ("(e) peak RSS", "/peak_rss_mib", "MiB"),
         ("(e) CPU", "/cpu_seconds", "s"),
+        ("(g) changes accepted", "/churn/changes/accepted", ""),
+        (
+            "(g) CPU per 1000 changes",
+            "/churn/before_edge/cpu_seconds_per_1000_changes",
+            "s",
+        ),
+        (
+            "(g) mean pass under churn",
+            "/churn/before_edge/pass_mean_ms",
+            "ms",
+        ),
+        (
+            "(g) edge p50 under churn",
+            "/churn/edge_latency_ms/p50",
+            "ms",
+        ),
+        (
+            "(g) edge p99 under churn",
+            "/churn/edge_latency_ms/p99",
+            "ms",
+        ),
+        (
+            "(f) plain client under churn",
+            "/plain_client_burst_under_churn_ms",
+            "ms",
+        ),
     ];
     let mut sizes: Vec<u64> = results.iter().filter_map(|r| r["nodes"].as_u64()).collect();
     sizes.dedup();
@@ -328,6 +635,9 @@ fn print_spread(results: &[Value]) {
                 .iter()
                 .map(|r| r.pointer(pointer).map_or(f64::NAN, num))
                 .collect();
+            if v.iter().all(|x| x.is_nan()) {
+                continue; // a phase these runs did not have
+            }
             v.sort_by(f64::total_cmp);
             let median = percentile(&v, 0.5).unwrap_or(f64::NAN);
             println!(
@@ -411,9 +721,22 @@ fn print_table(r: &Value) {
             "",
         ),
         (
+            "    the same under churn".into(),
+            match f("plain_client_burst_under_churn_ms").as_f64() {
+                Some(ms) => format!("{ms:.0} ms"),
+                None => "-".into(),
+            },
+            "",
+        ),
+        (
             format!("(d) writes in {} s idle", f("idle_seconds")),
             f("idle_status_writes").to_string(),
             "0",
+        ),
+        (
+            "    kumaco CPU while idle".into(),
+            format!("{:.2} s", num(&f("idle_cpu_seconds"))),
+            "",
         ),
         (
             "(e) peak RSS (VmHWM)".into(),
@@ -426,15 +749,130 @@ fn print_table(r: &Value) {
             "",
         ),
         (
-            "    CPU (utime+stime)".into(),
+            "    CPU (utime+stime), so far".into(),
             format!("{:.2} s", num(&f("cpu_seconds"))),
             "",
         ),
     ];
+    let mut rows = rows;
+    rows.extend(churn_rows(r));
     println!("{:<34} {:>22}  target", "measure", "value");
     for (name, value, target) in rows {
         println!("{name:<34} {value:>22}  {target}");
     }
+}
+
+/// The churn phase's rows of the table, if the run had one.
+fn churn_rows(r: &Value) -> Vec<(String, String, &'static str)> {
+    let c = &r["churn"];
+    if !c.is_object() {
+        return vec![];
+    }
+    let (changes, before, whole, lat) = (
+        &c["changes"],
+        &c["before_edge"],
+        &c["whole"],
+        &c["edge_latency_ms"],
+    );
+    vec![
+        (
+            format!(
+                "(g) churn {}/s for {} s",
+                c["rate_per_second"], c["seconds"]
+            ),
+            String::new(),
+            "",
+        ),
+        (
+            "    changes accepted / planned".into(),
+            format!(
+                "{} / {} ({} failed)",
+                changes["accepted"], changes["planned"], changes["failed"]
+            ),
+            "all",
+        ),
+        (
+            "    as the API server counts them".into(),
+            c["apiserver_changes_accepted"].to_string(),
+            "",
+        ),
+        (
+            "    achieved rate, max lag".into(),
+            format!(
+                "{:.1}/s, {} ms",
+                num(&c["achieved_rate_per_second"]),
+                changes["max_lag_ms"]
+            ),
+            "",
+        ),
+        (
+            "    churn only: changes, seconds".into(),
+            format!(
+                "{} in {:.1} s",
+                before["changes_accepted"],
+                num(&before["seconds"])
+            ),
+            "",
+        ),
+        (
+            "    churn only: kumaco CPU".into(),
+            format!("{:.2} s", num(&before["cpu_seconds"])),
+            "",
+        ),
+        (
+            "    CPU per 1,000 changes".into(),
+            format!("{:.3} s", num(&before["cpu_seconds_per_1000_changes"])),
+            "",
+        ),
+        (
+            "    churn only: passes, mean".into(),
+            format!(
+                "{} / {:.1} ms",
+                before["kumaco_passes"],
+                num(&before["pass_mean_ms"])
+            ),
+            "",
+        ),
+        (
+            "    churn only: kumaco writes".into(),
+            before["kumaco_writes"].to_string(),
+            "0",
+        ),
+        (
+            "    whole phase: CPU, per 1,000".into(),
+            format!(
+                "{:.2} s, {:.3} s",
+                num(&whole["cpu_seconds"]),
+                num(&whole["cpu_seconds_per_1000_changes"])
+            ),
+            "",
+        ),
+        (
+            "    edge nodes seen True".into(),
+            format!("{} / {}", c["edge_nodes_seen"], c["edge_nodes_expected"]),
+            "all",
+        ),
+        (
+            "    edge latency min / p50".into(),
+            format!("{:.0} / {:.0} ms", num(&lat["min"]), num(&lat["p50"])),
+            "",
+        ),
+        (
+            "    edge latency p99 / max".into(),
+            format!("{:.0} / {:.0} ms", num(&lat["p99"]), num(&lat["max"])),
+            "",
+        ),
+        (
+            "    kumaco writes / transitions".into(),
+            format!("{} / {}", c["kumaco_writes"], c["edge_transitions"]),
+            "equal",
+        ),
+        (
+            "    peak RSS after the churn".into(),
+            format!("{:.1} MiB", num(&c["peak_rss_mib"])),
+            "",
+        ),
+    ]
 }
 
 fn num(v: &Value) -> f64 {
@@ -564,25 +1002,42 @@ async fn create_windows(client: &kube::Client) -> Result<()> {
 // ---------------------------------------------------------------------------------------
 // Measuring
 
-/// Writes to `nodes/status` as the API server counts them (server-side apply is APPLY,
-/// any other patch PATCH), all clients together: only kumaco writes once setup is done.
-async fn status_writes(client: &kube::Client) -> Result<u64> {
-    let text = apiserver_metrics(client).await?;
-    Ok(["APPLY", "PATCH"]
-        .iter()
-        .map(|verb| fleet::node_status_requests(&text, verb).0)
-        .sum())
+/// kumaco's node writes as the API server counts them: server-side applies to nodes
+/// (`nodes/status` and any other), which only kumaco sends once setup is done (nodes are
+/// created with a POST and a merge patch; the churn's changes are patches too).
+async fn kumaco_writes(client: &kube::Client) -> Result<u64> {
+    Ok(kumaco_writes_in(&apiserver_metrics(client).await?))
+}
+
+fn kumaco_writes_in(apiserver_metrics: &str) -> u64 {
+    metric_sum(
+        apiserver_metrics,
+        "apiserver_request_total",
+        &[("verb", "APPLY"), ("resource", "nodes")],
+    ) as u64
+}
+
+/// Waits until kumaco's node writes reach `target` (bounded by `TRANSITION_TIMEOUT`).
+async fn wait_for_writes(client: &kube::Client, target: u64) -> Result<()> {
+    let started = Instant::now();
+    while kumaco_writes(client).await? < target {
+        if started.elapsed() > TRANSITION_TIMEOUT {
+            bail!("kumaco's node writes did not reach {target} in {TRANSITION_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
 }
 
 /// Waits until the status write counter stops moving for `QUIET` (bounded by
 /// `SETTLE_TIMEOUT`).
 async fn settle(client: &kube::Client) -> Result<()> {
     let started = Instant::now();
-    let mut last = status_writes(client).await?;
+    let mut last = kumaco_writes(client).await?;
     let mut since = Instant::now();
     while started.elapsed() < SETTLE_TIMEOUT {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = status_writes(client).await?;
+        let now = kumaco_writes(client).await?;
         if now != last {
             last = now;
             since = Instant::now();

@@ -11,6 +11,7 @@
 //! #   --sample-secs S        sampling period (default 10)
 //! #   --kumaco PATH          kumaco binary (default target/release/kumaco)
 //! #   --json FILE            samples and summary (default target/kumaco-soak.json)
+//! #   --churn-rate R         foreign changes per second throughout (default 0: none)
 //! ```
 //!
 //! The cluster: N nodes of realistic size (20 labels, 5 conditions, 40 images, 4 zones);
@@ -39,6 +40,13 @@
 //! explain (per minute: a zone's nodes on, another's off, and a start and an end per
 //! reboot).
 //!
+//! With `--churn-rate R`, a stand-in kubelet and another client change the nodes R
+//! times a second in all for the whole run ([`testkit::churn`]: heartbeats and image
+//! lists, an annotation and a label no selector reads); the summary counts the changes
+//! the API server accepted. The kubelet's changes are `nodes/status` patches, counted
+//! with the helpers' patches; kumaco's applies must stay what the windows and reboots
+//! explain.
+//!
 //! Exits non-zero if more nodes were in progress at once than the ceiling, or if kumaco
 //! died. Ctrl-C ends the run early with the summary of the samples taken so far (the
 //! terminal's SIGINT also stops kumaco and the API server, so no sample follows it).
@@ -57,6 +65,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
 use testkit::agent::{MAINTENANCE_IN_PROGRESS, Observer, REBOOT_REQUIRED, RebootAgent};
+use testkit::churn::{Churn, ChurnCounts, ChurnSpec};
 use testkit::fleet::{
     self, Kumaco, KumacoOptions, LogLevels, ZONES, create_namespace, create_nodes, load_average,
     node_name, node_status_requests, put_window,
@@ -111,6 +120,10 @@ struct Args {
     /// Where the samples and the summary go.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/../target/kumaco-soak.json"))]
     json: PathBuf,
+    /// Foreign changes per second to the nodes throughout the run, a stand-in kubelet
+    /// and another client together (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    churn_rate: f64,
 }
 
 /// kumaco's rule for `--max-in-progress`: a count, or a percentage of the nodes in scope
@@ -131,6 +144,9 @@ async fn main() -> Result<ExitCode> {
     fleet::check_kumaco_binary(&args.kumaco)?;
     if !args.minutes.is_finite() || args.minutes <= 0.0 {
         bail!("--minutes: a positive number");
+    }
+    if !args.churn_rate.is_finite() || args.churn_rate < 0.0 {
+        bail!("--churn-rate: a number of changes per second, 0 for none");
     }
     let outcome = run(&args).await?;
     print_summary(&outcome.summary);
@@ -209,6 +225,18 @@ async fn run(args: &Args) -> Result<Outcome> {
         kumaco.log_path().display()
     );
     let names: Vec<String> = (0..n).map(|i| node_name(&scope, i)).collect();
+    let length = Duration::from_secs_f64(args.minutes * 60.0);
+    let churn = if args.churn_rate > 0.0 {
+        // Clients of their own, as other processes would have.
+        let (kubelet, labeler) = (server.client().await?, server.client().await?);
+        let spec = ChurnSpec {
+            rate: args.churn_rate,
+            duration: length,
+        };
+        Some(Churn::start(kubelet, labeler, names.clone(), spec))
+    } else {
+        None
+    };
     let mut source = RebootSource::start(client.clone(), names, agent.clone());
 
     let probe = Probe {
@@ -219,11 +247,12 @@ async fn run(args: &Args) -> Result<Outcome> {
         baseline,
         started: Instant::now(),
     };
-    let length = Duration::from_secs_f64(args.minutes * 60.0);
     let period = Duration::from_secs(args.sample_secs);
     let sampled = sample_until(&probe, &mut kumaco, period, length).await;
     // No mark may land after the figures are taken.
     source.stop(&agent).await;
+    // The churn's counts so far (it ends by itself about now; dropping it stops it).
+    let churn = churn.map(|churn| churn.progress());
 
     let observed = observer.observed();
     let source_state = source.state.lock().unwrap();
@@ -257,6 +286,7 @@ async fn run(args: &Args) -> Result<Outcome> {
         observed_max: observed.max_in_progress,
         observer_relists: observed.relists,
         source: &source_state,
+        churn: churn.as_ref(),
         ready_secs,
         load_start,
     });
@@ -669,6 +699,7 @@ struct SummaryInput<'a> {
     observed_max: usize,
     observer_relists: usize,
     source: &'a SourceState,
+    churn: Option<&'a ChurnCounts>,
     ready_secs: f64,
     load_start: String,
 }
@@ -757,6 +788,10 @@ fn summarize(input: &SummaryInput) -> Value {
             "max_observed": input.observed_max,
             "within_ceiling": input.observed_max <= input.ceiling,
         },
+        "churn": input.churn.map(|c| json!({
+            "rate_per_second": input.args.churn_rate,
+            "changes": c,
+        })),
         "kumaco_alive": input.sampled.died.is_none(),
         "kumaco_log": input.log_path,
     })
@@ -901,6 +936,21 @@ fn print_summary(s: &Value) {
     row("wait for a reboot p50 / p99 / max", wait, "");
     let most = format!("{} (ceiling {})", p["max_observed"], p["ceiling"]);
     row("most in progress at once (watch)", most, "≤ ceiling");
+    if let Some(churn) = s["churn"].as_object() {
+        let c = &churn["changes"];
+        let changes = format!(
+            "{} / {} ({} failed)",
+            c["accepted"], c["planned"], c["failed"]
+        );
+        row(
+            &format!(
+                "churn {}/s: changes accepted / planned",
+                churn["rate_per_second"]
+            ),
+            changes,
+            "all",
+        );
+    }
     row(
         "kumaco alive at the last sample",
         s["kumaco_alive"].to_string(),

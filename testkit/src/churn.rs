@@ -1,0 +1,282 @@
+//! Foreign changes to nodes (issue 14, item 1): what a real cluster does to its nodes all
+//! the time, none of which is kumaco's business. kumaco must not write because of them,
+//! and what they cost it is what the scale harnesses measure.
+//!
+//! Two clients take turns, one change each, at a set total rate:
+//!
+//! - a stand-in kubelet ([`KUBELET`], field manager of its own): a strategic merge patch
+//!   on `nodes/status`, as a kubelet sends, bumping the `lastHeartbeatTime` of the
+//!   `Ready` condition and reporting an image list with one image changed
+//!   ([`fleet::node_images`]);
+//! - a stand-in for the other controllers ([`LABELER`]): a merge patch on the node's
+//!   metadata, annotation [`TICK_ANNOTATION`] and label [`GENERATION_LABEL`] set to the
+//!   change's number (no kumaco selector reads either).
+//!
+//! Change `k` (from 0) is due `k / rate` seconds after the start; even changes are the
+//! kubelet's, on node `(k / 2) % n`, odd ones the labeler's, on node `(k / 2 + n / 2) %
+//! n`, so every node gets both kinds in turn. Every change is a real one (the change
+//! number is in it), so the API server writes it and every watch sees it. Both loops are
+//! bounded: at most `rate × duration` changes, none started after `duration`, each
+//! request given up after [`REQUEST_TIMEOUT`]; at most [`IN_FLIGHT`] are in flight, and a
+//! churn behind its schedule catches up within that bound (its lag is reported).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use serde::Serialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::fleet;
+
+/// The stand-in kubelet's field manager.
+pub const KUBELET: &str = "churn-kubelet";
+/// The field manager of the client changing labels and annotations.
+pub const LABELER: &str = "churn-labeler";
+/// The annotation the labeler sets on every change it makes.
+pub const TICK_ANNOTATION: &str = "churn.example.com/tick";
+/// The label the labeler sets on every change it makes.
+pub const GENERATION_LABEL: &str = "churn.example.com/generation";
+/// Requests in flight at most.
+pub const IN_FLIGHT: usize = 16;
+/// A change not answered in this time counts as failed.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How much churn, for how long.
+#[derive(Clone, Copy, Debug)]
+pub struct ChurnSpec {
+    /// Changes per second, both clients together.
+    pub rate: f64,
+    pub duration: Duration,
+}
+
+impl ChurnSpec {
+    /// The number of changes the schedule holds.
+    pub fn planned(&self) -> u64 {
+        (self.rate * self.duration.as_secs_f64()).round() as u64
+    }
+}
+
+/// Counts of a churn so far (or in all, from [`Churn::finish`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChurnCounts {
+    /// Changes the schedule holds.
+    pub planned: u64,
+    /// Changes sent.
+    pub sent: u64,
+    /// Changes the API server accepted (answered 2xx): the kubelet's and the labeler's.
+    pub accepted: u64,
+    pub status_accepted: u64,
+    pub metadata_accepted: u64,
+    /// Changes refused, failed or timed out.
+    pub failed: u64,
+    /// The first failure, as the client gave it.
+    pub first_error: Option<String>,
+    /// The furthest a change was sent behind its due time, in milliseconds.
+    pub max_lag_ms: u64,
+    /// Seconds from the start to the last answer (or to now, while running).
+    pub seconds: f64,
+}
+
+#[derive(Default)]
+struct Counters {
+    sent: AtomicU64,
+    status_accepted: AtomicU64,
+    metadata_accepted: AtomicU64,
+    failed: AtomicU64,
+    max_lag_ms: AtomicU64,
+    first_error: Mutex<Option<String>>,
+}
+
+/// A churn running in the background; it stops by itself after its duration.
+pub struct Churn {
+    spec: ChurnSpec,
+    counters: Arc<Counters>,
+    started: Instant,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Churn {
+    /// Starts changing `nodes` (node `i` of the fleet is `nodes[i]`, for its image list)
+    /// now: the kubelet's changes through `kubelet`, the labeler's through `labeler`.
+    pub fn start(
+        kubelet: kube::Client,
+        labeler: kube::Client,
+        nodes: Vec<String>,
+        spec: ChurnSpec,
+    ) -> Self {
+        assert!(!nodes.is_empty(), "churn on no node");
+        assert!(
+            spec.rate.is_finite() && spec.rate > 0.0,
+            "churn rate must be positive"
+        );
+        let counters = Arc::new(Counters::default());
+        let started = Instant::now();
+        let task = tokio::spawn(run(
+            Api::all(kubelet),
+            Api::all(labeler),
+            nodes,
+            spec,
+            started,
+            counters.clone(),
+        ));
+        Churn {
+            spec,
+            counters,
+            started,
+            task: Some(task),
+        }
+    }
+
+    /// The counts so far.
+    pub fn progress(&self) -> ChurnCounts {
+        let c = &self.counters;
+        let (status, metadata) = (
+            c.status_accepted.load(Ordering::Relaxed),
+            c.metadata_accepted.load(Ordering::Relaxed),
+        );
+        ChurnCounts {
+            planned: self.spec.planned(),
+            sent: c.sent.load(Ordering::Relaxed),
+            accepted: status + metadata,
+            status_accepted: status,
+            metadata_accepted: metadata,
+            failed: c.failed.load(Ordering::Relaxed),
+            first_error: c.first_error.lock().unwrap().clone(),
+            max_lag_ms: c.max_lag_ms.load(Ordering::Relaxed),
+            seconds: self.started.elapsed().as_secs_f64(),
+        }
+    }
+
+    /// Waits for the churn to end by itself (its duration, then the answers in flight)
+    /// and returns its counts.
+    pub async fn finish(mut self) -> ChurnCounts {
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+        self.progress()
+    }
+}
+
+impl Drop for Churn {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+async fn run(
+    kubelet: Api<Node>,
+    labeler: Api<Node>,
+    nodes: Vec<String>,
+    spec: ChurnSpec,
+    started: Instant,
+    counters: Arc<Counters>,
+) {
+    let n = nodes.len();
+    let deadline = started + spec.duration;
+    let period = Duration::from_secs_f64(1.0 / spec.rate);
+    let (kubelet, labeler, nodes) = (&kubelet, &labeler, &nodes);
+    let counters = &counters;
+    futures::stream::iter(0..spec.planned())
+        // buffer_unordered pulls the next change only when fewer than IN_FLIGHT are out:
+        // the wait for its due time happens then.
+        .then(|k| async move {
+            let due = started + period.mul_f64(k as f64);
+            tokio::time::sleep_until(due).await;
+            (k, due)
+        })
+        .take_while(|_| std::future::ready(Instant::now() < deadline))
+        .map(|(k, due)| async move {
+            let lag = Instant::now().saturating_duration_since(due).as_millis() as u64;
+            counters.max_lag_ms.fetch_max(lag, Ordering::Relaxed);
+            counters.sent.fetch_add(1, Ordering::Relaxed);
+            let half = (k / 2) as usize;
+            let (request, accepted) = if k % 2 == 0 {
+                let i = half % n;
+                let patch = json!({ "status": {
+                    "conditions": [{
+                        "type": "Ready",
+                        "lastHeartbeatTime": Timestamp::now().to_string(),
+                    }],
+                    "images": fleet::node_images(i, k + 1),
+                }});
+                let params = PatchParams {
+                    field_manager: Some(KUBELET.into()),
+                    ..Default::default()
+                };
+                let request = async move {
+                    kubelet
+                        .patch_status(&nodes[i], &params, &Patch::Strategic(patch))
+                        .await
+                };
+                (request.boxed(), &counters.status_accepted)
+            } else {
+                let i = (half + n / 2) % n;
+                let patch = json!({ "metadata": {
+                    "labels": { GENERATION_LABEL: k.to_string() },
+                    "annotations": { TICK_ANNOTATION: k.to_string() },
+                }});
+                let params = PatchParams {
+                    field_manager: Some(LABELER.into()),
+                    ..Default::default()
+                };
+                let request = async move {
+                    labeler
+                        .patch(&nodes[i], &params, &Patch::Merge(patch))
+                        .await
+                };
+                (request.boxed(), &counters.metadata_accepted)
+            };
+            match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+                Ok(Ok(_)) => {
+                    accepted.fetch_add(1, Ordering::Relaxed);
+                }
+                failure => {
+                    counters.failed.fetch_add(1, Ordering::Relaxed);
+                    let error = match failure {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => format!("no answer in {REQUEST_TIMEOUT:?}"),
+                    };
+                    counters.first_error.lock().unwrap().get_or_insert(error);
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<()>()
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planned_is_rate_times_duration() {
+        let spec = ChurnSpec {
+            rate: 100.0,
+            duration: Duration::from_secs(60),
+        };
+        assert_eq!(spec.planned(), 6000);
+        let spec = ChurnSpec {
+            rate: 20.0,
+            duration: Duration::from_millis(2500),
+        };
+        assert_eq!(spec.planned(), 50);
+    }
+
+    #[test]
+    fn every_generation_changes_the_image_list() {
+        let lists: Vec<_> = (0..100).map(|g| fleet::node_images(7, g)).collect();
+        for pair in lists.windows(2) {
+            assert_ne!(pair[0], pair[1]);
+        }
+        assert!(lists.iter().all(|l| l.len() == 40));
+    }
+}
