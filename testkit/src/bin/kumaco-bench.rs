@@ -488,8 +488,13 @@ impl ChurnPhase<'_> {
                 "cpu_seconds": cpu,
                 "cpu_seconds_per_1000_changes": per_1000(cpu, accepted),
                 "kumaco_passes": passes,
+                // Wall-clock time of a pass, waits for a CPU included.
                 "pass_mean_ms": (passes > 0.0)
                     .then(|| (to.pass_seconds - from.pass_seconds) / passes * 1000.0),
+                // Several changes landing during one pass wake one more pass, not one
+                // each: what a change costs depends on how many share a pass.
+                "changes_per_pass": (passes > 0.0).then(|| accepted as f64 / passes),
+                "cpu_ms_per_pass": (passes > 0.0).then(|| cpu / passes * 1000.0),
                 "kumaco_writes": to.writes - from.writes,
             })
         };
@@ -605,6 +610,16 @@ fn print_spread(results: &[Value]) {
             "(g) mean pass under churn",
             "/churn/before_edge/pass_mean_ms",
             "ms",
+        ),
+        (
+            "(g) CPU per pass",
+            "/churn/before_edge/cpu_ms_per_pass",
+            "ms",
+        ),
+        (
+            "(g) changes per pass",
+            "/churn/before_edge/changes_per_pass",
+            "",
         ),
         (
             "(g) edge p50 under churn",
@@ -830,6 +845,15 @@ fn churn_rows(r: &Value) -> Vec<(String, String, &'static str)> {
                 "{} / {:.1} ms",
                 before["kumaco_passes"],
                 num(&before["pass_mean_ms"])
+            ),
+            "",
+        ),
+        (
+            "    changes per pass, CPU per pass".into(),
+            format!(
+                "{:.2} / {:.1} ms",
+                num(&before["changes_per_pass"]),
+                num(&before["cpu_ms_per_pass"])
             ),
             "",
         ),
