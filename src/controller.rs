@@ -377,12 +377,13 @@ impl Shell {
     /// Re-reads window ConfigMaps from the cache, re-parsing those whose data changed.
     /// Returns whether the configuration hash changed (not counting the first load).
     fn load_windows(&mut self) -> bool {
+        // The cached objects themselves: their data is read only when its hash changed.
         let mut seen = BTreeMap::new();
         for store in &self.window_stores {
             for cm in store.state() {
-                let data = cm.data.clone().unwrap_or_default();
                 let uid = cm.metadata.uid.clone().unwrap_or_default();
-                seen.insert(configmap::id(&cm), (data, uid, configmap::data_hash(&cm)));
+                let hash = configmap::data_hash(&cm);
+                seen.insert(configmap::id(&cm), (cm, uid, hash));
             }
         }
         self.sources.retain(|id, _| {
@@ -394,14 +395,16 @@ impl Shell {
         });
         let mut config = Fnv::default();
         let (mut valid, mut invalid) = (0, 0);
-        for (id, (data, uid, data_hash)) in seen {
+        let empty = BTreeMap::new();
+        for (id, (cm, uid, data_hash)) in seen {
             config.write_u64(data_hash);
             let fresh = self
                 .sources
                 .get(&id)
                 .is_none_or(|s| s.data_hash != data_hash || s.uid != uid);
             if fresh {
-                let window = Window::from_data(id.clone(), &data, &self.settings.default_zone);
+                let data = cm.data.as_ref().unwrap_or(&empty);
+                let window = Window::from_data(id.clone(), data, &self.settings.default_zone);
                 match &window {
                     Ok(w) => info!(window = %id, schedule = %w.schedule.spec(),
                                    zone = %w.schedule.zone_name(), "window loaded"),
