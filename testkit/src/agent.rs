@@ -256,15 +256,7 @@ impl Observed {
         };
         let mut out = String::new();
         for ch in &self.changes {
-            let state = match &ch.condition {
-                Some(c) => format!(
-                    "{} {} {:?}",
-                    c.status,
-                    c.reason.as_deref().unwrap_or_default(),
-                    c.message.as_deref().unwrap_or_default()
-                ),
-                None => "absent".into(),
-            };
+            let state = describe(ch.condition.as_ref());
             out.push_str(&format!(
                 "  +{:>6} ms {} {}: {state}\n",
                 ch.at.duration_since(t0).as_millis(),
@@ -318,15 +310,7 @@ impl Observed {
             self.max_in_progress, self.in_progress, self.relists
         );
         for (node, c) in &self.current {
-            let now = match c {
-                Some(c) => format!(
-                    "{} {} {:?}",
-                    c.status,
-                    c.reason.as_deref().unwrap_or_default(),
-                    c.message.as_deref().unwrap_or_default()
-                ),
-                None => "absent".into(),
-            };
+            let now = describe(c.as_ref());
             out.push_str(&format!("  {node}: {now}\n"));
         }
         out
@@ -476,6 +460,19 @@ impl Observer {
 impl Drop for Observer {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// `True Reason "message"`, or `absent`: one condition in a summary line.
+fn describe(c: Option<&NodeCondition>) -> String {
+    match c {
+        Some(c) => format!(
+            "{} {} {:?}",
+            c.status,
+            c.reason.as_deref().unwrap_or_default(),
+            c.message.as_deref().unwrap_or_default()
+        ),
+        None => "absent".into(),
     }
 }
 
