@@ -100,7 +100,7 @@ fn bench(c: &mut Criterion) {
             let active = ActiveWindows::at(black_box(&windows), black_box(now));
             nodes
                 .iter()
-                .filter(|labels| active.verdict(labels).is_maintenance())
+                .filter(|labels| active.verdict(*labels).is_maintenance())
                 .count()
         })
     });

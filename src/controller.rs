@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
@@ -242,7 +242,7 @@ async fn drive_nodes<S>(
                         let keys = label_keys.read().unwrap_or_else(|e| e.into_inner());
                         let old = reader.get(&reflector::ObjectRef::from_obj(node));
                         let ours =
-                            |n: &SlimNode| !n.status_owners.is_empty() || scope.matches(n.labels());
+                            |n: &SlimNode| !n.status_owners.is_empty() || scope.matches(&n.labels);
                         match old {
                             None => ours(node),
                             Some(old) if !ours(&old) && !ours(node) => false,
@@ -330,7 +330,7 @@ impl Shell {
         let cached = self.nodes.state();
         let views = cached.iter().map(|n| NodeView {
             name: n.metadata.name.as_deref().unwrap_or_default(),
-            labels: n.metadata.labels.as_ref().unwrap_or(empty_labels()),
+            labels: &n.labels,
             resource_version: n.resource_version(),
             conditions: &n.conditions,
             owned: n.owned_by(&self.settings.field_manager),
@@ -600,11 +600,6 @@ fn backoff(failures: u32, failed: bool, now: Timestamp) -> (u32, Option<Timestam
     let failures = (failures + 1).min(7);
     let delay = Duration::from_millis(500 << (failures - 1)).min(MAX_RETRY_DELAY);
     (failures, now.checked_add(delay).ok())
-}
-
-fn empty_labels() -> &'static BTreeMap<String, String> {
-    static EMPTY: std::sync::OnceLock<BTreeMap<String, String>> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(BTreeMap::new)
 }
 
 fn until(t: Timestamp) -> Duration {

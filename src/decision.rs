@@ -1,12 +1,12 @@
 //! The pure decision: from windows, a node and the time, the conditions kumaco wants on
 //! that node. No I/O: the pass feeds it cached state and the shell writes what it returns.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
 
 use crate::conditions::{Condition, Desired, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
-use crate::selector::Selector;
+use crate::selector::{Labels, Selector};
 use crate::window::{Span, Window, WindowId};
 
 /// Reasons kumaco writes on `kured.dev/UnderMaintenance`.
@@ -97,7 +97,7 @@ impl<'a> ActiveWindows<'a> {
     }
 
     /// What the active windows say about a node with these labels.
-    pub fn verdict(&self, labels: &BTreeMap<String, String>) -> Verdict<'a> {
+    pub fn verdict<L: Labels + ?Sized>(&self, labels: &L) -> Verdict<'a> {
         let mut windows = Vec::new();
         let mut blackouts = Vec::new();
         let mut until = Some(self.now);
@@ -126,10 +126,7 @@ impl<'a> ActiveWindows<'a> {
 
     /// The earliest maintenance window about to start on a node with these labels that
     /// no blackout will cover at its start: (window, start).
-    pub fn next_planned(
-        &self,
-        labels: &BTreeMap<String, String>,
-    ) -> Option<(&'a Window, Timestamp)> {
+    pub fn next_planned<L: Labels + ?Sized>(&self, labels: &L) -> Option<(&'a Window, Timestamp)> {
         self.upcoming
             .iter()
             .filter(|(w, _, blackouts)| {
@@ -348,6 +345,7 @@ mod tests {
     use super::*;
     use crate::conditions::Status;
     use crate::window::test_window as window;
+    use std::collections::BTreeMap;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -24,7 +24,8 @@
 //!   [`kubeclient`]: how every subcommand finds the API server.
 //! - [`controller`]: watches, the loop, executing the pass's node writes;
 //!   [`events`]: creating the window events it says should exist, by name.
-//! - [`node`]: the part of a Node kumaco reads, decoded without the rest;
+//! - [`node`]: the part of a Node kumaco reads, decoded without the rest, its labels
+//!   shared through [`intern`];
 //!   [`configmap`]: a window ConfigMap trimmed to what kumaco reads.
 //! - [`leader`]: leader election on a Lease; only the leader writes.
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
@@ -42,6 +43,7 @@ pub mod duration;
 pub mod events;
 pub mod fingerprint;
 pub mod in_progress;
+pub mod intern;
 pub mod kubeclient;
 pub mod leader;
 pub mod metrics;

@@ -9,19 +9,24 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, LazyLock};
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::IgnoredAny;
+use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use crate::conditions::{Condition, Status};
+use crate::intern::Pool;
+use crate::selector::Labels;
 
-/// The part of a Node kumaco reads. `metadata` carries only name, labels and
-/// resourceVersion.
+/// The part of a Node kumaco reads. `metadata` carries only name and resourceVersion;
+/// the labels are kept apart, in shared form.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimNode {
     pub metadata: ObjectMeta,
+    pub labels: NodeLabels,
     pub conditions: Vec<Condition>,
     /// (field manager, condition types it owns) from the managedFields of the status
     /// subresource, sorted by manager.
@@ -56,17 +61,130 @@ impl SlimNode {
     /// lists, annotations, labels no selector names) differ in none of these: they cost
     /// this comparison and no pass.
     pub fn differs_for_pass(&self, other: &SlimNode, label_keys: &HashSet<String>) -> bool {
-        let labels =
-            |n: &SlimNode, k: &str| n.metadata.labels.as_ref().and_then(|l| l.get(k).cloned());
         self.conditions != other.conditions
             || self.status_owners != other.status_owners
             || label_keys
                 .iter()
-                .any(|k| labels(self, k) != labels(other, k))
+                .any(|k| self.labels.label(k) != other.labels.label(k))
     }
 
     pub fn resource_version(&self) -> Option<u64> {
         self.metadata.resource_version.as_deref()?.parse().ok()
+    }
+}
+
+/// Every distinct label key and value the node cache holds, once.
+static LABEL_STRINGS: LazyLock<Pool> = LazyLock::new(Pool::new);
+
+/// A node's labels, sorted by key, each key and value shared with every other node that
+/// has it. Twenty labels cost 640 bytes of handles plus the node's few unique values
+/// (its hostname), where a map of owned strings cost about 3 KiB.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct NodeLabels(Box<[(Arc<str>, Arc<str>)]>);
+
+impl NodeLabels {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Labels for NodeLabels {
+    fn label(&self, key: &str) -> Option<&str> {
+        let i = self.0.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(&self.0[i].1)
+    }
+}
+
+impl fmt::Debug for NodeLabels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<'a> FromIterator<(&'a str, &'a str)> for NodeLabels {
+    fn from_iter<I: IntoIterator<Item = (&'a str, &'a str)>>(pairs: I) -> Self {
+        let mut labels: Vec<(Arc<str>, Arc<str>)> = pairs
+            .into_iter()
+            .map(|(k, v)| (LABEL_STRINGS.intern(k), LABEL_STRINGS.intern(v)))
+            .collect();
+        // A JSON object with a repeated key keeps the last value, as Go's decoder does.
+        labels.reverse();
+        labels.sort_by(|a, b| a.0.cmp(&b.0));
+        labels.dedup_by(|later, first| later.0 == first.0);
+        NodeLabels(labels.into_boxed_slice())
+    }
+}
+
+/// Decodes `metadata.labels` straight into shared strings, borrowing from the input where
+/// it can: no owned copy of a label is made only to be dropped again.
+impl<'de> Deserialize<'de> for NodeLabels {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct LabelsVisitor;
+        impl<'de> Visitor<'de> for LabelsVisitor {
+            type Value = NodeLabels;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of label keys to values")
+            }
+            fn visit_unit<E>(self) -> Result<NodeLabels, E> {
+                Ok(NodeLabels::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<NodeLabels, A::Error> {
+                let mut pairs: Vec<(Text<'de>, Text<'de>)> = Vec::new();
+                while let Some(pair) = map.next_entry()? {
+                    pairs.push(pair);
+                }
+                Ok(pairs
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect())
+            }
+        }
+        deserializer.deserialize_map(LabelsVisitor)
+    }
+}
+
+/// A string from the input: borrowed when the input has it unescaped, else owned.
+enum Text<'de> {
+    Borrowed(&'de str),
+    Owned(String),
+}
+
+impl Text<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            Text::Borrowed(s) => s,
+            Text::Owned(s) => s,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text::Borrowed(s))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Text<'de>, E> {
+                Ok(Text::Owned(s.to_owned()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Text<'de>, E> {
+                Ok(Text::Owned(s))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
     }
 }
 
@@ -109,7 +227,7 @@ struct Wire {
 struct WireMeta {
     name: Option<String>,
     #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
+    labels: Option<NodeLabels>,
     resource_version: Option<String>,
     #[serde(default)]
     managed_fields: Option<Vec<WireManagedFields>>,
@@ -213,10 +331,10 @@ impl<'de> Deserialize<'de> for SlimNode {
         Ok(SlimNode {
             metadata: ObjectMeta {
                 name: wire.metadata.name,
-                labels: wire.metadata.labels,
                 resource_version: wire.metadata.resource_version,
                 ..ObjectMeta::default()
             },
+            labels: wire.metadata.labels.unwrap_or_default(),
             conditions: wire
                 .status
                 .and_then(|s| s.conditions)
@@ -288,7 +406,8 @@ mod tests {
         let node: SlimNode = serde_json::from_value(full_node()).unwrap();
         assert_eq!(node.metadata.name.as_deref(), Some("n"));
         assert_eq!(node.resource_version(), Some(42));
-        assert_eq!(node.metadata.labels.as_ref().unwrap()["zone"], "a");
+        assert_eq!(node.labels.label("zone"), Some("a"));
+        assert_eq!(node.labels.len(), 1);
         assert!(node.metadata.annotations.is_none() && node.metadata.uid.is_none());
         assert_eq!(node.conditions.len(), 1);
         assert_eq!(node.conditions[0].type_, "Ready");
@@ -356,6 +475,24 @@ mod tests {
     }
 
     #[test]
+    fn labels_are_shared_between_nodes_and_decoded_from_text_as_written() {
+        // From text (as the watch decodes), with an escaped value and a repeated key.
+        let text =
+            r#"{"metadata":{"name":"a","labels":{"zone":"eu\u002d1","os":"linux","zone":"eu-2"}}}"#;
+        let a: SlimNode = serde_json::from_str(text).unwrap();
+        assert_eq!(a.labels.label("zone"), Some("eu-2"));
+        assert_eq!(a.labels.label("os"), Some("linux"));
+        assert_eq!(a.labels.label("arch"), None);
+        let b: SlimNode =
+            serde_json::from_str(r#"{"metadata":{"name":"b","labels":{"os":"linux"}}}"#).unwrap();
+        let value = |n: &SlimNode| n.labels.0[0].1.clone();
+        assert!(Arc::ptr_eq(&value(&a), &value(&b)));
+        let none: SlimNode =
+            serde_json::from_str(r#"{"metadata":{"name":"c","labels":null}}"#).unwrap();
+        assert!(none.labels.is_empty());
+    }
+
+    #[test]
     fn a_bare_node_decodes() {
         let node: SlimNode =
             serde_json::from_value(json!({ "metadata": { "name": "n" } })).unwrap();
@@ -378,7 +515,12 @@ mod tests {
                 f.last_transition_time.as_ref().map(|t| t.0)
             );
         }
-        assert_eq!(slim.metadata.labels, full.metadata.labels);
+        let full_labels = full.metadata.labels.unwrap();
+        assert!(
+            slim.labels
+                .iter()
+                .eq(full_labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! over the state the last one left writes nothing and posts nothing new.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -21,7 +21,7 @@ use crate::conditions::{
 };
 use crate::decision::{self, ActiveWindows, Progress, Verdict};
 use crate::in_progress::{self, NodeState, Policy};
-use crate::selector::Selector;
+use crate::selector::{Labels, Selector};
 use crate::window::{Window, WindowId};
 
 /// How long a write of ours is trusted over a cache that has not shown it, when the
@@ -54,7 +54,7 @@ impl Rules {
 #[derive(Clone, Copy, Debug)]
 pub struct NodeView<'a> {
     pub name: &'a str,
-    pub labels: &'a BTreeMap<String, String>,
+    pub labels: &'a dyn Labels,
     pub resource_version: Option<u64>,
     pub conditions: &'a [Condition],
     /// The condition types this instance's field manager owns on the node's status

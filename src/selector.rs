@@ -24,6 +24,19 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// A node's labels as a selector reads them: at most one value per key (Go's
+/// `labels.Labels`). A trait so that the controller can keep its cache's labels in a
+/// compact, shared form while the tools and tests use a plain map.
+pub trait Labels: fmt::Debug {
+    fn label(&self, key: &str) -> Option<&str>;
+}
+
+impl Labels for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
 /// How a requirement relates its key to its values (Go's `selection.Operator`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operator {
@@ -93,9 +106,9 @@ impl Requirement {
     }
 
     /// Go's `Requirement.Matches`.
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
-        let label = labels.get(&self.key);
-        let listed = |v: &String| self.values.iter().any(|w| w == v);
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
+        let label = labels.label(&self.key);
+        let listed = |v: &str| self.values.iter().any(|w| w == v);
         match self.operator {
             Operator::Equals | Operator::DoubleEquals | Operator::In => label.is_some_and(listed),
             Operator::NotEquals | Operator::NotIn => !label.is_some_and(listed),
@@ -103,7 +116,7 @@ impl Requirement {
             Operator::DoesNotExist => label.is_none(),
             Operator::GreaterThan | Operator::LessThan => {
                 let (Some(actual), [bound]) =
-                    (label.and_then(|v| go_parse_int(v)), &self.values[..])
+                    (label.and_then(go_parse_int), &self.values[..])
                 else {
                     return false;
                 };
@@ -159,7 +172,7 @@ impl Selector {
     }
 
     /// True when every requirement matches (Go's `Selector.Matches`).
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches<L: Labels + ?Sized>(&self, labels: &L) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 

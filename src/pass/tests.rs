@@ -1,5 +1,7 @@
 use std::collections::BTreeSet;
 
+use std::collections::BTreeMap;
+
 use super::*;
 use crate::decision::{REASON_BLACKOUT, REASON_NOT_MANAGED, REASON_OUT_OF_SCOPE};
 use crate::in_progress::Ceiling;
