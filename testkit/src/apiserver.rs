@@ -120,6 +120,12 @@ impl ApiServer {
         Ok(())
     }
 
+    /// The process id of the running API server (and etcd: one process), for reading
+    /// its CPU from /proc.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `https://127.0.0.1:PORT`.
     pub fn url(&self) -> &str {
         &self.url

@@ -348,13 +348,7 @@ impl Kumaco {
 
     /// utime + stime, in seconds.
     pub fn cpu_seconds(&self) -> Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()?))?;
-        // The command name (field 2) may hold spaces; fields after its ')' are plain.
-        // utime and stime are fields 14 and 15, i.e. 12th and 13th after the ')'.
-        let rest = &stat[stat.rfind(')').context("malformed /proc/<pid>/stat")? + 1..];
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-        Ok(ticks / clock_ticks())
+        process_cpu_seconds(self.pid()?)
     }
 
     /// The WARN and ERROR lines of the log so far. Reads only what was appended since the
@@ -444,6 +438,17 @@ pub fn check_kumaco_binary(path: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A process's utime + stime so far, in seconds, from /proc.
+pub fn process_cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces; fields after its ')' are plain.
+    // utime and stime are fields 14 and 15, i.e. 12th and 13th after the ')'.
+    let rest = &stat[stat.rfind(')').context("malformed /proc/<pid>/stat")? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
+    Ok(ticks / clock_ticks())
 }
 
 /// `sysconf(_SC_CLK_TCK)` without a libc dependency: ask getconf, else Linux's usual 100.
