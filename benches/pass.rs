@@ -1,0 +1,213 @@
+//! What a node change costs kumaco, split as the controller splits it:
+//!
+//! - every node event: decoding the watched Node into [`SlimNode`] and the relevance
+//!   check ([`SlimNode::differs_for_pass`]); a foreign change (a kubelet heartbeat, new
+//!   images, an annotation) stops there;
+//! - a relevant change: one whole pass ([`pass::run`]) over every node, as the controller
+//!   runs it on a window change, an edge or a resync.
+//!
+//! The nodes are the scale harness's (`testkit::fleet`: 20 labels, 5 kubelet conditions,
+//! 40 images, managedFields of three managers), 5,000 of them, against 200 windows.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use kumaco::announce::WindowSource;
+use kumaco::in_progress::{Ceiling, Policy};
+use kumaco::node::SlimNode;
+use kumaco::pass::{self, NodeView, Rules};
+use kumaco::window::{Window, WindowId};
+use serde_json::{Value, json};
+use testkit::Scope;
+use testkit::fleet::{node_images, node_labels, node_name, node_status};
+
+const NODES: usize = 5000;
+const MANAGER: &str = "kumaco/kube-system/kumaco";
+const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
+
+/// Node `i` as the watch delivers it, its kubelet's images at `generation`.
+fn node_json(scope: &Scope, i: usize, generation: u64) -> Value {
+    let name = node_name(scope, i);
+    let mut status = node_status(i);
+    status["images"] = node_images(i, generation).into();
+    let owns = |manager: &str, subresource: Option<&str>, fields: Value| {
+        json!({ "manager": manager, "operation": "Update", "subresource": subresource,
+                "fieldsType": "FieldsV1", "fieldsV1": fields })
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": name, "uid": format!("{i:032x}"), "resourceVersion": format!("{}", 1000 + generation),
+            "labels": node_labels(scope, &name, i),
+            "annotations": { "node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true" },
+            "managedFields": [
+                owns("kubelet", None, json!({ "f:metadata": { "f:labels": {} } })),
+                owns("kubelet", Some("status"), json!({ "f:status": { "f:conditions": {
+                    "k:{\"type\":\"Ready\"}": {}, "k:{\"type\":\"MemoryPressure\"}": {} }, "f:images": {} } })),
+                owns(MANAGER, Some("status"), json!({ "f:status": { "f:conditions": {
+                    "k:{\"type\":\"kured.dev/UnderMaintenance\"}": {} } } })),
+            ],
+        },
+        "spec": { "providerID": format!("aws:///bench/{name}") },
+        "status": status,
+    })
+}
+
+/// 200 windows like kumaco-bench's: a few active at the benchmark's instant, most not.
+fn windows() -> Vec<WindowSource> {
+    (0..200)
+        .map(|i| {
+            let start = match i % 4 {
+                0 => format!("{} 3 * * {}", i % 60, i % 7),
+                1 => format!("{} 4 * * *", i % 60),
+                2 => format!("2026-03-{:02}T{:02}:00:00Z", 1 + i % 28, i % 24),
+                _ => format!("CRON_TZ=Europe/Berlin 0 {} * * 1-5", i % 24),
+            };
+            let selector = match i % 3 {
+                0 => format!("bench.kumaco.dev/rack=r{:02}", i % 50),
+                1 => format!(
+                    "topology.kubernetes.io/zone=zone-{}",
+                    ["a", "b", "c", "d"][i % 4]
+                ),
+                _ => format!(
+                    "bench.kumaco.dev/pool in (general,memory),bench.kumaco.dev/rack=r{:02}",
+                    i % 50
+                ),
+            };
+            let data: BTreeMap<String, String> = [
+                ("startTime", start),
+                ("duration", "30m".to_string()),
+                ("nodeSelector", selector),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+            let id = WindowId {
+                namespace: "ops".into(),
+                name: format!("w{i}"),
+            };
+            WindowSource {
+                window: Ok(Window::from_data(id.clone(), &data, &TimeZone::UTC)
+                    .expect("benchmark windows are valid")),
+                id,
+                uid: format!("uid-{i}"),
+                data_hash: i as u64,
+            }
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let scope = Scope::new("bench");
+    let keys: HashSet<String> = [
+        "bench.kumaco.dev/rack",
+        "bench.kumaco.dev/pool",
+        "topology.kubernetes.io/zone",
+    ]
+    .map(String::from)
+    .into();
+
+    let mut g = c.benchmark_group("node event");
+    g.sample_size(50).measurement_time(Duration::from_secs(5));
+    let before_text = serde_json::to_vec(&node_json(&scope, 7, 0)).unwrap();
+    let after_text = serde_json::to_vec(&node_json(&scope, 7, 1)).unwrap();
+    eprintln!("one node as the watch sends it: {} bytes", after_text.len());
+    let mut before: SlimNode = serde_json::from_slice(&before_text).unwrap();
+    before.keep_only(MANAGER, &[REBOOT_REQUIRED.to_string()]);
+    g.bench_function("decode a node into SlimNode", |b| {
+        b.iter(|| serde_json::from_slice::<SlimNode>(black_box(&after_text)).unwrap())
+    });
+    g.bench_function("decode + relevance check of a foreign change", |b| {
+        b.iter(|| {
+            let mut after: SlimNode = serde_json::from_slice(black_box(&after_text)).unwrap();
+            after.keep_only(MANAGER, &[REBOOT_REQUIRED.to_string()]);
+            assert!(!before.differs_for_pass(&after, &keys));
+        })
+    });
+    g.finish();
+
+    let nodes: Vec<SlimNode> = (0..NODES)
+        .map(|i| {
+            let mut n: SlimNode = serde_json::from_value(node_json(&scope, i, 0)).unwrap();
+            n.keep_only(MANAGER, &[REBOOT_REQUIRED.to_string()]);
+            n
+        })
+        .collect();
+    let sources = windows();
+    let windows: Vec<&WindowSource> = sources.iter().collect();
+    let rules = Rules {
+        node_selector: scope.selector().parse().unwrap(),
+        instance: MANAGER.into(),
+        in_progress: Some(Policy {
+            required: vec![REBOOT_REQUIRED.into()],
+            blocking: vec![],
+            ceiling: Ceiling::Count(2),
+            stop_at_window_end: false,
+            start_cutoff: jiff::SignedDuration::ZERO,
+        }),
+        planned_lead_time: None,
+    };
+    let pending = HashMap::new();
+    let now: Timestamp = "2026-03-03T03:10:00Z".parse().unwrap();
+    let mut nodes = nodes;
+    // The steady state: what kumaco wrote is on the nodes, so the measured pass decides
+    // every node and writes nothing, as one woken by a relevant change does.
+    let first = {
+        let views = nodes.iter().map(|n| NodeView {
+            name: n.metadata.name.as_deref().unwrap_or_default(),
+            labels: &n.labels,
+            resource_version: n.resource_version(),
+            conditions: &n.conditions,
+            owned: n.owned_by(MANAGER),
+        });
+        pass::run(&rules, &windows, &[], views, &pending, now)
+    };
+    for write in first.writes {
+        let node = nodes
+            .iter_mut()
+            .find(|n| n.metadata.name.as_deref() == Some(&write.node))
+            .unwrap();
+        for c in write.conditions {
+            node.conditions.retain(|old| old.type_ != c.type_);
+            node.status_owners[0].1.push(c.type_.clone());
+            node.conditions.push(c);
+        }
+        node.status_owners[0].1.sort();
+        node.status_owners[0].1.dedup();
+    }
+    let nodes = nodes;
+    let views = || {
+        nodes.iter().map(|n| NodeView {
+            name: n.metadata.name.as_deref().unwrap_or_default(),
+            labels: &n.labels,
+            resource_version: n.resource_version(),
+            conditions: &n.conditions,
+            owned: n.owned_by(MANAGER),
+        })
+    };
+    let outcome = pass::run(&rules, &windows, &[], views(), &pending, now);
+    eprintln!(
+        "a pass at {now}: {} windows active, {} of {} nodes under maintenance, {} writes left",
+        outcome.counts.active_windows,
+        outcome.counts.under_maintenance,
+        outcome.counts.in_scope,
+        outcome.writes.len()
+    );
+    assert!(
+        outcome.writes.is_empty(),
+        "the measured pass is not at the fixpoint"
+    );
+    let mut g = c.benchmark_group("pass");
+    g.sample_size(20).measurement_time(Duration::from_secs(10));
+    g.bench_function("one pass, 200 windows x 5000 nodes, --in-progress", |b| {
+        b.iter(|| pass::run(&rules, &windows, &[], views(), &pending, black_box(now)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
