@@ -115,8 +115,7 @@ impl Requirement {
             Operator::Exists => label.is_some(),
             Operator::DoesNotExist => label.is_none(),
             Operator::GreaterThan | Operator::LessThan => {
-                let (Some(actual), [bound]) =
-                    (label.and_then(go_parse_int), &self.values[..])
+                let (Some(actual), [bound]) = (label.and_then(go_parse_int), &self.values[..])
                 else {
                     return false;
                 };
