@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::conditions::{Condition, Status};
 
-/// The part of a Node kumaco reads. `metadata` carries only name, labels and
+/// The part of a Node kumaco reads. `metadata` carries only name, uid, labels and
 /// resourceVersion.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimNode {
@@ -108,6 +108,10 @@ struct Wire {
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
     name: Option<String>,
+    /// Names the node's events (`node_events`): a node re-created under the same name is
+    /// another node.
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     labels: Option<BTreeMap<String, String>>,
     resource_version: Option<String>,
@@ -213,6 +217,7 @@ impl<'de> Deserialize<'de> for SlimNode {
         Ok(SlimNode {
             metadata: ObjectMeta {
                 name: wire.metadata.name,
+                uid: wire.metadata.uid,
                 labels: wire.metadata.labels,
                 resource_version: wire.metadata.resource_version,
                 ..ObjectMeta::default()
@@ -289,7 +294,8 @@ mod tests {
         assert_eq!(node.metadata.name.as_deref(), Some("n"));
         assert_eq!(node.resource_version(), Some(42));
         assert_eq!(node.metadata.labels.as_ref().unwrap()["zone"], "a");
-        assert!(node.metadata.annotations.is_none() && node.metadata.uid.is_none());
+        assert_eq!(node.metadata.uid.as_deref(), Some("u"));
+        assert!(node.metadata.annotations.is_none());
         assert_eq!(node.conditions.len(), 1);
         assert_eq!(node.conditions[0].type_, "Ready");
         assert_eq!(
