@@ -189,7 +189,50 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
     }
+    // What the Role grants kumaco's ServiceAccount, as the API server's authorizer says:
+    // creating events in `default`, and nothing more there.
+    for (verb, namespace, allowed) in [
+        ("create", "default", true),
+        ("delete", "default", false),
+        ("list", "default", false),
+        ("create", "kube-system", false),
+    ] {
+        assert_eq!(
+            may(&client, verb, namespace).await,
+            allowed,
+            "kumaco's ServiceAccount may {verb} events in {namespace}"
+        );
+    }
     let _ = std::fs::remove_dir_all(deploy.parent().unwrap());
+}
+
+/// Whether the API server authorizes kumaco's ServiceAccount to `verb` events.k8s.io
+/// events in `namespace` (a SubjectAccessReview).
+async fn may(client: &kube::Client, verb: &str, namespace: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some("system:serviceaccount:kumaco:kumaco".into()),
+            groups: Some(vec!["system:serviceaccounts".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("events.k8s.io".into()),
+                resource: Some("events".into()),
+                verb: Some(verb.into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    kube::Api::<SubjectAccessReview>::all(client.clone())
+        .create(&Default::default(), &review)
+        .await
+        .expect("a SubjectAccessReview")
+        .status
+        .is_some_and(|s| s.allowed)
 }
 
 /// `cp -r from to`.
