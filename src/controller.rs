@@ -409,7 +409,9 @@ impl Shell {
     /// instead, the cache overlaid with the writes it would have made.
     fn node_events_due(&self, cached: &[Arc<SlimNode>], now: Timestamp) -> Vec<NodeEvent> {
         let manager = &self.settings.field_manager;
-        let views: Vec<(&SlimNode, Cow<[Condition]>, Vec<String>)> = cached
+        // (node, its conditions as this instance sees them, the types it owns there)
+        type Seen<'a> = (&'a SlimNode, Cow<'a, [Condition]>, Vec<String>);
+        let views: Vec<Seen> = cached
             .iter()
             .map(|n| {
                 let mut owned = n.owned_by(manager).to_vec();
