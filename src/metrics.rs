@@ -146,7 +146,7 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "leader",
-            "1 while this instance holds the leader Lease (always 1 with --leader-elect=false)",
+            "1 while this instance holds the leader Lease (always 1 with --leader-elect=false; 0 with --dry-run)",
             leader.clone(),
         );
         let transitions = Family::<TransitionLabels, Counter>::default();
