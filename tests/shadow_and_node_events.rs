@@ -269,6 +269,19 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
         got.sort();
         assert_eq!(got, reasons, "{node}: each event once");
     }
+    // Shown with --nocapture: the real events, for docs/configuration.md.
+    for node in [&old, &new] {
+        let mut events = node_events(&c.client, node).await;
+        events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+        for e in events {
+            println!(
+                "{}  {:<24}  {}",
+                node,
+                e.reason.unwrap_or_default(),
+                e.message.unwrap_or_default()
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------
