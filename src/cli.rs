@@ -23,6 +23,34 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The file name kubectl looks for on the PATH to run `kubectl kumaco ...`: installed
+/// under it (a copy or a symlink), kumaco is a kubectl plugin.
+pub const KUBECTL_PLUGIN: &str = "kubectl-kumaco";
+
+impl Cli {
+    /// Parses `args` (the first is the program, as in `std::env::args_os`). Invoked as
+    /// [`KUBECTL_PLUGIN`], usage and errors name the command as the user typed it,
+    /// `kubectl kumaco`; kubectl passes the arguments after `kumaco` unchanged.
+    pub fn try_parse_argv(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> Result<Cli, clap::Error> {
+        use clap::{CommandFactory, FromArgMatches};
+        let args: Vec<std::ffi::OsString> = args.into_iter().collect();
+        let mut command = Cli::command();
+        if args.first().is_some_and(|a| is_kubectl_plugin(a.as_ref())) {
+            command = command.bin_name("kubectl kumaco");
+        }
+        let matches = command.try_get_matches_from(args)?;
+        Cli::from_arg_matches(&matches)
+    }
+}
+
+fn is_kubectl_plugin(program: &std::path::Path) -> bool {
+    program
+        .file_stem()
+        .is_some_and(|name| name == KUBECTL_PLUGIN)
+}
+
 /// `kumaco --version`: the release and the IANA time zone database built in, which
 /// decides what a `CRON_TZ=` schedule means where zone rules changed.
 static VERSION: LazyLock<String> = LazyLock::new(|| {
@@ -192,6 +220,18 @@ pub struct RunArgs {
     /// Log format (level by RUST_LOG).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// Shadow mode: compute every decision, log and export (kumaco_dry_run_*) the writes
+    /// and events it would make, and write nothing: no node patch, no event, no Lease
+    /// (it never takes part in leader election, whatever --leader-elect says).
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Also post events on the Nodes (in namespace `default`, where `kubectl describe
+    /// node` finds them) when a condition this instance owns changes: maintenance started,
+    /// completed, waiting for a slot, blocked. Needs `create events` in `default`.
+    #[arg(long, env = "KUMACO_NODE_EVENTS")]
+    pub node_events: bool,
 }
 
 /// How ConfigMaps are recognised and read as windows: the same for every subcommand.
@@ -284,6 +324,15 @@ pub struct PlanArgs {
     pub output: PlanOutput,
 }
 
+/// Output format of `kumaco status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum StatusOutput {
+    #[default]
+    Table,
+    Wide,
+    Json,
+}
+
 /// `kumaco status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -291,7 +340,7 @@ pub struct StatusArgs {
     pub client: ClientArgs,
 
     /// Namespace holding window ConfigMaps (repeatable).
-    #[arg(long = "namespace", required = true, value_name = "NS")]
+    #[arg(long = "namespace", short = 'n', required = true, value_name = "NS")]
     pub namespaces: Vec<String>,
 
     /// Label selector of the nodes in scope. Empty: every node.
@@ -301,6 +350,12 @@ pub struct StatusArgs {
     /// Show the windows only: no node is listed (for those who may not list nodes).
     #[arg(long, conflicts_with = "node_selector")]
     pub no_nodes: bool,
+
+    /// Output format: `table`, `wide` (also each window's schedule, duration and
+    /// selector, more node names, each node's next window), or `json` (every name, a
+    /// stable schema: docs/tools.md).
+    #[arg(long, short = 'o', value_enum, default_value_t = StatusOutput::Table)]
+    pub output: StatusOutput,
 
     #[command(flatten)]
     pub window_args: WindowArgs,
@@ -407,6 +462,35 @@ mod tests {
         assert_eq!(cli.command.window_args().tzdata, TzdataSource::Bundled);
         let err = Cli::try_parse_from(["kumaco", "run", "--tzdata=host"]).unwrap_err();
         assert!(err.to_string().contains("bundled, system"), "{err}");
+    }
+
+    #[test]
+    fn as_a_kubectl_plugin_it_is_named_as_typed() {
+        let cli = Cli::try_parse_argv(
+            [
+                "/home/me/.krew/bin/kubectl-kumaco",
+                "status",
+                "-n",
+                "ops",
+                "-o",
+                "wide",
+            ]
+            .map(Into::into),
+        )
+        .unwrap();
+        let Command::Status(args) = cli.command else {
+            panic!("not status")
+        };
+        assert_eq!(args.namespaces, ["ops"]);
+        assert_eq!(args.output, StatusOutput::Wide);
+        let help = Cli::try_parse_argv(["kubectl-kumaco", "status", "--help"].map(Into::into))
+            .unwrap_err()
+            .to_string();
+        assert!(help.contains("Usage: kubectl kumaco status"), "{help}");
+        let help = Cli::try_parse_argv(["kumaco", "status", "--help"].map(Into::into))
+            .unwrap_err()
+            .to_string();
+        assert!(help.contains("Usage: kumaco status"), "{help}");
     }
 
     #[test]

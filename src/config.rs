@@ -44,8 +44,12 @@ pub struct Settings {
     pub resync_interval: Duration,
     /// `Some` with `--in-progress`.
     pub in_progress: Option<Policy>,
-    /// `Some` with `--leader-elect=true`.
+    /// `Some` with `--leader-elect=true`, never with `--dry-run`.
     pub election: Option<Election>,
+    /// `--dry-run`: decide, log and export; write nothing.
+    pub dry_run: bool,
+    /// `--node-events`.
+    pub node_events: bool,
 }
 
 impl Settings {
@@ -121,7 +125,9 @@ impl Settings {
             }
             None
         };
-        let election = if args.leader_elect {
+        // A shadow must not take the Lease of the live instance it shadows (that would
+        // stop the live one writing), nor need a Lease of its own: it writes nothing.
+        let election = if args.leader_elect && !args.dry_run {
             let lease_duration = positive("lease-duration", &args.lease_duration)?;
             let renew_deadline = positive("lease-renew-deadline", &args.lease_renew_deadline)?;
             let retry_period = positive("lease-retry-period", &args.lease_retry_period)?;
@@ -168,6 +174,8 @@ impl Settings {
             resync_interval: Duration::from_nanos(resync as u64),
             in_progress,
             election,
+            dry_run: args.dry_run,
+            node_events: args.node_events,
         })
     }
 }
@@ -319,6 +327,22 @@ mod tests {
             let err = settings(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn a_dry_run_takes_no_part_in_leader_election() {
+        let s = settings(&["--dry-run"]).unwrap();
+        assert!(s.dry_run);
+        assert!(
+            s.election.is_none(),
+            "a shadow must not take the live Lease"
+        );
+        assert_eq!(
+            s.field_manager, "kumaco/kumaco/kumaco",
+            "a shadow reads the ownership of the instance it would become"
+        );
+        assert!(!s.node_events);
+        assert!(settings(&["--node-events"]).unwrap().node_events);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! of the cluster (parsed windows by data hash, events known to exist, writes not yet
 //! echoed by the watch, windows the watch saw deleted) and retry timers.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,8 +25,10 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
-use crate::announce::{Deleted, WindowSource};
-use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::announce::{Announcement, Deleted, WindowSource};
+use crate::conditions::{
+    Condition, MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE, find,
+};
 use crate::config::Settings;
 use crate::configmap;
 use crate::decision::HORIZON;
@@ -34,6 +37,7 @@ use crate::fingerprint::Fnv;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::node::{SlimNode, condition_json};
+use crate::node_events::{self, NodeEvent, NodeRef};
 use crate::pass::{self, NodeView, Pending, Rules, Write};
 use crate::selector::Selector;
 use crate::window::{Window, WindowId};
@@ -154,6 +158,14 @@ pub async fn run(
         planned_lead_time: settings.planned_lead_time,
     };
     let events = Poster::new(client.clone(), metrics.clone());
+    let node_events = settings
+        .node_events
+        .then(|| Poster::new(client.clone(), metrics.clone()));
+    if settings.dry_run {
+        info!(
+            "dry run (shadow mode): decisions are logged and exported as kumaco_dry_run_*; nothing is written"
+        );
+    }
     let mut shell = Shell {
         nodes_api: Api::all(client),
         leadership,
@@ -170,6 +182,8 @@ pub async fn run(
         pending: HashMap::new(),
         refused: HashMap::new(),
         events,
+        node_events,
+        shadow_logged: HashSet::new(),
         retry_at: None,
         failures: 0,
     };
@@ -316,6 +330,11 @@ struct Shell {
     /// 422), by node: the same write is not sent again; a different one is.
     refused: HashMap<String, u64>,
     events: Poster,
+    /// `Some` with `--node-events`.
+    node_events: Option<Poster>,
+    /// With `--dry-run`: the names of the events already logged as "would post" and still
+    /// due (each is logged once while it is due).
+    shadow_logged: HashSet<String>,
     retry_at: Option<Timestamp>,
     failures: u32,
 }
@@ -328,13 +347,7 @@ impl Shell {
         let now = Timestamp::now();
         self.collect_tombstones(now);
         let cached = self.nodes.state();
-        let views = cached.iter().map(|n| NodeView {
-            name: n.metadata.name.as_deref().unwrap_or_default(),
-            labels: &n.labels,
-            resource_version: n.resource_version(),
-            conditions: &n.conditions,
-            owned: n.owned_by(&self.settings.field_manager),
-        });
+        let views = cached.iter().map(|n| view(n, &self.settings.field_manager));
         let sources: Vec<&WindowSource> = self.sources.values().collect();
         let outcome = pass::run(
             &self.rules,
@@ -363,15 +376,134 @@ impl Shell {
         self.metrics.nodes_planned.set(c.planned as i64);
         self.metrics.active_windows.set(c.active_windows as i64);
 
-        if self.leadership.is_leader() {
+        let wants_node_events = self.node_events.is_some();
+        if self.settings.dry_run {
+            self.shadow(outcome.writes, &cached, now);
+            // After the would-be writes: no watch echo will wake another pass to see them.
+            let node_events = if wants_node_events {
+                self.node_events_due(&cached, now)
+            } else {
+                Vec::new()
+            };
+            self.shadow_events(&outcome.events, &node_events);
+        } else if self.leadership.is_leader() {
+            // From the cluster as the cache shows it: this pass's writes get their events
+            // in the pass their watch echo wakes.
+            let node_events = wants_node_events.then(|| self.node_events_due(&cached, now));
             self.apply(outcome.writes, now).await;
             self.events.post(&outcome.events, &self.sources, now).await;
+            if let (Some(poster), Some(due)) = (&mut self.node_events, &node_events) {
+                poster.post_node_events(due, now).await;
+            }
         }
-        let retry = [self.retry_at, self.events.retry_at()]
+        let node_retry = self.node_events.as_ref().and_then(Poster::retry_at);
+        let retry = [self.retry_at, self.events.retry_at(), node_retry]
             .into_iter()
             .flatten()
             .min();
         Step::Next(outcome.next_edge.into_iter().chain(retry).min())
+    }
+
+    /// The node events due (`--node-events`), from the nodes as the cache shows them:
+    /// the cluster's record of what this instance wrote. A shadow reads its own view
+    /// instead, the cache overlaid with the writes it would have made.
+    fn node_events_due(&self, cached: &[Arc<SlimNode>], now: Timestamp) -> Vec<NodeEvent> {
+        let manager = &self.settings.field_manager;
+        // (node, its conditions as this instance sees them, the types it owns there)
+        type Seen<'a> = (&'a SlimNode, Cow<'a, [Condition]>, Vec<String>);
+        let views: Vec<Seen> = cached
+            .iter()
+            .map(|n| {
+                let mut owned = n.owned_by(manager).to_vec();
+                let conditions = if self.settings.dry_run {
+                    let pending = n.metadata.name.as_deref().and_then(|m| self.pending.get(m));
+                    if let Some(p) = pending {
+                        owned.extend(p.conditions.iter().map(|c| c.type_.clone()));
+                    }
+                    pass::overlay(pending, &view(n, manager), now).0
+                } else {
+                    Cow::Borrowed(n.conditions.as_slice())
+                };
+                (n.as_ref(), conditions, owned)
+            })
+            .collect();
+        node_events::due(
+            views.iter().map(|(n, conditions, owned)| NodeRef {
+                name: n.metadata.name.as_deref().unwrap_or_default(),
+                uid: n.metadata.uid.as_deref().unwrap_or_default(),
+                conditions,
+                owned,
+            }),
+            manager,
+            now,
+        )
+    }
+
+    /// `--dry-run`: logs and counts each condition a write would change, and records the
+    /// write as pending, as a live instance records its writes, so that the next passes
+    /// reason on the state the write would have made: the ceiling counts the nodes it
+    /// would have started, and a write is logged once, not at every pass.
+    fn shadow(&mut self, writes: Vec<Write>, cached: &[Arc<SlimNode>], now: Timestamp) {
+        let manager = &self.settings.field_manager;
+        let by_name: HashMap<&str, &SlimNode> = cached
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, n.as_ref())))
+            .collect();
+        for w in writes {
+            let current = by_name
+                .get(w.node.as_str())
+                .map(|n| pass::overlay(self.pending.get(&w.node), &view(n, manager), now).0)
+                .unwrap_or_default();
+            for c in &w.conditions {
+                let unchanged = find(&current, &c.type_).is_some_and(|e| {
+                    (e.status, &e.reason, &e.message) == (c.status, &c.reason, &c.message)
+                });
+                if unchanged {
+                    continue;
+                }
+                info!(node = %w.node, condition = %c.type_, status = c.status.as_str(),
+                      reason = %c.reason, detail = %c.message, "dry run: would set condition");
+                self.metrics
+                    .dry_run
+                    .write(&c.type_, c.status.as_str(), &c.reason);
+            }
+            self.pending.insert(
+                w.node,
+                Pending {
+                    conditions: w.conditions,
+                    // Never written, so no cache ever catches up with it by version: it
+                    // is settled only when the node shows the same conditions (another
+                    // instance wrote them), or replaced by the next would-be write.
+                    resource_version: Some(u64::MAX),
+                    written_at: now,
+                },
+            );
+        }
+    }
+
+    /// `--dry-run`: logs and counts each event that would be posted, once while it is due.
+    fn shadow_events(&mut self, window_events: &[Announcement], node_events: &[NodeEvent]) {
+        let due: HashSet<&str> = window_events
+            .iter()
+            .map(|a| a.name.as_str())
+            .chain(node_events.iter().map(|e| e.name.as_str()))
+            .collect();
+        self.shadow_logged
+            .retain(|name| due.contains(name.as_str()));
+        for a in window_events {
+            if self.shadow_logged.insert(a.name.clone()) {
+                info!(window = %a.window, reason = a.reason(), event = %a.name,
+                      "dry run: would post event");
+                self.metrics.dry_run.event(a.reason());
+            }
+        }
+        for e in node_events {
+            if self.shadow_logged.insert(e.name.clone()) {
+                info!(node = %e.node, reason = e.reason, note = %e.note, event = %e.name,
+                      "dry run: would post event");
+                self.metrics.dry_run.event(e.reason);
+            }
+        }
     }
 
     /// Re-reads window ConfigMaps from the cache, re-parsing those whose data changed.
@@ -600,6 +732,17 @@ fn backoff(failures: u32, failed: bool, now: Timestamp) -> (u32, Option<Timestam
     let failures = (failures + 1).min(7);
     let delay = Duration::from_millis(500 << (failures - 1)).min(MAX_RETRY_DELAY);
     (failures, now.checked_add(delay).ok())
+}
+
+/// A cached node as the pass reads it.
+fn view<'a>(n: &'a SlimNode, manager: &str) -> NodeView<'a> {
+    NodeView {
+        name: n.metadata.name.as_deref().unwrap_or_default(),
+        labels: &n.labels,
+        resource_version: n.resource_version(),
+        conditions: &n.conditions,
+        owned: n.owned_by(manager),
+    }
 }
 
 fn until(t: Timestamp) -> Duration {

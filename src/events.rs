@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::announce::{Announcement, Severity, WindowSource};
 use crate::metrics::Metrics;
+use crate::node_events::{self, NodeEvent};
 use crate::window::{Window, WindowId};
 
 /// Each creation gets this long before it counts as failed and is retried.
@@ -39,6 +40,13 @@ pub struct Poster {
     known: HashMap<String, Timestamp>,
     retry_at: Option<Timestamp>,
     failures: u32,
+}
+
+/// An event to create, and what to say about it in logs.
+struct Creation {
+    about: String,
+    reason: &'static str,
+    event: Event,
 }
 
 /// How a creation ended.
@@ -78,10 +86,38 @@ impl Poster {
     ) {
         self.known
             .retain(|name, _| due.iter().any(|a| &a.name == name));
-        let missing: Vec<&Announcement> = due
+        let missing: Vec<Creation> = due
             .iter()
             .filter(|a| !self.known.contains_key(&a.name))
+            .map(|a| {
+                let window = sources.get(&a.window).and_then(|s| s.window.as_ref().ok());
+                Creation {
+                    about: format!("window {}", a.window),
+                    reason: a.reason(),
+                    event: self.event(a, window, now),
+                }
+            })
             .collect();
+        self.create_all(missing, now).await;
+    }
+
+    /// Creates the node events `due` not known to exist (`--node-events`).
+    pub async fn post_node_events(&mut self, due: &[NodeEvent], now: Timestamp) {
+        self.known
+            .retain(|name, _| due.iter().any(|e| &e.name == name));
+        let missing: Vec<Creation> = due
+            .iter()
+            .filter(|e| !self.known.contains_key(&e.name))
+            .map(|e| Creation {
+                about: format!("node {}", e.node),
+                reason: e.reason,
+                event: self.node_event(e, now),
+            })
+            .collect();
+        self.create_all(missing, now).await;
+    }
+
+    async fn create_all(&mut self, missing: Vec<Creation>, now: Timestamp) {
         if missing.is_empty() {
             (self.failures, self.retry_at) = (0, None);
             return;
@@ -89,39 +125,42 @@ impl Poster {
         if self.retry_at.is_some_and(|t| t > now) {
             return;
         }
-        let results: Vec<(&Announcement, Outcome)> = futures::stream::iter(missing)
-            .map(|a| {
-                let window = sources.get(&a.window).and_then(|s| s.window.as_ref().ok());
-                let event = self.event(a, window, now);
-                let api: Api<Event> = Api::namespaced(self.client.clone(), &a.window.namespace);
-                async move { (a, create(&api, &event).await) }
+        let results: Vec<(Creation, Outcome)> = futures::stream::iter(missing)
+            .map(|c| {
+                let ns = c.event.metadata.namespace.clone().unwrap_or_default();
+                let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
+                async move {
+                    let outcome = create(&api, &c.event).await;
+                    (c, outcome)
+                }
             })
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await;
         let mut retry = false;
-        for (a, outcome) in results {
-            let (window, reason, name) = (&a.window, a.reason(), &a.name);
+        for (c, outcome) in results {
+            let (about, reason) = (&c.about, c.reason);
+            let name = c.event.metadata.name.clone().unwrap_or_default();
             match outcome {
                 Outcome::Posted => {
                     self.metrics.write("event", true);
-                    info!(%window, reason, event = %name, "event posted");
+                    info!(%about, reason, event = %name, "event posted");
                 }
                 Outcome::AlreadyThere => {
-                    debug!(%window, reason, event = %name, "event already posted");
+                    debug!(%about, reason, event = %name, "event already posted");
                 }
                 Outcome::Refused(e) => {
                     self.metrics.write("event", false);
-                    warn!(%window, reason, error = %e, "posting event refused; not retrying");
+                    warn!(%about, reason, error = %e, "posting event refused; not retrying");
                 }
                 Outcome::Failed(e) => {
                     self.metrics.write("event", false);
-                    warn!(%window, reason, error = %e, "posting event failed; will retry");
+                    warn!(%about, reason, error = %e, "posting event failed; will retry");
                     retry = true;
                     continue;
                 }
             }
-            self.known.insert(a.name.clone(), now);
+            self.known.insert(name, now);
         }
         if retry {
             self.failures = (self.failures + 1).min(7);
@@ -129,6 +168,31 @@ impl Poster {
             self.retry_at = now.checked_add(delay).ok();
         } else {
             (self.failures, self.retry_at) = (0, None);
+        }
+    }
+
+    fn node_event(&self, e: &NodeEvent, now: Timestamp) -> Event {
+        Event {
+            metadata: ObjectMeta {
+                name: Some(e.name.clone()),
+                namespace: Some(node_events::NAMESPACE.into()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            reporting_controller: Some("kumaco".into()),
+            reporting_instance: Some(self.instance.clone()),
+            action: Some("SetCondition".into()),
+            reason: Some(e.reason.into()),
+            note: Some(e.note.clone()),
+            type_: Some("Normal".into()),
+            regarding: Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Node".into()),
+                name: Some(e.node.clone()),
+                uid: Some(e.uid.clone()),
+                ..ObjectReference::default()
+            }),
+            ..Event::default()
         }
     }
 

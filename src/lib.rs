@@ -16,6 +16,8 @@
 //! - [`conditions`]: kumaco's condition type and how timestamps are kept.
 //! - [`announce`]: which window events should exist, under names fixed by what they
 //!   report; [`fingerprint`]: the stable hashes behind those names.
+//! - [`node_events`]: which events on the Nodes should exist (`--node-events`), by
+//!   name, from the conditions the cluster shows.
 //! - [`pass`]: the whole pass, from what the cluster shows and the clock to the writes
 //!   and events due.
 //!
@@ -48,6 +50,7 @@ pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod node;
+pub mod node_events;
 pub mod pass;
 pub mod schedule;
 pub mod selector;

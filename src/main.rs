@@ -1,7 +1,6 @@
 use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow};
-use clap::Parser;
 
 use kumaco::cli::{Cli, Command, RunArgs};
 use kumaco::config::{FlagError, Settings};
@@ -14,7 +13,7 @@ use kumaco::tools;
 use kumaco::tzdata::{self, Tzdata};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse_argv(std::env::args_os()).unwrap_or_else(|e| e.exit());
     // Before anything loads a zone (flags, windows), for every subcommand alike: a
     // refused --tzdata is a usage error.
     let tzdir = std::env::var_os("TZDIR").map(std::path::PathBuf::from);
@@ -104,7 +103,8 @@ async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
             (leadership, Some(campaign))
         }
         None => {
-            metrics.leader.set(1);
+            // A shadow leads nothing: a "no leader" alert must not count it.
+            metrics.leader.set(i64::from(!settings.dry_run));
             (Leadership::always(), None)
         }
     };

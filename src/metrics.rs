@@ -37,6 +37,48 @@ pub struct WriteLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DryRunWriteLabels {
+    pub condition: String,
+    pub status: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DryRunEventLabels {
+    pub reason: String,
+}
+
+/// `--dry-run` (shadow mode): what kumaco would have written. Label values are bounded:
+/// kumaco's three condition types, three statuses, its few reasons.
+#[derive(Default)]
+pub struct DryRun {
+    pub writes: Family<DryRunWriteLabels, Counter>,
+    pub events: Family<DryRunEventLabels, Counter>,
+}
+
+impl DryRun {
+    /// A condition a write would have set (one per condition that changes).
+    pub fn write(&self, condition: &str, status: &str, reason: &str) {
+        self.writes
+            .get_or_create(&DryRunWriteLabels {
+                condition: condition.into(),
+                status: status.into(),
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// An event that would have been posted.
+    pub fn event(&self, reason: &str) {
+        self.events
+            .get_or_create(&DryRunEventLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+}
+
 /// Every metric kumaco exports (names get the `kumaco_` prefix).
 pub struct Metrics {
     registry: Registry,
@@ -52,6 +94,7 @@ pub struct Metrics {
     pub node_events: Family<RelevanceLabels, Counter>,
     pub reconcile_duration: Histogram,
     pub config_hash: Gauge<i64, AtomicI64>,
+    pub dry_run: DryRun,
     ready: AtomicBool,
 }
 
@@ -103,7 +146,7 @@ impl Metrics {
         let leader = Gauge::default();
         registry.register(
             "leader",
-            "1 while this instance holds the leader Lease (always 1 with --leader-elect=false)",
+            "1 while this instance holds the leader Lease (always 1 with --leader-elect=false; 0 with --dry-run)",
             leader.clone(),
         );
         let transitions = Family::<TransitionLabels, Counter>::default();
@@ -136,8 +179,20 @@ impl Metrics {
             "Hash of all window ConfigMaps' data (changes when any window changes)",
             config_hash.clone(),
         );
+        let dry_run = DryRun::default();
+        registry.register(
+            "dry_run_writes",
+            "With --dry-run: conditions kumaco would have written (nothing is), by condition type, status and reason",
+            dry_run.writes.clone(),
+        );
+        registry.register(
+            "dry_run_events",
+            "With --dry-run: events kumaco would have posted (nothing is), by reason",
+            dry_run.events.clone(),
+        );
         Metrics {
             registry,
+            dry_run,
             windows,
             active_windows,
             nodes_in_scope,

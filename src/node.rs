@@ -21,8 +21,8 @@ use crate::conditions::{Condition, Status};
 use crate::intern::Pool;
 use crate::selector::Labels;
 
-/// The part of a Node kumaco reads. `metadata` carries only name and resourceVersion;
-/// the labels are kept apart, in shared form.
+/// The part of a Node kumaco reads. `metadata` carries only name, uid and
+/// resourceVersion; the labels are kept apart, in shared form.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SlimNode {
     pub metadata: ObjectMeta,
@@ -226,6 +226,10 @@ struct Wire {
 #[serde(rename_all = "camelCase")]
 struct WireMeta {
     name: Option<String>,
+    /// Names the node's events (`node_events`): a node re-created under the same name is
+    /// another node.
+    #[serde(default)]
+    uid: Option<String>,
     #[serde(default)]
     labels: Option<NodeLabels>,
     resource_version: Option<String>,
@@ -331,6 +335,7 @@ impl<'de> Deserialize<'de> for SlimNode {
         Ok(SlimNode {
             metadata: ObjectMeta {
                 name: wire.metadata.name,
+                uid: wire.metadata.uid,
                 resource_version: wire.metadata.resource_version,
                 ..ObjectMeta::default()
             },
@@ -408,7 +413,8 @@ mod tests {
         assert_eq!(node.resource_version(), Some(42));
         assert_eq!(node.labels.label("zone"), Some("a"));
         assert_eq!(node.labels.len(), 1);
-        assert!(node.metadata.annotations.is_none() && node.metadata.uid.is_none());
+        assert_eq!(node.metadata.uid.as_deref(), Some("u"));
+        assert!(node.metadata.annotations.is_none());
         assert_eq!(node.conditions.len(), 1);
         assert_eq!(node.conditions[0].type_, "Ready");
         assert_eq!(

@@ -5,6 +5,7 @@
 const CORE: &[(&str, &str)] = &[
     ("src/pass.rs", include_str!("../src/pass.rs")),
     ("src/announce.rs", include_str!("../src/announce.rs")),
+    ("src/node_events.rs", include_str!("../src/node_events.rs")),
     ("src/decision.rs", include_str!("../src/decision.rs")),
     ("src/in_progress.rs", include_str!("../src/in_progress.rs")),
     ("src/conditions.rs", include_str!("../src/conditions.rs")),

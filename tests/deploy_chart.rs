@@ -281,3 +281,53 @@ async fn notes_suggest_a_status_command_that_works() {
         );
     }
 }
+
+/// `dryRun` and `nodeEvents` pass their flags; `nodeEvents` adds a Role creating events
+/// in `default` (where events about Nodes live) and nothing more, which the API server
+/// accepts.
+#[tokio::test]
+async fn dry_run_and_node_events_values_pass_their_flags_and_rights() {
+    let defaults = render(&[]);
+    let args = deployment_args(&defaults);
+    assert!(
+        !args
+            .iter()
+            .any(|a| a == "--dry-run" || a == "--node-events"),
+        "{args:?}"
+    );
+    assert!(
+        !defaults
+            .iter()
+            .any(|o| o.metadata.namespace.as_deref() == Some("default")),
+        "nothing in default without nodeEvents"
+    );
+
+    let objects = render(&["dryRun=true", "nodeEvents=true"]);
+    let args = deployment_args(&objects);
+    for flag in ["--dry-run", "--node-events"] {
+        assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
+    }
+    let in_default: Vec<&DynamicObject> = objects
+        .iter()
+        .filter(|o| o.metadata.namespace.as_deref() == Some("default"))
+        .collect();
+    let mut kinds = kinds(&in_default.iter().map(|o| (*o).clone()).collect::<Vec<_>>());
+    kinds.sort();
+    assert_eq!(kinds, ["Role", "RoleBinding"]);
+    let role = in_default
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+        .unwrap();
+    assert_eq!(
+        role.data["rules"],
+        serde_json::json!([{
+            "apiGroups": ["events.k8s.io"],
+            "resources": ["events"],
+            "verbs": ["create"],
+        }])
+    );
+    let client = ApiServer::shared().client().await.unwrap();
+    for obj in in_default {
+        apply(&client, obj, true).await;
+    }
+}

@@ -154,7 +154,85 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
         format!("{refused:#}").contains("404"),
         "a missing kind is a 404: {refused:#}"
     );
+
+    // The node-events component on the same overlay, whose patch replaces the args list:
+    // the flag comes through its environment variable, and the Role is in `default`.
+    let mut kustomization = std::fs::read_to_string(prod.join("kustomization.yaml")).unwrap();
+    kustomization.push_str("  - ../../components/node-events\n");
+    std::fs::write(prod.join("kustomization.yaml"), kustomization).unwrap();
+    let with_events = build(&prod);
+    let deployment = with_events
+        .iter()
+        .find(|o| api_version_and_kind(o).1 == "Deployment")
+        .unwrap();
+    let env = &deployment.data["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "KUMACO_NODE_EVENTS" && e["value"] == "true"),
+        "{env}"
+    );
+    let role = with_events
+        .iter()
+        .find(|o| {
+            o.metadata.name.as_deref() == Some("kumaco-node-events")
+                && api_version_and_kind(o).1 == "Role"
+        })
+        .expect("the node-events Role");
+    assert_eq!(role.metadata.namespace.as_deref(), Some("default"));
+    for obj in with_events
+        .iter()
+        .filter(|o| o.metadata.name.as_deref() == Some("kumaco-node-events"))
+    {
+        manifests::apply(&client, obj, &APPLY)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+    // What the Role grants kumaco's ServiceAccount, as the API server's authorizer says:
+    // creating events in `default`, and nothing more there.
+    for (verb, namespace, allowed) in [
+        ("create", "default", true),
+        ("delete", "default", false),
+        ("list", "default", false),
+        ("create", "kube-system", false),
+    ] {
+        assert_eq!(
+            may(&client, verb, namespace).await,
+            allowed,
+            "kumaco's ServiceAccount may {verb} events in {namespace}"
+        );
+    }
     let _ = std::fs::remove_dir_all(deploy.parent().unwrap());
+}
+
+/// Whether the API server authorizes kumaco's ServiceAccount to `verb` events.k8s.io
+/// events in `namespace` (a SubjectAccessReview).
+async fn may(client: &kube::Client, verb: &str, namespace: &str) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some("system:serviceaccount:kumaco:kumaco".into()),
+            groups: Some(vec!["system:serviceaccounts".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some("events.k8s.io".into()),
+                resource: Some("events".into()),
+                verb: Some(verb.into()),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    kube::Api::<SubjectAccessReview>::all(client.clone())
+        .create(&Default::default(), &review)
+        .await
+        .expect("a SubjectAccessReview")
+        .status
+        .is_some_and(|s| s.allowed)
 }
 
 /// `cp -r from to`.

@@ -90,6 +90,13 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
             .find(|l| l.contains(needle))
             .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{stdout}"))
     };
+    // A node's row (its name is also in the row of the window selecting it).
+    let node_row = |name: &str| -> &str {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row of {name} in:\n{stdout}"))
+    };
 
     let valid = line(" patch-night ");
     let cells: Vec<&str> = valid.split_whitespace().collect();
@@ -122,21 +129,182 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
             "AGE",
             "PLANNED",
             "REASON",
-            "AGE"
+            "AGE",
+            "NEXT-MAINTENANCE"
         ],
         "{stdout}"
     );
-    let a1_cells: Vec<&str> = line(&a1).split_whitespace().collect();
+    // The window's row names the node it selects.
+    assert_eq!(cells[9], a1, "{stdout}");
+    let a1_cells: Vec<&str> = node_row(&a1).split_whitespace().collect();
     assert_eq!(a1_cells[1..3], ["True", "TestAgent"], "{stdout}");
-    assert_eq!(a1_cells[7..], ["-", "-", "-"], "{stdout}");
-    let b1_cells: Vec<&str> = line(&b1).split_whitespace().collect();
+    // In patch-night now.
+    assert_eq!(a1_cells[7..], ["-", "-", "-", "now"], "{stdout}");
+    let b1_cells: Vec<&str> = node_row(&b1).split_whitespace().collect();
     assert_eq!(b1_cells[1..7], ["-", "-", "-", "-", "-", "-"], "{stdout}");
     assert_eq!(b1_cells[7..9], ["True", "TestAgent"], "{stdout}");
     assert!(b1_cells[9].ends_with('s'), "an age: {stdout}");
+    assert_eq!(b1_cells[10], "-", "no window selects b1: {stdout}");
     assert!(
         stdout.contains("NODES (2)"),
         "only the scope's nodes: {stdout}"
     );
+}
+
+/// `-o json` (every name, a stable schema), `-o wide`, and the same binary installed as a
+/// kubectl plugin (`kubectl-kumaco`, as kubectl runs `kubectl kumaco status ...`).
+#[tokio::test]
+async fn status_json_wide_and_as_a_kubectl_plugin() {
+    let server = ApiServer::shared();
+    let TestCluster { client, scope, ns } = TestCluster::new(server, "status-json").await;
+    let start = Timestamp::from_second(Timestamp::now().as_second() - 60).unwrap();
+    create_window(
+        &client,
+        &ns,
+        "now",
+        json!({ "startTime": start.to_string(), "duration": "1h", "nodeSelector": "zone=a" }),
+    )
+    .await;
+    create_window(
+        &client,
+        &ns,
+        "weekly",
+        json!({ "startTime": "0 2 * * 6", "duration": "3h", "nodeSelector": "" }),
+    )
+    .await;
+    let mut names = Vec::new();
+    for (short, zone) in [
+        ("a1", "a"),
+        ("a2", "a"),
+        ("a3", "a"),
+        ("a4", "a"),
+        ("b1", "b"),
+    ] {
+        let node = create_node(&client, &scope, short, &[("zone", zone)], &[])
+            .await
+            .unwrap();
+        names.push(node.metadata.name.unwrap());
+    }
+    let selector = scope.selector();
+    let args = ["--namespace", &ns, "--node-selector", &selector];
+
+    let output = status(server.kubeconfig(), &[&args[..], &["-o", "json"]].concat());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("$ kumaco status ... -o json\n{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["kind"], "KumacoStatus");
+    assert_eq!(report["version"], 1);
+    let windows = report["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 2, "{stdout}");
+    assert_eq!(windows[0]["name"], "now");
+    assert_eq!(windows[0]["selectedNodes"], json!(names[..4]));
+    assert_eq!(
+        windows[0]["activeUntil"],
+        (start + SignedDuration::from_hours(1)).to_string()
+    );
+    assert_eq!(windows[1]["selectedNodes"], json!(names));
+    assert_eq!(windows[1]["schedule"], "0 2 * * 6");
+    assert_eq!(windows[1]["duration"], "3h0m0s");
+    let nodes = report["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 5);
+    assert_eq!(nodes[0]["name"], names[0].as_str());
+    assert_eq!(nodes[0]["nextMaintenance"]["window"]["name"], "now");
+    assert_eq!(nodes[0]["nextMaintenance"]["active"], true);
+    assert_eq!(nodes[4]["nextMaintenance"]["window"]["name"], "weekly");
+    assert_eq!(nodes[4]["nextMaintenance"]["active"], false);
+
+    // The table cuts the names; wide shows more columns and more names.
+    let output = status(server.kubeconfig(), &args);
+    let table = String::from_utf8_lossy(&output.stdout);
+    println!("$ kumaco status ...\n{table}");
+    let row = table.lines().find(|l| l.contains(" weekly ")).unwrap();
+    assert!(
+        row.contains(&format!(
+            "5       {},{},{} (+2 more)",
+            names[0], names[1], names[2]
+        )),
+        "{table}"
+    );
+    let output = status(server.kubeconfig(), &[&args[..], &["-o", "wide"]].concat());
+    let wide = String::from_utf8_lossy(&output.stdout);
+    println!("$ kumaco status ... -o wide\n{wide}");
+    let header: Vec<&str> = wide.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        header[7..],
+        [
+            "NODES",
+            "SELECTED",
+            "SCHEDULE",
+            "DURATION",
+            "NODE-SELECTOR",
+            "MESSAGE"
+        ],
+        "{wide}"
+    );
+    assert!(wide.contains(&names.join(",")), "{wide}");
+    let nodes_header = wide.lines().find(|l| l.starts_with("NODE ")).unwrap();
+    assert!(
+        nodes_header
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .ends_with(&["NEXT-MAINTENANCE", "UNTIL", "WINDOW"]),
+        "{wide}"
+    );
+
+    // As a kubectl plugin: the binary under the name kubectl looks for.
+    let dir = std::env::temp_dir().join(format!("kumaco-plugin-{ns}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plugin = dir.join("kubectl-kumaco");
+    let _ = std::fs::remove_file(&plugin);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_kumaco"), &plugin).unwrap();
+    let output = Command::new(&plugin)
+        .args([
+            "status",
+            "-n",
+            &ns,
+            "--node-selector",
+            &selector,
+            "-o",
+            "json",
+        ])
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("running kubectl-kumaco");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut through_plugin: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let mut direct = report.clone();
+    through_plugin["time"] = json!(null);
+    direct["time"] = json!(null);
+    assert_eq!(
+        through_plugin["windows"][1]["selectedNodes"],
+        direct["windows"][1]["selectedNodes"]
+    );
+    assert_eq!(through_plugin["nodes"], direct["nodes"]);
+    let output = Command::new(&plugin)
+        .args(["status", "--help"])
+        .output()
+        .expect("running kubectl-kumaco --help");
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("Usage: kubectl kumaco status"), "{help}");
+    let output = Command::new(&plugin)
+        .args(["status", "--bogus"])
+        .output()
+        .expect("running kubectl-kumaco");
+    assert_eq!(output.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("Usage: kubectl kumaco status"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `kumaco status --kubeconfig FILE ARGS...`, with nothing of the developer's environment

@@ -2,6 +2,8 @@
 //! not, active now, next occurrence, nodes selected) and each in-scope node's kumaco
 //! conditions, in `kubectl get` style columns.
 
+use std::collections::BTreeMap;
+
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
@@ -9,20 +11,42 @@ use kube::api::{Api, ListParams};
 
 use super::plan::{PlanNode, in_scope, plan_node};
 use super::{ToolError, WindowRules, format_time, render_table};
-use crate::cli::StatusArgs;
-use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
-use crate::window::WindowId;
+use serde_json::json;
 
-/// The windows table: one row per window ConfigMap, sorted by namespace/name. An
-/// invalid window shows its errors in the last column. Without `nodes` (they could not
-/// be listed, or were not asked for) the `NODES` column is left out.
-pub fn windows_table(
+use crate::cli::{StatusArgs, StatusOutput};
+use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::window::{InvalidWindow, Window, WindowId};
+
+/// How many node names a table cell lists before "(+N more)"; JSON lists them all.
+pub const NAMES_IN_TABLE: usize = 3;
+/// The same with `-o wide`.
+pub const NAMES_IN_WIDE_TABLE: usize = 10;
+
+/// One window ConfigMap as `kumaco status` reports it.
+pub struct WindowReport {
+    pub id: WindowId,
+    pub window: Result<Window, InvalidWindow>,
+    /// The in-scope nodes the window selects, by name (`None`: nodes not listed).
+    pub selected: Option<Vec<String>>,
+}
+
+/// Where a node's next maintenance is: the window and its occurrence, active now or the
+/// earliest to come (blackouts are not subtracted: a node's conditions say if one holds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NextMaintenance {
+    pub window: WindowId,
+    pub start: Timestamp,
+    pub end: Timestamp,
+    pub active: bool,
+}
+
+/// The windows, each with the nodes it selects, sorted by namespace/name.
+pub fn window_reports(
     configmaps: &[ConfigMap],
     rules: &WindowRules,
     nodes: Option<&[PlanNode]>,
-    now: Timestamp,
-) -> String {
-    let mut rows: Vec<(WindowId, Vec<String>)> = configmaps
+) -> Vec<WindowReport> {
+    let mut out: Vec<WindowReport> = configmaps
         .iter()
         .map(|cm| {
             let window = rules.window(cm);
@@ -33,18 +57,98 @@ pub fn windows_table(
                     name: cm.metadata.name.clone().unwrap_or_default(),
                 },
             };
-            let row = match window {
-                Err(e) => vec![
-                    id.namespace.clone(),
-                    id.name.clone(),
-                    "false".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    e.to_string(),
-                ],
+            let selected = match (&window, nodes) {
+                (Ok(w), Some(nodes)) => Some(
+                    nodes
+                        .iter()
+                        .filter(|n| w.selector.matches(&n.labels))
+                        .map(|n| n.name.clone())
+                        .collect(),
+                ),
+                _ => None,
+            };
+            WindowReport {
+                id,
+                window,
+                selected,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}
+
+/// A node's next maintenance among `windows` (the valid maintenance windows).
+pub fn next_maintenance(
+    windows: &[&Window],
+    labels: &BTreeMap<String, String>,
+    now: Timestamp,
+) -> Option<NextMaintenance> {
+    windows
+        .iter()
+        .filter(|w| !w.blackout && w.selector.matches(labels))
+        .filter_map(|w| {
+            if let Some(o) = w.latest_active(now) {
+                return Some(NextMaintenance {
+                    window: w.id.clone(),
+                    start: o.start,
+                    end: o.end,
+                    active: true,
+                });
+            }
+            let start = w.schedule.next_after(now)?;
+            Some(NextMaintenance {
+                window: w.id.clone(),
+                start,
+                end: start.checked_add(w.duration.to_signed()).ok()?,
+                active: false,
+            })
+        })
+        .min_by(|a, b| (!a.active, a.start, &a.window).cmp(&(!b.active, b.start, &b.window)))
+}
+
+/// `a,b,c (+N more)`: at most `max` names; `-` for none.
+fn names_cell(names: &[String], max: usize) -> String {
+    if names.is_empty() {
+        return "-".into();
+    }
+    let mut cell = names[..names.len().min(max)].join(",");
+    if names.len() > max {
+        cell.push_str(&format!(" (+{} more)", names.len() - max));
+    }
+    cell
+}
+
+/// The windows table: one row per window ConfigMap. An invalid window shows its errors
+/// in the last column. Without nodes (`with_nodes` false: they could not be listed, or
+/// were not asked for) the `NODES` and `SELECTED` columns are left out. `wide` adds the schedule, duration
+/// and node selector, and lists more names.
+pub fn windows_table(
+    reports: &[WindowReport],
+    now: Timestamp,
+    wide: bool,
+    with_nodes: bool,
+) -> String {
+    let max = if wide {
+        NAMES_IN_WIDE_TABLE
+    } else {
+        NAMES_IN_TABLE
+    };
+    let rows: Vec<Vec<String>> = reports
+        .iter()
+        .map(|r| {
+            let mut row = vec![r.id.namespace.clone(), r.id.name.clone()];
+            match &r.window {
+                Err(e) => {
+                    row.extend(["false", "-", "-", "-", "-"].map(String::from));
+                    if with_nodes {
+                        row.extend(["-", "-"].map(String::from));
+                    }
+                    if wide {
+                        row.extend(["-", "-", "-"].map(String::from));
+                    }
+                    row.push(e.to_string());
+                }
                 Ok(w) => {
                     let zone = w.schedule.time_zone();
                     let active = match w.latest_active(now) {
@@ -53,30 +157,30 @@ pub fn windows_table(
                     };
                     let next = w.schedule.next_after(now);
                     let next_end = next.and_then(|s| s.checked_add(w.duration.to_signed()).ok());
-                    let selected = nodes.map(|nodes| {
-                        nodes
-                            .iter()
-                            .filter(|n| w.selector.matches(&n.labels))
-                            .count()
-                    });
                     let kind = if w.blackout { "blackout" } else { "window" };
-                    vec![
-                        id.namespace.clone(),
-                        id.name.clone(),
+                    row.extend([
                         "true".into(),
                         kind.into(),
                         active,
                         next.map_or("never".into(), |t| format_time(t, zone)),
                         next_end.map_or("-".into(), |t| format_time(t, zone)),
-                        selected.map_or(String::new(), |n| n.to_string()),
-                        w.description.clone().unwrap_or_default(),
-                    ]
+                    ]);
+                    if with_nodes {
+                        let names = r.selected.as_deref().unwrap_or_default();
+                        row.push(names.len().to_string());
+                        row.push(names_cell(names, max));
+                    }
+                    if wide {
+                        row.push(w.schedule.spec().to_string());
+                        row.push(w.duration.to_string());
+                        row.push(selector_cell(&w.selector));
+                    }
+                    row.push(w.description.clone().unwrap_or_default());
                 }
-            };
-            (id, row)
+            }
+            row
         })
         .collect();
-    rows.sort_by(|a, b| a.0.cmp(&b.0));
     let mut header = vec![
         "NAMESPACE",
         "NAME",
@@ -85,23 +189,31 @@ pub fn windows_table(
         "ACTIVE",
         "NEXT-START",
         "NEXT-END",
-        "NODES",
-        "MESSAGE",
     ];
-    let mut rows: Vec<Vec<String>> = rows.into_iter().map(|(_, r)| r).collect();
-    if nodes.is_none() {
-        const NODES_COLUMN: usize = 7;
-        header.remove(NODES_COLUMN);
-        for row in &mut rows {
-            row.remove(NODES_COLUMN);
-        }
+    if with_nodes {
+        header.extend(["NODES", "SELECTED"]);
     }
+    if wide {
+        header.extend(["SCHEDULE", "DURATION", "NODE-SELECTOR"]);
+    }
+    header.push("MESSAGE");
     render_table(&header, &rows)
 }
 
+/// A selector for a table cell: `<all>` for the empty one, as kubectl shows it.
+fn selector_cell(s: &crate::selector::Selector) -> String {
+    let text = s.to_string();
+    if text.is_empty() {
+        "<all>".into()
+    } else {
+        text
+    }
+}
+
 /// The nodes table: one row per in-scope node, sorted by name, with kumaco's three
-/// conditions (status, reason, age each; `-` when absent).
-pub fn nodes_table(nodes: &[Node], now: Timestamp) -> String {
+/// conditions (status, reason, age each; `-` when absent) and the node's next
+/// maintenance (`wide`: and its window).
+pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bool) -> String {
     let mut nodes: Vec<&Node> = nodes.iter().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let rows: Vec<Vec<String>> = nodes
@@ -115,24 +227,135 @@ pub fn nodes_table(nodes: &[Node], now: Timestamp) -> String {
             ] {
                 row.extend(condition_cells(condition(n, type_), now));
             }
+            let next = next_maintenance(windows, labels(n), now);
+            row.push(match &next {
+                None => "-".into(),
+                Some(m) if m.active => "now".into(),
+                Some(m) => format_time(m.start, &TimeZone::UTC),
+            });
+            if wide {
+                row.push(
+                    next.as_ref()
+                        .map_or("-".into(), |m| format_time(m.end, &TimeZone::UTC)),
+                );
+                row.push(next.map_or("-".into(), |m| m.window.to_string()));
+            }
             row
         })
         .collect();
-    render_table(
-        &[
-            "NODE",
-            "UNDER-MAINTENANCE",
-            "REASON",
-            "AGE",
-            "IN-PROGRESS",
-            "REASON",
-            "AGE",
-            "PLANNED",
-            "REASON",
-            "AGE",
-        ],
-        &rows,
-    )
+    let mut header = vec![
+        "NODE",
+        "UNDER-MAINTENANCE",
+        "REASON",
+        "AGE",
+        "IN-PROGRESS",
+        "REASON",
+        "AGE",
+        "PLANNED",
+        "REASON",
+        "AGE",
+        "NEXT-MAINTENANCE",
+    ];
+    if wide {
+        header.extend(["UNTIL", "WINDOW"]);
+    }
+    render_table(&header, &rows)
+}
+
+fn labels(n: &Node) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    n.metadata.labels.as_ref().unwrap_or(&EMPTY)
+}
+
+/// The `-o json` document: a stable schema, documented in docs/tools.md. Times are RFC
+/// 3339 in UTC; `nodes` and each window's `selectedNodes` are `null` when the nodes were
+/// not listed.
+pub fn json_report(
+    reports: &[WindowReport],
+    nodes: Option<&[Node]>,
+    windows: &[&Window],
+    now: Timestamp,
+) -> serde_json::Value {
+    let time = |t: Timestamp| serde_json::Value::from(format_time(t, &TimeZone::UTC));
+    let windows_json: Vec<serde_json::Value> = reports
+        .iter()
+        .map(|r| {
+            let mut v = json!({
+                "namespace": r.id.namespace,
+                "name": r.id.name,
+                "valid": r.window.is_ok(),
+            });
+            match &r.window {
+                Err(e) => {
+                    v["errors"] = e.0.iter().map(|f| f.to_string()).collect();
+                }
+                Ok(w) => {
+                    let next = w.schedule.next_after(now);
+                    v["errors"] = json!([]);
+                    v["kind"] = (if w.blackout { "blackout" } else { "window" }).into();
+                    v["schedule"] = w.schedule.spec().into();
+                    v["timeZone"] = w.schedule.zone_name().into();
+                    v["duration"] = w.duration.to_string().into();
+                    v["nodeSelector"] = w.selector.to_string().into();
+                    v["description"] = w.description.clone().into();
+                    v["activeUntil"] = w.latest_active(now).map(|o| time(o.end)).into();
+                    v["nextStart"] = next.map(time).into();
+                    v["nextEnd"] = next
+                        .and_then(|s| s.checked_add(w.duration.to_signed()).ok())
+                        .map(time)
+                        .into();
+                }
+            }
+            v["selectedNodes"] = r.selected.clone().into();
+            v
+        })
+        .collect();
+    let nodes_json = nodes.map(|nodes| {
+        let mut nodes: Vec<&Node> = nodes.iter().collect();
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        nodes
+            .iter()
+            .map(|n| {
+                let conditions: Vec<serde_json::Value> = [
+                    UNDER_MAINTENANCE,
+                    MAINTENANCE_IN_PROGRESS,
+                    MAINTENANCE_PLANNED,
+                ]
+                .iter()
+                .filter_map(|t| condition(n, t))
+                .map(|c| {
+                    json!({
+                        "type": c.type_,
+                        "status": c.status,
+                        "reason": c.reason,
+                        "message": c.message,
+                        "lastTransitionTime": c.last_transition_time.as_ref().map(|t| time(t.0)),
+                    })
+                })
+                .collect();
+                let next = next_maintenance(windows, labels(n), now).map(|m| {
+                    json!({
+                        "window": { "namespace": m.window.namespace, "name": m.window.name },
+                        "start": time(m.start),
+                        "end": time(m.end),
+                        "active": m.active,
+                    })
+                });
+                json!({
+                    "name": n.metadata.name,
+                    "conditions": conditions,
+                    "nextMaintenance": next,
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    json!({
+        "kind": "KumacoStatus",
+        "version": 1,
+        "time": time(now),
+        "windows": windows_json,
+        "nodes": nodes_json,
+    })
 }
 
 fn condition<'a>(node: &'a Node, type_: &str) -> Option<&'a NodeCondition> {
@@ -271,25 +494,40 @@ pub async fn run(
         )
     });
     let now = Timestamp::now();
-    let mut text = format!(
-        "WINDOWS (as of {})\n{}",
-        format_time(now, &TimeZone::UTC),
-        windows_table(&configmaps, &rules, plan_nodes.as_deref(), now),
-    );
-    match (&nodes, &outcome) {
-        (Some(nodes), _) => {
-            text.push_str(&format!(
-                "\nNODES ({})\n{}",
-                nodes.len(),
-                nodes_table(nodes, now)
-            ));
+    let reports = window_reports(&configmaps, &rules, plan_nodes.as_deref());
+    let windows: Vec<&Window> = reports
+        .iter()
+        .filter_map(|r| r.window.as_ref().ok())
+        .collect();
+    let wide = args.output == StatusOutput::Wide;
+    let text = if args.output == StatusOutput::Json {
+        let mut text =
+            serde_json::to_string_pretty(&json_report(&reports, nodes.as_deref(), &windows, now))
+                .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
+        text.push('\n');
+        text
+    } else {
+        let mut text = format!(
+            "WINDOWS (as of {})\n{}",
+            format_time(now, &TimeZone::UTC),
+            windows_table(&reports, now, wide, nodes.is_some()),
+        );
+        match (&nodes, &outcome) {
+            (Some(nodes), _) => {
+                text.push_str(&format!(
+                    "\nNODES ({})\n{}",
+                    nodes.len(),
+                    nodes_table(nodes, &windows, now, wide)
+                ));
+            }
+            (None, Outcome::NodesForbidden) => text.push_str(
+                "\nNODES: not shown, nor how many nodes each window selects: this identity may \
+                 not list nodes (see the message on standard error)\n",
+            ),
+            (None, Outcome::Complete) => {}
         }
-        (None, Outcome::NodesForbidden) => text.push_str(
-            "\nNODES: not shown, nor how many nodes each window selects: this identity may \
-             not list nodes (see the message on standard error)\n",
-        ),
-        (None, Outcome::Complete) => {}
-    }
+        text
+    };
     out.write_all(text.as_bytes()).map_err(ToolError::Write)?;
     Ok(outcome)
 }
@@ -326,7 +564,8 @@ mod tests {
             ),
             cm("broken", json!({"startTime": "0 2 * *", "duration": "3h"})),
         ];
-        let t = windows_table(&cms, &rules, Some(&nodes), ts("2026-01-01T03:00:00Z"));
+        let reports = window_reports(&cms, &rules, Some(&nodes));
+        let t = windows_table(&reports, ts("2026-01-01T03:00:00Z"), false, true);
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("NAMESPACE   NAME"), "{t}");
         assert!(lines[1].starts_with("ops         broken   false"), "{t}");
@@ -334,7 +573,7 @@ mod tests {
         assert!(lines[1].contains("nodeSelector: missing"), "{t}");
         assert!(
             lines[2].contains(
-                "until 2026-01-01T05:00:00Z   2026-01-02T02:00:00Z   2026-01-02T05:00:00Z   1"
+                "until 2026-01-01T05:00:00Z   2026-01-02T02:00:00Z   2026-01-02T05:00:00Z   1       a1"
             ),
             "{t}"
         );
@@ -348,7 +587,8 @@ mod tests {
             json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": "zone=a",
                    "description": "nightly"}),
         )];
-        let t = windows_table(&cms, &rules, None, ts("2026-01-01T03:00:00Z"));
+        let reports = window_reports(&cms, &rules, None);
+        let t = windows_table(&reports, ts("2026-01-01T03:00:00Z"), false, false);
         let expected = [
             "NAMESPACE   NAME     VALID   KIND     ACTIVE                       NEXT-START             NEXT-END               MESSAGE",
             "ops         weekly   true    window   until 2026-01-01T05:00:00Z   2026-01-02T02:00:00Z   2026-01-02T05:00:00Z   nightly",
@@ -378,14 +618,96 @@ mod tests {
             ..Default::default()
         }]);
         let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n0"}})).unwrap();
-        let t = nodes_table(&[planned, node, bare], ts("2026-01-01T02:05:30Z"));
+        let t = nodes_table(
+            &[planned, node, bare],
+            &[],
+            ts("2026-01-01T02:05:30Z"),
+            false,
+        );
         let expected = [
-            "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE",
-            "n0     -                   -                   -       -             -        -     -         -                      -",
-            "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -",
-            "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m",
+            "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   NEXT-MAINTENANCE",
+            "n0     -                   -                   -       -             -        -     -         -                      -     -",
+            "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -     -",
+            "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m   -",
         ];
         assert_eq!(t.lines().collect::<Vec<_>>(), expected);
+    }
+
+    fn window(name: &str, data: serde_json::Value) -> Window {
+        let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+        rules.window(&cm(name, data)).unwrap()
+    }
+
+    #[test]
+    fn next_maintenance_is_the_active_window_else_the_earliest_start() {
+        let daily = window(
+            "daily",
+            json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": "zone=a"}),
+        );
+        let hourly = window(
+            "hourly",
+            json!({"startTime": "30 * * * *", "duration": "10m", "nodeSelector": "zone=a"}),
+        );
+        let freeze = window(
+            "freeze",
+            json!({"startTime": "0 * * * *", "duration": "1m", "nodeSelector": "",
+                   "blackout": "true"}),
+        );
+        let windows = [&daily, &hourly, &freeze];
+        let a: BTreeMap<String, String> = [("zone".to_string(), "a".to_string())].into();
+        // 03:00: daily is active (until 05:00) though hourly starts sooner.
+        let m = next_maintenance(&windows, &a, ts("2026-01-01T03:00:00Z")).unwrap();
+        assert_eq!(
+            (m.window.name.as_str(), m.active, m.end),
+            ("daily", true, ts("2026-01-01T05:00:00Z"))
+        );
+        // 06:00: the next hourly, 06:30; blackouts are not maintenance.
+        let m = next_maintenance(&windows, &a, ts("2026-01-01T06:00:00Z")).unwrap();
+        assert_eq!(
+            (m.window.name.as_str(), m.active, m.start),
+            ("hourly", false, ts("2026-01-01T06:30:00Z"))
+        );
+        assert_eq!(
+            next_maintenance(&windows, &BTreeMap::new(), ts("2026-01-01T06:00:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn names_are_cut_in_tables_and_whole_in_json() {
+        let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+        let nodes: Vec<PlanNode> = (0..5)
+            .map(|i| PlanNode {
+                name: format!("n{i}"),
+                labels: BTreeMap::new(),
+            })
+            .collect();
+        let cms = [cm(
+            "all",
+            json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": ""}),
+        )];
+        let reports = window_reports(&cms, &rules, Some(&nodes));
+        let now = ts("2026-01-01T00:00:00Z");
+        let t = windows_table(&reports, now, false, true);
+        assert!(t.contains("   5       n0,n1,n2 (+2 more)"), "{t}");
+        let wide = windows_table(&reports, now, true, true);
+        assert!(
+            wide.contains("   n0,n1,n2,n3,n4   0 2 * * *   3h0m0s"),
+            "{wide}"
+        );
+        assert!(wide.lines().nth(1).unwrap().ends_with("<all>"), "{wide}");
+        let windows: Vec<&Window> = reports
+            .iter()
+            .filter_map(|r| r.window.as_ref().ok())
+            .collect();
+        let v = json_report(&reports, Some(&[]), &windows, now);
+        assert_eq!(
+            v["windows"][0]["selectedNodes"],
+            json!(["n0", "n1", "n2", "n3", "n4"])
+        );
+        assert_eq!(v["windows"][0]["nextStart"], "2026-01-01T02:00:00Z");
+        assert_eq!(v["windows"][0]["activeUntil"], serde_json::Value::Null);
+        assert_eq!(v["kind"], "KumacoStatus");
     }
 
     #[test]

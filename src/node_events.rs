@@ -1,0 +1,302 @@
+//! Events on the Nodes (`--node-events`): which should exist now, and their names, so that
+//! `kubectl describe node` tells the story of a node's maintenance.
+//!
+//! Derived from the conditions this instance owns as the cluster shows them, never from
+//! what this process remembers: each event reports one state of one condition (type,
+//! status, reason) that began at its `lastTransitionTime`, and is named by a hash of the
+//! instance, the node's uid and that state. A restarted or newly elected kumaco computes
+//! the same names and its creations are answered AlreadyExists. Only states that began
+//! within [`HORIZON`] are due, so that an event the API server has already expired (its
+//! TTL, 1 h by default, is longer) is never posted again.
+//!
+//! Bound: at most one event per condition type kumaco owns (three) per change of that
+//! condition's status or reason, so at most three per node per pass that changes it.
+
+use jiff::Timestamp;
+
+use crate::conditions::{
+    self, Condition, MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, Status, UNDER_MAINTENANCE,
+};
+use crate::decision::{self, HORIZON};
+use crate::fingerprint::Fnv;
+use crate::in_progress;
+
+/// The namespace of events about cluster-scoped objects: the API server refuses any other
+/// for an event whose `regarding` has no namespace, and kubectl finds them there.
+pub const NAMESPACE: &str = "default";
+
+/// Longest event note the API server accepts, in bytes.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// A node as this module reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeRef<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub conditions: &'a [Condition],
+    /// The condition types this instance owns on the node (managedFields).
+    pub owned: &'a [String],
+}
+
+/// An event that should exist on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeEvent {
+    /// `<node>.<hash>`: the same in every process for the same state.
+    pub name: String,
+    pub node: String,
+    pub uid: String,
+    pub reason: &'static str,
+    pub note: String,
+    /// The condition whose state the event reports.
+    pub condition: String,
+}
+
+/// The event reason for a condition state, if that state is part of the story. Left out:
+/// the start states ("requirement not met", "no window"), which every node shows, and the
+/// relinquishing ones.
+pub fn reason_for(c: &Condition) -> Option<&'static str> {
+    let (ty, status, reason) = (c.type_.as_str(), c.status, c.reason.as_str());
+    Some(match (ty, status) {
+        (UNDER_MAINTENANCE, Status::True) => "MaintenanceWindowStarted",
+        // kumaco writes UnderMaintenance=False only over a True one: this is an end.
+        (UNDER_MAINTENANCE, Status::False) if reason == decision::REASON_NO_WINDOW => {
+            "MaintenanceWindowEnded"
+        }
+        (UNDER_MAINTENANCE, Status::False) if reason == decision::REASON_BLACKOUT => {
+            "MaintenanceBlocked"
+        }
+        (MAINTENANCE_IN_PROGRESS, Status::True) => "MaintenanceStarted",
+        (MAINTENANCE_IN_PROGRESS, Status::False) => match reason {
+            in_progress::REASON_COMPLETED | in_progress::REASON_WINDOW_ENDED => {
+                "MaintenanceCompleted"
+            }
+            in_progress::REASON_WAITING => "WaitingForSlot",
+            in_progress::REASON_BLOCKED
+            | in_progress::REASON_BLACKOUT
+            | in_progress::REASON_CUTOFF => "MaintenanceBlocked",
+            _ => return None,
+        },
+        (MAINTENANCE_PLANNED, Status::True) => "MaintenancePlanned",
+        _ => return None,
+    })
+}
+
+/// The node events that should exist now, over the nodes as the cluster shows them.
+pub fn due<'a>(
+    nodes: impl IntoIterator<Item = NodeRef<'a>>,
+    instance: &str,
+    now: Timestamp,
+) -> Vec<NodeEvent> {
+    let since = now.checked_sub(HORIZON).unwrap_or(Timestamp::MIN);
+    let mut out = Vec::new();
+    for node in nodes {
+        if node.uid.is_empty() {
+            continue;
+        }
+        for c in node.conditions {
+            if !node.owned.contains(&c.type_) {
+                continue;
+            }
+            let (Some(reason), Some(at)) = (reason_for(c), c.last_transition_time) else {
+                continue;
+            };
+            if at < since {
+                continue;
+            }
+            out.push(NodeEvent {
+                name: event_name(instance, node, c, at),
+                node: node.name.to_string(),
+                uid: node.uid.to_string(),
+                reason,
+                note: conditions::bounded(
+                    format!(
+                        "{}={} ({}): {}",
+                        c.type_,
+                        c.status.as_str(),
+                        c.reason,
+                        c.message
+                    ),
+                    MAX_NOTE_BYTES,
+                ),
+                condition: c.type_.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn event_name(instance: &str, node: NodeRef, c: &Condition, at: Timestamp) -> String {
+    let mut h = Fnv::default();
+    for part in [instance, node.uid, &c.type_, c.status.as_str(), &c.reason] {
+        h.write_str(part);
+    }
+    h.write_u64(at.as_second() as u64);
+    // An object name is at most 253 characters: the node's name is cut to leave room for
+    // the hash, and a cut must not end in a separator.
+    let mut prefix: String = node.name.chars().take(253 - 17).collect();
+    while prefix.ends_with(['.', '-']) {
+        prefix.pop();
+    }
+    format!("{prefix}.{:016x}", h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn cond(ty: &str, status: Status, reason: &str, at: &str) -> Condition {
+        Condition {
+            type_: ty.into(),
+            status,
+            reason: reason.into(),
+            message: "m".into(),
+            last_transition_time: Some(ts(at)),
+        }
+    }
+
+    fn owned() -> Vec<String> {
+        [UNDER_MAINTENANCE, MAINTENANCE_IN_PROGRESS]
+            .map(String::from)
+            .to_vec()
+    }
+
+    #[test]
+    fn one_event_per_recent_state_of_an_owned_condition() {
+        let conditions = [
+            cond(
+                UNDER_MAINTENANCE,
+                Status::True,
+                decision::REASON_WINDOW,
+                "2026-01-01T02:00:00Z",
+            ),
+            cond(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_WAITING,
+                "2026-01-01T02:00:00Z",
+            ),
+            // Not ours: a node agent's condition of the same family is not reported.
+            cond(
+                MAINTENANCE_PLANNED,
+                Status::True,
+                decision::REASON_PLANNED,
+                "2026-01-01T02:00:00Z",
+            ),
+        ];
+        let owned = owned();
+        let node = NodeRef {
+            name: "n1",
+            uid: "uid-1",
+            conditions: &conditions,
+            owned: &owned,
+        };
+        let due = due([node], "kumaco/ops/kumaco", ts("2026-01-01T02:10:00Z"));
+        let reasons: Vec<&str> = due.iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, ["MaintenanceWindowStarted", "WaitingForSlot"]);
+        assert_eq!(
+            due[1].note,
+            "MaintenanceInProgress=False (WaitingForSlot): m"
+        );
+        assert!(due[0].name.starts_with("n1."), "{}", due[0].name);
+        assert_ne!(due[0].name, due[1].name);
+        // The same state later in the horizon: the same names (a restart posts nothing
+        // new); past the horizon: nothing.
+        let again = super::due([node], "kumaco/ops/kumaco", ts("2026-01-01T02:29:00Z"));
+        assert_eq!(again, due);
+        assert!(super::due([node], "kumaco/ops/kumaco", ts("2026-01-01T02:31:00Z")).is_empty());
+    }
+
+    #[test]
+    fn names_change_with_the_state_and_the_node() {
+        let owned = owned();
+        let name = |uid: &str, c: Condition| {
+            let conditions = [c];
+            let node = NodeRef {
+                name: "n1",
+                uid,
+                conditions: &conditions,
+                owned: &owned,
+            };
+            due([node], "i", ts("2026-01-01T02:10:00Z"))
+                .pop()
+                .map(|e| e.name)
+        };
+        let at = "2026-01-01T02:00:00Z";
+        let waiting = name(
+            "u",
+            cond(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_WAITING,
+                at,
+            ),
+        );
+        let blocked = name(
+            "u",
+            cond(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_BLOCKED,
+                at,
+            ),
+        );
+        let other_node = name(
+            "v",
+            cond(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_WAITING,
+                at,
+            ),
+        );
+        let later = name(
+            "u",
+            cond(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_WAITING,
+                "2026-01-01T02:05:00Z",
+            ),
+        );
+        assert!(waiting.is_some());
+        for other in [&blocked, &other_node, &later] {
+            assert_ne!(&waiting, other);
+        }
+        // The start state of every node is not news.
+        let requirement = name(
+            "u",
+            cond(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_REQUIREMENT,
+                at,
+            ),
+        );
+        assert_eq!(requirement, None);
+    }
+
+    #[test]
+    fn a_long_node_name_gives_a_valid_event_name() {
+        let long = format!("{}-x", "a".repeat(235));
+        let owned = owned();
+        let conditions = [cond(
+            UNDER_MAINTENANCE,
+            Status::True,
+            decision::REASON_WINDOW,
+            "2026-01-01T02:00:00Z",
+        )];
+        let node = NodeRef {
+            name: &long,
+            uid: "u",
+            conditions: &conditions,
+            owned: &owned,
+        };
+        let e = &due([node], "i", ts("2026-01-01T02:00:00Z"))[0];
+        assert!(e.name.len() <= 253, "{}", e.name.len());
+        assert!(e.name.starts_with(&"a".repeat(235)) && !e.name.contains("-."));
+    }
+}
