@@ -331,11 +331,11 @@ async fn service_account_files(server: &ApiServer, client: &kube::Client) -> Pat
             "token",
             "kumaco",
             &PostParams::default(),
-            serde_json::to_vec(&request).unwrap(),
+            &serde_json::to_vec(&request).unwrap(),
         )
         .await
         .expect("TokenRequest for the chart's ServiceAccount");
-    let token = token.status.expect("a token").token;
+    let token = token.status.and_then(|s| s.token).expect("a token");
     let dir = server.dir().join("serviceaccount");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("token"), token).unwrap();
