@@ -50,15 +50,18 @@ testenv:
 	$(CARGO) run -q -p testkit --bin testenv-path
 
 # The image, with the Dockerfile's no-registry path (see its header): a static binary
-# built here (glibc with crt-static; kube uses rustls + ring, so nothing else is linked),
-# the host's CA bundle, `FROM scratch`. Its own target dir keeps the debug build intact.
+# built here (glibc with crt-static; kube uses rustls + ring, so nothing else is linked)
+# and stripped, the host's CA bundle, `FROM scratch`. Its own target dir keeps the debug
+# build intact.
 image:
 	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build -q --release --locked \
 		--target x86_64-unknown-linux-gnu --target-dir target/image --bin kumaco
 	@if readelf -l $(IMAGE_BIN) | grep -q 'program interpreter'; then \
 		echo "$(IMAGE_BIN) is dynamically linked: it cannot run FROM scratch" >&2; exit 1; fi
 	rm -rf target/image/context && mkdir -p target/image/context
-	cp $(IMAGE_BIN) target/image/context/kumaco
+	# Symbols are a fifth of the binary and useless in the image (panics still name
+	# their source location).
+	strip -o target/image/context/kumaco $(IMAGE_BIN)
 	cp /etc/ssl/certs/ca-certificates.crt target/image/context/
 	$(ENGINE) build -q --build-arg BINARY=prebuilt --build-arg BASE=scratch \
 		-f Dockerfile -t $(IMAGE) target/image/context

@@ -321,18 +321,14 @@ fn probe(container: &Value, probe: &str) -> (u16, String) {
 /// The ServiceAccount's credentials as the kubelet mounts them: a bound token from the
 /// TokenRequest API, the cluster's CA, the namespace. Returns the directory.
 async fn service_account_files(server: &ApiServer, client: &kube::Client) -> PathBuf {
-    let request: TokenRequest = serde_json::from_value(json!({
+    let request = json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
         "spec": { "expirationSeconds": 3600 }
-    }))
-    .unwrap();
+    });
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
     let token: TokenRequest = api
-        .create_subresource(
-            "token",
-            "kumaco",
-            &PostParams::default(),
-            &serde_json::to_vec(&request).unwrap(),
-        )
+        .create_subresource("token", "kumaco", &PostParams::default(), &request)
         .await
         .expect("TokenRequest for the chart's ServiceAccount");
     let token = token.status.and_then(|s| s.token).expect("a token");
