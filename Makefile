@@ -63,5 +63,7 @@ image:
 	# their source location).
 	strip -o target/image/context/kumaco $(IMAGE_BIN)
 	cp /etc/ssl/certs/ca-certificates.crt target/image/context/
-	$(ENGINE) build -q --build-arg BINARY=prebuilt --build-arg BASE=scratch \
+	# --no-cache: two COPY layers cost nothing, and the image's creation time then says
+	# when it was last built, which tests/deploy_image.rs compares with the sources.
+	$(ENGINE) build -q --no-cache --build-arg BINARY=prebuilt --build-arg BASE=scratch \
 		-f Dockerfile -t $(IMAGE) target/image/context

@@ -94,6 +94,38 @@ fn require_image() {
     }
 }
 
+/// Fails when a source file of the binary changed after the image was built: the test
+/// would run yesterday's kumaco.
+fn require_fresh_image(image: &Value) {
+    let created: Timestamp = image["Created"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("the image's creation time");
+    let mut newest = (std::time::SystemTime::UNIX_EPOCH, PathBuf::new());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pending = vec![
+        root.join("src"),
+        root.join("Cargo.lock"),
+        root.join("Cargo.toml"),
+    ];
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            let modified = path.metadata().and_then(|m| m.modified()).unwrap();
+            if modified > newest.0 {
+                newest = (modified, path);
+            }
+        }
+    }
+    let newest_at = Timestamp::try_from(newest.0).unwrap();
+    assert!(
+        newest_at <= created,
+        "{IMAGE} (built {created}) is older than {} (changed {newest_at}): run `make image`",
+        newest.1.display()
+    );
+}
+
 /// The image's metadata, as `podman image inspect` gives it.
 fn inspect() -> Value {
     let text = output(podman().args(["image", "inspect", IMAGE]));
@@ -121,6 +153,7 @@ fn elf_has_interpreter(elf: &[u8]) -> bool {
 fn image_is_static_non_root_small_and_reports_its_version() {
     require_image();
     let image = inspect();
+    require_fresh_image(&image);
     let config = &image["Config"];
     assert_eq!(config["User"], "65532:65532", "{config:#}");
     assert_eq!(config["Entrypoint"], json!(["/usr/local/bin/kumaco"]));
@@ -167,7 +200,10 @@ fn image_is_static_non_root_small_and_reports_its_version() {
     let local = output(Command::new(env!("CARGO_BIN_EXE_kumaco")).arg("--version"));
     eprintln!("from the image: {}", from_image.trim());
     assert!(from_image.starts_with("kumaco "), "{from_image:?}");
-    assert_eq!(from_image, local, "the image is stale: run `make image`");
+    assert_eq!(
+        from_image, local,
+        "the image is another version: run `make image`"
+    );
 }
 
 /// Regular files in a tar stream (a tar of a container holds a few empty mount points,
@@ -404,6 +440,7 @@ async fn wait_ok(container: &mut Container, port: u16, path: &str, since: Instan
 #[tokio::test]
 async fn image_runs_in_cluster_as_the_chart_deploys_it() {
     require_image();
+    require_fresh_image(&inspect());
     // A server of its own: the chart's default scope is every node, and its admission
     // policy is cluster-wide.
     let server = ApiServer::start_fresh().expect("test API server");
