@@ -594,6 +594,23 @@ async fn image_runs_in_cluster_as_the_chart_deploys_it() {
         .holder_identity;
     assert_eq!(holder.as_deref(), Some(POD_NAME));
 
+    // Still alive and ready while it works, and scraped where the chart says.
+    for (port, path) in [(live_port, &live_path), (ready_port, &ready_path)] {
+        let (code, _) = http_get(SocketAddr::from(([127, 0, 0, 1], port)), path)
+            .await
+            .unwrap();
+        assert_eq!(code, 200, "{path} while leading");
+    }
+    let (code, metrics) = http_get(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "/metrics")
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(
+        testkit::kumaco::metric_sum(&metrics, "kumaco_leader", &[]),
+        1.0,
+        "{metrics}"
+    );
+
     // Shutdown as the kubelet does it: SIGTERM, SIGKILL after the grace period.
     let stopping = Instant::now();
     output(podman().args(["stop", "--time", &grace.to_string(), &container.name]));
