@@ -17,8 +17,22 @@
 #
 # The build stage uses BuildKit cache mounts for the cargo registry and target directory,
 # so a rebuild after a source change recompiles only kumaco.
+#
+# Where no registry is reachable (CI), `make image` builds the same layout without
+# pulling anything: a static glibc binary built on the host (crt-static) and the host's
+# CA bundle, in a context directory of their own, on `scratch`:
+#
+#   podman build --build-arg BINARY=prebuilt --build-arg BASE=scratch \
+#     -f Dockerfile -t docker.io/library/kumaco:0.1.0 target/image/context
+#
+# Either way the image holds /usr/local/bin/kumaco and /etc/ssl/certs/ca-certificates.crt
+# and runs as 65532:65532; tests/deploy_image.rs checks that and runs it as a Pod would.
 
 ARG RUST_VERSION=1.95
+# BINARY: the stage kumaco comes from, `build` (compiled here) or `prebuilt` (from the
+# context). BASE: the runtime base image. Both defaults are the published path.
+ARG BINARY=build
+ARG BASE=gcr.io/distroless/static-debian12:nonroot
 
 FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 # musl-tools provides musl-gcc, which ring's build script needs to compile its C and
@@ -40,15 +54,26 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --target x86_64-unknown-linux-musl --bin kumaco \
-    && cp target/x86_64-unknown-linux-musl/release/kumaco /kumaco \
-    && ! ldd /kumaco 2>/dev/null | grep -q '=>'
+    && mkdir -p /out/usr/local/bin /out/etc/ssl/certs \
+    && cp target/x86_64-unknown-linux-musl/release/kumaco /out/usr/local/bin/kumaco \
+    && ! ldd /out/usr/local/bin/kumaco 2>/dev/null | grep -q '=>' \
+    && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/
 
-FROM gcr.io/distroless/static-debian12:nonroot
+# The context holds `kumaco` (static, checked by `make image`) and `ca-certificates.crt`.
+FROM scratch AS prebuilt
+COPY kumaco /out/usr/local/bin/kumaco
+COPY ca-certificates.crt /out/etc/ssl/certs/ca-certificates.crt
+
+FROM ${BINARY} AS binary
+
+FROM ${BASE}
 LABEL org.opencontainers.image.title="kumaco" \
       org.opencontainers.image.description="Kubernetes Maintenance Controller: maintenance windows as ConfigMaps, node conditions as the answer" \
       org.opencontainers.image.licenses="Apache-2.0"
-COPY --from=build /kumaco /usr/local/bin/kumaco
-# Numeric, so that Kubernetes' runAsNonRoot check can verify it without /etc/passwd.
+# The binary and a CA bundle (distroless has one too; scratch has none).
+COPY --from=binary /out/ /
+# Numeric, so that Kubernetes' runAsNonRoot check can verify it without /etc/passwd
+# (scratch has none).
 USER 65532:65532
 # 8080: /metrics, 8081: /healthz and /readyz (kumaco run's defaults).
 EXPOSE 8080 8081

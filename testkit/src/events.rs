@@ -1,5 +1,5 @@
 //! The `events.k8s.io/v1` Events kumaco posts on window ConfigMaps, read as a maintenance
-//! manager reads them (`kubectl get events --field-selector regarding.name=NAME`).
+//! manager reads them (`kubectl get events --field-selector involvedObject.name=NAME`).
 //!
 //! Events are counted as objects, not by their names, `series` or `deprecatedCount`:
 //! kumaco posts each thing it reports once, as one object.

@@ -163,6 +163,73 @@ pub fn kustomize() -> Result<PathBuf> {
     )
 }
 
+/// Returns the path of `kubectl` built from the k8s.io/kubernetes version testenv/go.mod
+/// pins (the test API server's), once per machine, into `<cache>/kubectl-<version>`.
+/// `KUMACO_KUBECTL_BIN` overrides.
+///
+/// k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules
+/// with local paths), so it is built inside a copy of testenv's go.mod and go.sum, which
+/// require it with those replacements pinned to the same versions; `-mod=mod` lets Go
+/// add the sums of kubectl's own dependencies to the copy, not to testenv/.
+pub fn kubectl() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os("KUMACO_KUBECTL_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let module = module_dir();
+    let version = kubernetes_version(&module)?;
+    let dir = cache_root().join(format!("kubectl-{version}"));
+    let bin = dir.join("kubectl");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
+    let lock = File::create(dir.join(".lock"))?;
+    lock.lock().context("locking the kubectl build cache")?;
+    if bin.exists() {
+        return Ok(bin);
+    }
+    let src = dir.join("module");
+    fs::create_dir_all(&src)?;
+    for file in ["go.mod", "go.sum"] {
+        fs::copy(module.join(file), src.join(file))
+            .with_context(|| format!("copying testenv/{file}"))?;
+    }
+    eprintln!("testkit: building kubectl {version} (first time on this machine, a few minutes)...");
+    let minor = version.split('.').nth(1).unwrap_or("0");
+    // Without these kubectl reports v0.0.0-master and warns about version skew.
+    let ldflags = [
+        "k8s.io/client-go/pkg/version",
+        "k8s.io/component-base/version",
+    ]
+    .iter()
+    .map(|pkg| {
+        format!("-X {pkg}.gitVersion={version} -X {pkg}.gitMajor=1 -X {pkg}.gitMinor={minor}")
+    })
+    .collect::<Vec<_>>()
+    .join(" ");
+    let tmp = bin.with_extension("tmp");
+    let status = Command::new("go")
+        .current_dir(&src)
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .args(["build", "-trimpath"])
+        .arg(format!("-ldflags=-s -w {ldflags}"))
+        .arg("-o")
+        .arg(&tmp)
+        .arg("k8s.io/kubernetes/cmd/kubectl")
+        .status()
+        .context("running go build for kubectl (is Go >= 1.26 on PATH?)")?;
+    if !status.success() {
+        bail!(
+            "`go build k8s.io/kubernetes/cmd/kubectl` in {} failed ({status}); see the output above",
+            src.display()
+        );
+    }
+    fs::rename(&tmp, &bin)?;
+    Ok(bin)
+}
+
 /// `go install package@version` into `<cache>/<name>-<version>/<name>`, once per machine
 /// (under a file lock, so concurrent test binaries build it once); `override_var` names
 /// a binary to use instead.

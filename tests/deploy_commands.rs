@@ -1,0 +1,457 @@
+//! The install commands of README.md and docs/operations.md, run as written with a real
+//! kubectl (built from the same Kubernetes module as the test API server, see
+//! `testkit::gobuild::kubectl`) and a real helm, against the test API server.
+//!
+//! A fenced `sh` block preceded by `<!-- tested: NAME -->` is run verbatim by the test
+//! named here for NAME, from a scratch copy of the repository's `deploy/` and `charts/`
+//! (the commands copy and edit files), with `KUBECONFIG` set to the server's admin
+//! kubeconfig. A line with a `# (needs ...)` comment (a kubelet, kind) is shown but not
+//! run: nothing here runs Pods. Every marked block must be run by a test below, so the
+//! docs and the tests cannot drift apart.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::json;
+use testkit::ApiServer;
+use testkit::cluster::UNDER_MAINTENANCE;
+use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
+use testkit::manifests;
+use testkit::nodes::{has_status, wait_for_condition};
+
+const DOCS: [&str; 2] = ["README.md", "docs/operations.md"];
+const MARKER: &str = "<!-- tested: ";
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every marked block of the docs, by name.
+fn marked_blocks() -> BTreeMap<String, String> {
+    let mut blocks = BTreeMap::new();
+    for doc in DOCS {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
+            let Some(rest) = line.trim().strip_prefix(MARKER) else {
+                continue;
+            };
+            let name = rest
+                .split_whitespace()
+                .next()
+                .unwrap_or_else(|| panic!("{doc}: a marker without a name: {line}"));
+            let fence = lines.next().unwrap_or_default();
+            assert_eq!(
+                fence.trim(),
+                "```sh",
+                "{doc}: {name}: the marker must precede a ```sh block"
+            );
+            // A block in a list item is indented: so are its lines.
+            let indent = fence.len() - fence.trim_start().len();
+            let body: Vec<&str> = lines
+                .by_ref()
+                .take_while(|l| l.trim() != "```")
+                .map(|l| l.get(indent..).unwrap_or(""))
+                .collect();
+            let old = blocks.insert(name.to_string(), body.join("\n"));
+            assert!(old.is_none(), "{doc}: two blocks named {name}");
+        }
+    }
+    blocks
+}
+
+fn block(name: &str) -> String {
+    marked_blocks()
+        .remove(name)
+        .unwrap_or_else(|| panic!("no block marked `{MARKER}{name} -->` in {DOCS:?}"))
+}
+
+/// The commands of a block as the shell reads them (continued lines joined), without
+/// those marked `# (needs ...)`.
+fn runnable(script: &str) -> String {
+    let mut commands = Vec::new();
+    let mut current = String::new();
+    for line in script.lines() {
+        current.push_str(line);
+        current.push('\n');
+        if !line.ends_with('\\') {
+            if !current.contains("# (needs ") {
+                commands.push(std::mem::take(&mut current));
+            }
+            current.clear();
+        }
+    }
+    commands.concat()
+}
+
+/// A scratch directory holding copies of deploy/ and charts/, and `bin/` with kubectl,
+/// helm and kumaco (ahead of anything else on PATH: the machine may have another kubectl).
+struct Workdir {
+    dir: PathBuf,
+    bin: PathBuf,
+}
+
+impl Workdir {
+    fn new(server: &ApiServer) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let dir = server.dir().join(format!(
+            "commands-{}",
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        for sub in ["deploy", "charts"] {
+            copy_dir(&repo().join(sub), &dir.join(sub));
+        }
+        let bin = dir.join(".bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let kubectl = testkit::gobuild::kubectl().unwrap_or_else(|e| panic!("{e:#}"));
+        let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+        for (name, target) in [
+            ("kubectl", kubectl),
+            ("helm", helm),
+            ("kumaco", PathBuf::from(env!("CARGO_BIN_EXE_kumaco"))),
+        ] {
+            std::os::unix::fs::symlink(target, bin.join(name)).unwrap();
+        }
+        Workdir { dir, bin }
+    }
+
+    /// Runs `script` with bash (`-euo pipefail`) as a user would in a clone of the
+    /// repository; its stdout. Fails the test with both outputs if any command fails.
+    fn run(&self, server: &ApiServer, name: &str, script: &str) -> String {
+        let path = format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let home = self.dir.join(".home");
+        std::fs::create_dir_all(&home).unwrap();
+        let out = Command::new("bash")
+            .args(["-euo", "pipefail", "-c", script])
+            .current_dir(&self.dir)
+            .env("PATH", path)
+            .env("HOME", home)
+            .env("KUBECONFIG", server.kubeconfig())
+            .output()
+            .expect("running bash");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "block {name} failed ({}):\n{script}\n--- stdout\n{stdout}\n--- stderr\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+
+    /// Runs the docs' block `name` (its runnable lines).
+    fn run_block(&self, server: &ApiServer, name: &str) -> String {
+        self.run(server, name, &runnable(&block(name)))
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// The object as stored, or `None` if it does not exist; `namespace` for namespaced
+/// objects that leave it out (Helm's).
+async fn get(client: &kube::Client, obj: &DynamicObject, namespace: &str) -> Option<DynamicObject> {
+    let types = obj.types.as_ref().expect("apiVersion and kind");
+    let resource = ApiResource::from_gvk(&GroupVersionKind::try_from(types).unwrap());
+    let cluster_scoped = [
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    ]
+    .contains(&types.kind.as_str());
+    let api: Api<DynamicObject> = if cluster_scoped {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        let ns = obj.metadata.namespace.as_deref().unwrap_or(namespace);
+        Api::namespaced_with(client.clone(), ns, &resource)
+    };
+    api.get_opt(obj.metadata.name.as_deref().unwrap())
+        .await
+        .unwrap_or_else(|e| panic!("getting {} {:?}: {e}", types.kind, obj.metadata.name))
+}
+
+fn describe(obj: &DynamicObject) -> String {
+    format!(
+        "{} {}",
+        obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("?"),
+        obj.metadata.name.as_deref().unwrap_or("?")
+    )
+}
+
+/// Every block the docs mark is one this file runs: a new marked block needs a test.
+#[test]
+fn every_marked_block_is_run() {
+    let names: Vec<String> = marked_blocks().into_keys().collect();
+    assert_eq!(
+        names,
+        [
+            "helm-install",
+            "helm-uninstall",
+            "helm-upgrade",
+            "kustomize-check",
+            "kustomize-install",
+            "laptop-install",
+            "laptop-watch",
+            "laptop-window",
+            "readme-install",
+        ],
+        "marked blocks in {DOCS:?}"
+    );
+}
+
+#[tokio::test]
+async fn kustomize_install_commands_work_as_written() {
+    let server = ApiServer::start_fresh().expect("test API server");
+    let client = server.client().await.unwrap();
+
+    // README: copy the example overlay, apply it.
+    let readme = Workdir::new(&server);
+    let applied = readme.run_block(&server, "readme-install");
+    assert!(
+        applied.contains("deployment.apps/kumaco serverside-applied"),
+        "{applied}"
+    );
+
+    // docs/operations.md: the same, looking first, in a clean copy.
+    let ops = Workdir::new(&server);
+    let out = ops.run_block(&server, "kustomize-install");
+    let rendered = ops.run(
+        &server,
+        "kustomize",
+        "kubectl kustomize deploy/overlays/prod",
+    );
+    assert!(
+        out.starts_with(&rendered),
+        "`kubectl kustomize` printed first"
+    );
+    let objects = manifests::parse(&rendered).unwrap();
+    assert!(objects.len() >= 10, "{} objects", objects.len());
+    for obj in &objects {
+        let stored = get(&client, obj, "kumaco").await;
+        assert!(stored.is_some(), "{} was not created", describe(obj));
+        assert!(
+            out.contains(&format!("{} serverside-applied", kubectl_name(obj))),
+            "kubectl did not report {}:\n{out}",
+            kubectl_name(obj)
+        );
+    }
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .unwrap();
+    let stored = get(&client, deployment, "kumaco").await.unwrap();
+    assert_eq!(
+        stored.data["spec"]["template"]["spec"]["containers"][0]["image"],
+        "registry.example.com/platform/kumaco:0.1.0"
+    );
+
+    // Once kumaco runs (here as a process in the Pod's place: no kubelet), the Lease
+    // command prints the leader's Pod name.
+    let pod = "kumaco-7b8c9d6f5-q4w2e";
+    let _kumaco = KumacoProcess::start_with(
+        env!("CARGO_BIN_EXE_kumaco"),
+        &server,
+        &[
+            "--namespace=kumaco",
+            "--node-selector=node-role.kubernetes.io/worker",
+        ],
+        &StartOptions {
+            leader: Some(Pod {
+                name: pod.into(),
+                namespace: "kumaco".into(),
+            }),
+            ..StartOptions::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let holder = ops.run_block(&server, "kustomize-check");
+    assert_eq!(holder, format!("{pod}\n"));
+}
+
+/// `kind.group/name` as kubectl names an object in its output.
+fn kubectl_name(obj: &DynamicObject) -> String {
+    let types = obj.types.as_ref().unwrap();
+    let group = types.api_version.rsplit_once('/').map(|(g, _)| g);
+    let kind = types.kind.to_lowercase();
+    match group {
+        Some(group) => format!("{kind}.{group}/{}", obj.metadata.name.as_deref().unwrap()),
+        None => format!("{kind}/{}", obj.metadata.name.as_deref().unwrap()),
+    }
+}
+
+#[tokio::test]
+async fn helm_install_upgrade_uninstall_work_as_written() {
+    let server = ApiServer::start_fresh().expect("test API server");
+    let client = server.client().await.unwrap();
+    let work = Workdir::new(&server);
+    let manifest = |work: &Workdir| {
+        let text = work.run(
+            &server,
+            "manifest",
+            "helm get manifest kumaco --namespace kumaco",
+        );
+        manifests::parse(&text).unwrap()
+    };
+
+    let notes = work.run_block(&server, "helm-install");
+    assert!(notes.contains("STATUS: deployed"), "{notes}");
+    let installed = manifest(&work);
+    assert!(installed.len() >= 10, "{} objects", installed.len());
+    for obj in &installed {
+        assert!(
+            get(&client, obj, "kumaco").await.is_some(),
+            "{} was not created",
+            describe(obj)
+        );
+    }
+    let deployment = |objects: &[DynamicObject]| {
+        objects
+            .iter()
+            .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+            .cloned()
+            .unwrap()
+    };
+    let before = get(&client, &deployment(&installed), "kumaco")
+        .await
+        .unwrap();
+    let container = &before.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        "registry.example.com/platform/kumaco:0.1.0"
+    );
+    let args = container["args"].to_string();
+    assert!(args.contains("--namespace=maintenance"), "{args}");
+    assert!(!args.contains("--in-progress"), "{args}");
+
+    let upgraded = work.run_block(&server, "helm-upgrade");
+    assert!(upgraded.contains("REVISION: 2"), "{upgraded}");
+    let after = get(&client, &deployment(&manifest(&work)), "kumaco")
+        .await
+        .unwrap();
+    let container = &after.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"],
+        "registry.example.com/platform/kumaco:0.1.1"
+    );
+    let args = container["args"].to_string();
+    for flag in [
+        "--namespace=maintenance",
+        "--in-progress",
+        "--require-condition=kured.dev/RebootRequired",
+    ] {
+        assert!(args.contains(flag), "{flag} missing after upgrade: {args}");
+    }
+
+    let uninstalled = work.run_block(&server, "helm-uninstall");
+    assert!(uninstalled.contains("uninstalled"), "{uninstalled}");
+    for obj in &installed {
+        let left = get(&client, obj, "kumaco").await;
+        // No namespace controller runs here to finish deleting a Namespace: one that is
+        // being deleted counts as gone.
+        let gone = left
+            .as_ref()
+            .is_none_or(|o| o.metadata.deletion_timestamp.is_some());
+        assert!(gone, "{} is left after helm uninstall", describe(obj));
+    }
+}
+
+/// "Try it on a laptop": everything but kind and the kubelet, with kumaco as a process
+/// in the Pod's place.
+#[tokio::test]
+async fn laptop_commands_work_up_to_the_kubelet() {
+    let server = ApiServer::start_fresh().expect("test API server");
+    let client = server.client().await.unwrap();
+    // The one node of `kind create cluster --name kumaco`.
+    let node = "kumaco-control-plane";
+    let obj: Node = serde_json::from_value(json!({ "metadata": { "name": node } })).unwrap();
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+
+    let work = Workdir::new(&server);
+    let out = work.run_block(&server, "laptop-install");
+    let base =
+        manifests::parse(&work.run(&server, "kustomize", "kubectl kustomize deploy/base")).unwrap();
+    for obj in &base {
+        assert!(
+            get(&client, obj, "kumaco").await.is_some(),
+            "{} was not created:\n{out}",
+            describe(obj)
+        );
+    }
+
+    // The base's flags, as the Pod would run them (no --node-selector: every node).
+    let _kumaco = KumacoProcess::start_with(
+        env!("CARGO_BIN_EXE_kumaco"),
+        &server,
+        &["--namespace=kumaco"],
+        &StartOptions {
+            leader: Some(Pod {
+                name: "kumaco-5f7d8c9b4-h8x2n".into(),
+                namespace: "kumaco".into(),
+            }),
+            ..StartOptions::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let applied = work.run_block(&server, "laptop-window");
+    assert_eq!(applied, "configmap/try-it created\n");
+    wait_for_condition(
+        &client,
+        node,
+        UNDER_MAINTENANCE,
+        Duration::from_secs(60),
+        |c| has_status(c, Some("True")),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    testkit::events::wait_for(
+        &client,
+        "kumaco",
+        "try-it",
+        "WindowStarted",
+        Duration::from_secs(30),
+        |_| true,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    let watched = work.run_block(&server, "laptop-watch");
+    eprintln!("laptop-watch:\n{watched}");
+    let lines: Vec<&str> = watched.lines().collect();
+    assert!(lines[0].starts_with("NODE ") && lines[0].contains("UNDER-MAINTENANCE"));
+    assert_eq!(
+        lines[1].split_whitespace().collect::<Vec<_>>(),
+        [node, "True"]
+    );
+    for reason in ["WindowLoaded", "WindowStarted"] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(reason)),
+            "no {reason} in:\n{watched}"
+        );
+    }
+}
