@@ -36,7 +36,7 @@ smoke:
 diff-long:
 	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_schedule -- --nocapture
 
-# Builds (or finds in the cache) the test API server and the Go oracle.
+# Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, promtool.
 testenv:
 	$(CARGO) run -q -p testkit --bin testenv-path
 

@@ -1,4 +1,4 @@
-//! Builds (once per machine) the Go test programs, helm and kustomize, and prints where
+//! Builds (once per machine) the Go test programs, helm, kustomize and promtool, and prints where
 //! they are cached.
 
 fn main() -> anyhow::Result<()> {
@@ -18,6 +18,7 @@ fn main() -> anyhow::Result<()> {
             testkit::gobuild::helm as fn() -> anyhow::Result<std::path::PathBuf>,
         ),
         ("Kustomize", testkit::gobuild::kustomize),
+        ("Promtool", testkit::gobuild::promtool),
     ] {
         let started = std::time::Instant::now();
         let path = build()?;
