@@ -26,7 +26,7 @@ pub const MAX_MESSAGE_BYTES: usize = 1024;
 
 /// A condition's status. Anything other than `True` or `False` (`Unknown`, or text that
 /// is not a status at all) counts as neither.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Status {
     True,
     False,

@@ -375,6 +375,7 @@ impl Shell {
         self.metrics.nodes_in_progress.set(c.in_progress as i64);
         self.metrics.nodes_planned.set(c.planned as i64);
         self.metrics.active_windows.set(c.active_windows as i64);
+        self.metrics.pass.set(&outcome.counts, &outcome.windows);
 
         let wants_node_events = self.node_events.is_some();
         if self.settings.dry_run {
@@ -632,6 +633,7 @@ impl Shell {
                 let api = api.clone();
                 let manager = manager.clone();
                 let leadership = self.leadership.clone();
+                let write_duration = self.metrics.api_write_duration.clone();
                 async move {
                     // Leadership can lapse while earlier writes of this pass are in
                     // flight; no write may start after it has.
@@ -646,11 +648,13 @@ impl Shell {
                         "status": { "conditions": conditions },
                     });
                     let params = PatchParams::apply(&manager).force();
+                    let started = std::time::Instant::now();
                     let res = tokio::time::timeout(
                         WRITE_TIMEOUT,
                         api.patch_status(&w.node, &params, &Patch::Apply(body)),
                     )
                     .await;
+                    write_duration.observe(started.elapsed().as_secs_f64());
                     let res = match res {
                         Ok(Ok(node)) => Ok(node.resource_version()),
                         Ok(Err(kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {

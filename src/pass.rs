@@ -10,7 +10,7 @@
 //! over the state the last one left writes nothing and posts nothing new.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -88,6 +88,63 @@ pub struct Counts {
     pub in_progress: usize,
     pub planned: usize,
     pub active_windows: usize,
+    /// Nodes by the state of each condition this instance owns once this pass's writes
+    /// land (in scope, and out of scope with conditions still being relinquished).
+    pub conditions: BTreeMap<ConditionState, usize>,
+    /// `MaintenanceInProgress` slots (`--max-in-progress` for the nodes in scope); `None`
+    /// without `--in-progress`.
+    pub slots: Option<usize>,
+    /// When the longest-running maintenance started (`MaintenanceInProgress=True` since).
+    pub oldest_in_progress: Option<Timestamp>,
+    /// When the longest-waiting node began waiting for a slot (`WaitingForSlot`): since
+    /// it entered its window or its last required condition turned True, whichever is
+    /// later. The condition's own lastTransitionTime cannot say: it stays at the last
+    /// status change, and waiting is a reason, not a status.
+    pub oldest_waiting: Option<Timestamp>,
+}
+
+/// A condition as counted in [`Counts::conditions`]. `reason` is one of kumaco's own
+/// reasons or `Other` (a reason written by someone else), so the set of states, and the
+/// metric series built from it, is bounded whatever the nodes carry.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConditionState {
+    pub type_: &'static str,
+    pub status: Status,
+    pub reason: &'static str,
+}
+
+/// The reasons kumaco writes; any other is counted as [`OTHER_REASON`].
+pub const REASONS: [&str; 14] = [
+    decision::REASON_WINDOW,
+    decision::REASON_NO_WINDOW,
+    decision::REASON_BLACKOUT,
+    decision::REASON_OUT_OF_SCOPE,
+    decision::REASON_NOT_MANAGED,
+    decision::REASON_PLANNED,
+    decision::REASON_PLANNED_STARTED,
+    decision::REASON_NOT_PLANNED,
+    in_progress::REASON_COMPLETED,
+    in_progress::REASON_WINDOW_ENDED,
+    in_progress::REASON_WAITING,
+    in_progress::REASON_BLOCKED,
+    in_progress::REASON_REQUIREMENT,
+    in_progress::REASON_CUTOFF,
+];
+pub const OTHER_REASON: &str = "Other";
+
+/// One window ConfigMap as the pass saw it, for per-window metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowSummary {
+    pub id: WindowId,
+    pub valid: bool,
+    pub blackout: bool,
+    /// An occurrence is active now.
+    pub active: bool,
+    /// In-scope nodes the window selects while active (0 while inactive: selectors are
+    /// matched against the nodes only for active windows, to keep a pass linear in them).
+    pub selected: usize,
+    /// The next occurrence's start, strictly after now.
+    pub next_start: Option<Timestamp>,
 }
 
 /// What a pass decided.
@@ -99,6 +156,8 @@ pub struct Outcome {
     /// Pending writes the cache has caught up with: forget them.
     pub settled: Vec<String>,
     pub counts: Counts,
+    /// Every window ConfigMap, in the order given.
+    pub windows: Vec<WindowSummary>,
     /// When the answer changes next by the clock alone.
     pub next_edge: Option<Timestamp>,
 }
@@ -228,7 +287,19 @@ pub fn run<'a>(
         }
     }
 
-    outcome.writes = plans.iter().filter_map(|p| plan_write(p, now)).collect();
+    outcome.counts.slots = rules
+        .in_progress
+        .as_ref()
+        .map(|p| p.slots(outcome.counts.in_scope));
+    let required = rules
+        .in_progress
+        .as_ref()
+        .map_or(&[][..], |p| p.required.as_slice());
+    for plan in &plans {
+        let write = plan_write(plan, now);
+        tally(&mut outcome.counts, plan, write.as_ref(), required);
+        outcome.writes.extend(write);
+    }
 
     let sources: Vec<(&WindowSource, Option<_>)> = windows
         .iter()
@@ -243,7 +314,94 @@ pub fn run<'a>(
         })
         .collect();
     outcome.events = announce::due(&sources, deleted, &rules.instance, now);
+    outcome.windows = windows
+        .iter()
+        .map(|s| WindowSummary {
+            id: s.id.clone(),
+            valid: s.window.is_ok(),
+            blackout: s.window.as_ref().is_ok_and(|w| w.blackout),
+            active: active.iter().any(|(w, _)| w.id == s.id),
+            selected: selected.get(&s.id).copied().unwrap_or(0),
+            next_start: s
+                .window
+                .as_ref()
+                .ok()
+                .and_then(|w| w.schedule.next_after(now)),
+        })
+        .collect();
     outcome
+}
+
+/// Adds a node's conditions, as they will be once `write` (if any) lands, to the counts.
+fn tally(counts: &mut Counts, plan: &Plan, write: Option<&Write>, required: &[String]) {
+    let conditions: Vec<&Condition> = match write {
+        Some(w) => w.conditions.iter().collect(),
+        // No write: the node already shows what kumaco wants.
+        None => plan
+            .current
+            .iter()
+            .filter(|c| {
+                plan.owned.contains(&c.type_.as_str())
+                    || plan.desired.iter().any(|d| d.type_ == c.type_)
+            })
+            .collect(),
+    };
+    for c in &conditions {
+        let Some(type_) = [
+            UNDER_MAINTENANCE,
+            MAINTENANCE_IN_PROGRESS,
+            MAINTENANCE_PLANNED,
+        ]
+        .into_iter()
+        .find(|t| *t == c.type_) else {
+            continue;
+        };
+        let reason = REASONS
+            .into_iter()
+            .find(|r| *r == c.reason)
+            .unwrap_or(OTHER_REASON);
+        *counts
+            .conditions
+            .entry(ConditionState {
+                type_,
+                status: c.status,
+                reason,
+            })
+            .or_default() += 1;
+    }
+    if plan.verdict.is_none() {
+        return;
+    }
+    let since = |type_: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .and_then(|c| c.last_transition_time)
+    };
+    let Some(progress) = conditions
+        .iter()
+        .find(|c| c.type_ == MAINTENANCE_IN_PROGRESS)
+    else {
+        return;
+    };
+    if progress.is_true() {
+        counts.oldest_in_progress =
+            min_some(counts.oldest_in_progress, since(MAINTENANCE_IN_PROGRESS));
+    } else if progress.reason == in_progress::REASON_WAITING {
+        // Waiting implies UnderMaintenance=True and every required condition True.
+        let required = required
+            .iter()
+            .filter_map(|t| find(&plan.current, t)?.last_transition_time);
+        let waiting = since(UNDER_MAINTENANCE).into_iter().chain(required).max();
+        counts.oldest_waiting = min_some(counts.oldest_waiting, waiting);
+    }
+}
+
+fn min_some(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// `MaintenanceInProgress` for the in-scope nodes (with `--in-progress`), added to their

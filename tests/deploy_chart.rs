@@ -154,7 +154,35 @@ async fn helm_rendered_chart_is_accepted_by_the_api_server() {
         "inProgress.enabled=true",
         "inProgress.requireConditions={kured.dev/RebootRequired}",
         "inProgress.maxInProgress=10%",
+        "networkPolicy.enabled=true",
+        "networkPolicy.metricsPodSelector.app=prometheus",
+        "grafanaDashboard.enabled=true",
     ]);
+    // The guard rails and the dashboard (the PrometheusRule needs the operator's CRDs:
+    // tests/alerts.rs checks it).
+    for kind in ["ConfigMap", "NetworkPolicy", "PodDisruptionBudget"] {
+        assert!(
+            kinds(&options).iter().any(|k| k == kind),
+            "no {kind}: {:?}",
+            kinds(&options)
+        );
+    }
+    let dashboard = options
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "ConfigMap"))
+        .unwrap();
+    assert_eq!(
+        dashboard.metadata.labels.as_ref().unwrap()["grafana_dashboard"],
+        "1"
+    );
+    let json = dashboard.data["data"]["kumaco.json"]
+        .as_str()
+        .expect("kumaco.json");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(json).expect("the dashboard is JSON"),
+        serde_json::from_str::<serde_json::Value>(&read("charts/kumaco/files/dashboard.json"))
+            .unwrap()
+    );
     let args = deployment_args(&options);
     for flag in [
         "--namespace=kumaco",

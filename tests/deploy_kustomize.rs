@@ -8,7 +8,9 @@
 //! - its patches took effect (image, flags);
 //! - the optional ServiceMonitor component, added the way docs/operations.md shows, adds
 //!   a Service and a ServiceMonitor, and the ServiceMonitor is exactly what a cluster
-//!   without the CRDs refuses.
+//!   without the CRDs refuses;
+//! - the NetworkPolicy component applies, and the PrometheusRule component renders (and
+//!   is refused the same way without the CRDs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,6 +67,7 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
             matches!(
                 api_version.as_str(),
                 "v1" | "apps/v1"
+                    | "policy/v1"
                     | "rbac.authorization.k8s.io/v1"
                     | "admissionregistration.k8s.io/v1"
             ),
@@ -78,6 +81,7 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
         "ClusterRole",
         "Role",
         "Deployment",
+        "PodDisruptionBudget",
         "ValidatingAdmissionPolicy",
     ] {
         assert!(
@@ -202,6 +206,44 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
             allowed,
             "kumaco's ServiceAccount may {verb} events in {namespace}"
         );
+    }
+
+    // The guard-rail and alert components: a NetworkPolicy every cluster accepts, and a
+    // PrometheusRule that needs the operator (tests/alerts.rs checks its rules).
+    let guarded = deploy.join("overlays/guarded");
+    copy_dir(&deploy.join("overlays/example"), &guarded);
+    let mut kustomization = std::fs::read_to_string(guarded.join("kustomization.yaml")).unwrap();
+    kustomization.push_str(
+        "components:\n  - ../../components/networkpolicy\n  - ../../components/prometheusrule\n",
+    );
+    std::fs::write(guarded.join("kustomization.yaml"), kustomization).unwrap();
+    let guarded = build(&guarded);
+    let mut added: Vec<String> = kinds(&guarded)
+        .into_iter()
+        .filter(|k| !kinds(&objects).contains(k))
+        .collect();
+    added.sort();
+    assert_eq!(
+        added,
+        ["NetworkPolicy", "PrometheusRule"],
+        "{:?}",
+        kinds(&guarded)
+    );
+    for obj in &guarded {
+        match api_version_and_kind(obj).1.as_str() {
+            "NetworkPolicy" => {
+                manifests::apply(&client, obj, &APPLY)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e:#}"));
+            }
+            "PrometheusRule" => {
+                let refused = manifests::apply(&client, obj, &APPLY)
+                    .await
+                    .expect_err("this API server has no PrometheusRule CRD");
+                assert!(format!("{refused:#}").contains("404"), "{refused:#}");
+            }
+            _ => {}
+        }
     }
     let _ = std::fs::remove_dir_all(deploy.parent().unwrap());
 }

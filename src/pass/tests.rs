@@ -428,3 +428,144 @@ fn pending_writes_cover_a_lagging_cache_until_it_catches_up() {
     assert!(!overlay(Some(&unversioned), &view(9), ts("2026-01-01T00:00:05Z")).1);
     assert!(overlay(Some(&unversioned), &view(9), now).1);
 }
+
+fn state(type_: &'static str, status: Status, reason: &'static str) -> ConditionState {
+    ConditionState {
+        type_,
+        status,
+        reason,
+    }
+}
+
+#[test]
+fn each_window_is_summarized_active_or_not_valid_or_not() {
+    let r = rules("pool=a");
+    let mut broken = source("broken", "0 2 * * *", "1h", "", false);
+    broken.window = Err(crate::window::InvalidWindow(vec![]));
+    let windows = [
+        source("pool-a", "0 2 * * *", "1h", "pool=a", false),
+        source("pool-b", "0 2 * * *", "1h", "pool=b", false),
+        source("later", "0 4 * * *", "1h", "", false),
+        source("freeze", "0 2 * * *", "1h", "", true),
+        broken,
+    ];
+    let mut c = Cluster::new(&[
+        ("a1", &[("pool", "a")]),
+        ("a2", &[("pool", "a")]),
+        ("b1", &[("pool", "b")]),
+    ]);
+    let o = c.pass(&r, &windows, ts("2026-01-01T02:30:00Z"));
+    let summary = |name: &str| {
+        let w = o.windows.iter().find(|w| w.id.name == name).unwrap();
+        (w.valid, w.blackout, w.active, w.selected, w.next_start)
+    };
+    let tomorrow_2 = Some(ts("2026-01-02T02:00:00Z"));
+    assert_eq!(summary("pool-a"), (true, false, true, 2, tomorrow_2));
+    assert_eq!(
+        summary("pool-b"),
+        (true, false, true, 0, tomorrow_2),
+        "b1 is out of this instance's scope: active, selecting no node"
+    );
+    assert_eq!(
+        summary("later"),
+        (true, false, false, 0, Some(ts("2026-01-01T04:00:00Z")))
+    );
+    assert_eq!(summary("freeze"), (true, true, true, 2, tomorrow_2));
+    assert_eq!(summary("broken"), (false, false, false, 0, None));
+    assert_eq!(o.windows.len(), 5);
+}
+
+#[test]
+fn nodes_are_counted_by_the_conditions_they_will_show_and_the_oldest_waits_are_reported() {
+    let r = Rules {
+        in_progress: in_progress(1, &[REBOOT]),
+        ..rules("")
+    };
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let mut c = Cluster::new(&[("a", &[]), ("b", &[]), ("c", &[]), ("idle", &[])]);
+    c.set("a", REBOOT, true, ts("2026-01-01T00:00:00Z"));
+    c.set("b", REBOOT, true, ts("2026-01-01T00:00:01Z"));
+    // c needs its reboot only after the window opened: it waits from then.
+    c.set("c", REBOOT, true, ts("2026-01-01T02:10:00Z"));
+    let o = c.pass(&r, &windows, ts("2026-01-01T02:05:00Z"));
+    assert_eq!(o.counts.slots, Some(1));
+    assert_eq!(
+        o.counts.oldest_in_progress,
+        Some(ts("2026-01-01T02:05:00Z")),
+        "counted as the write will leave it"
+    );
+    let o = c.pass(&r, &windows, ts("2026-01-01T02:30:00Z"));
+    assert_eq!(
+        o.counts.oldest_in_progress,
+        Some(ts("2026-01-01T02:05:00Z"))
+    );
+    assert_eq!(
+        o.counts.oldest_waiting,
+        Some(ts("2026-01-01T02:05:00Z")),
+        "b waits since the window opened (its reboot was required before)"
+    );
+    let expected: BTreeMap<ConditionState, usize> = [
+        (
+            state(UNDER_MAINTENANCE, Status::True, decision::REASON_WINDOW),
+            4,
+        ),
+        (
+            state(
+                MAINTENANCE_IN_PROGRESS,
+                Status::True,
+                decision::REASON_WINDOW,
+            ),
+            1,
+        ),
+        (
+            state(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_WAITING,
+            ),
+            2,
+        ),
+        (
+            state(
+                MAINTENANCE_IN_PROGRESS,
+                Status::False,
+                in_progress::REASON_REQUIREMENT,
+            ),
+            1,
+        ),
+    ]
+    .into();
+    assert_eq!(o.counts.conditions, expected);
+
+    // a finishes; b takes the slot; c, alone waiting, waits since its reboot was required.
+    c.set("a", REBOOT, false, ts("2026-01-01T02:40:00Z"));
+    c.pass(&r, &windows, ts("2026-01-01T02:40:00Z"));
+    let o = c.pass(&r, &windows, ts("2026-01-01T02:40:01Z"));
+    assert_eq!(
+        o.counts.oldest_in_progress,
+        Some(ts("2026-01-01T02:40:01Z"))
+    );
+    assert_eq!(o.counts.oldest_waiting, Some(ts("2026-01-01T02:10:00Z")));
+
+    // After the window: nobody waits, nothing in progress.
+    c.set("b", REBOOT, false, ts("2026-01-01T03:30:00Z"));
+    let o = c.pass(&r, &windows, ts("2026-01-01T04:00:00Z"));
+    assert_eq!(o.counts.oldest_in_progress, None);
+    assert_eq!(o.counts.oldest_waiting, None);
+}
+
+#[test]
+fn a_reason_kumaco_does_not_write_is_counted_as_other() {
+    let r = rules("");
+    let mut c = Cluster::new(&[("n", &[])]);
+    // A condition of ours that someone else edited to a reason of their own.
+    c.set("n", UNDER_MAINTENANCE, false, ts("2026-01-01T00:00:00Z"));
+    c.node("n").owned = vec![UNDER_MAINTENANCE.into()];
+    let o = c.pass(&r, &[], ts("2026-01-01T01:00:00Z"));
+    assert!(o.writes.is_empty(), "a False condition is left as it is");
+    assert_eq!(
+        o.counts.conditions,
+        [(state(UNDER_MAINTENANCE, Status::False, OTHER_REASON), 1)].into()
+    );
+    assert_eq!(o.counts.slots, None, "without --in-progress");
+}

@@ -230,10 +230,40 @@ pub fn kubectl() -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// The Prometheus release whose promtool checks and unit-tests kumaco's alert rules
+/// (the Go module's v0.316.0 is Prometheus 3.16.0).
+pub const PROMTOOL_VERSION: &str = "v0.316.0";
+
+/// Returns the path of `promtool`, building it once per machine from the Go module proxy
+/// (`go install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@PROMTOOL_VERSION`)
+/// into the cache. `KUMACO_PROMTOOL_BIN` overrides. The tag leaves out the cloud service
+/// discoveries (AWS, Azure, GCE, ...), most of the build, which rule checks and tests
+/// never use; the first build still downloads Prometheus' dependencies and takes minutes.
+pub fn promtool() -> Result<PathBuf> {
+    go_install_with(
+        "promtool",
+        "github.com/prometheus/prometheus/cmd/promtool",
+        PROMTOOL_VERSION,
+        "KUMACO_PROMTOOL_BIN",
+        &["-tags", "remove_all_sd"],
+    )
+}
+
 /// `go install package@version` into `<cache>/<name>-<version>/<name>`, once per machine
 /// (under a file lock, so concurrent test binaries build it once); `override_var` names
 /// a binary to use instead.
 fn go_install(name: &str, package: &str, version: &str, override_var: &str) -> Result<PathBuf> {
+    go_install_with(name, package, version, override_var, &[])
+}
+
+/// [`go_install`] with more `go install` flags (build tags).
+fn go_install_with(
+    name: &str,
+    package: &str,
+    version: &str,
+    override_var: &str,
+    flags: &[&str],
+) -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(override_var) {
         return Ok(PathBuf::from(path));
     }
@@ -255,6 +285,7 @@ fn go_install(name: &str, package: &str, version: &str, override_var: &str) -> R
         .env("CGO_ENABLED", "0")
         .env("GOTOOLCHAIN", "local")
         .args(["install", "-trimpath", "-ldflags=-s -w"])
+        .args(flags)
         .arg(format!("{package}@{version}"))
         .status()
         .with_context(|| format!("running go install for {name} (is Go >= 1.26 on PATH?)"))?;

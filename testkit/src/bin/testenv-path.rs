@@ -1,5 +1,5 @@
-//! Builds (once per machine) the Go test programs, helm, kustomize and kubectl, and prints where
-//! they are cached.
+//! Builds (once per machine) the Go test programs, helm, kustomize, kubectl and promtool, and
+//! prints where they are cached.
 
 fn main() -> anyhow::Result<()> {
     use testkit::gobuild::{Program, binary};
@@ -19,6 +19,7 @@ fn main() -> anyhow::Result<()> {
         ),
         ("Kustomize", testkit::gobuild::kustomize),
         ("Kubectl", testkit::gobuild::kubectl),
+        ("Promtool", testkit::gobuild::promtool),
     ] {
         let started = std::time::Instant::now();
         let path = build()?;
