@@ -230,6 +230,29 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
     story(&old, &["MaintenanceCompleted"]).await;
     story(&new, &["MaintenanceStarted"]).await;
 
+    // What an operator reads: `kubectl describe node` (a real kubectl, the API server's
+    // version) lists the story under Events.
+    let kubectl = testkit::gobuild::kubectl().expect("kubectl: run `make testenv`");
+    let described = std::process::Command::new(&kubectl)
+        .args(["describe", "node", &old])
+        .env("KUBECONFIG", testkit::ApiServer::shared().kubeconfig())
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("running kubectl describe node");
+    let text = String::from_utf8_lossy(&described.stdout);
+    let events = text.split("\nEvents:").nth(1).unwrap_or_default();
+    for reason in [
+        "MaintenanceWindowStarted",
+        "MaintenanceStarted",
+        "MaintenanceCompleted",
+    ] {
+        assert!(
+            events.contains(reason),
+            "kubectl describe node {old} does not show {reason}:\n{text}\n{}",
+            String::from_utf8_lossy(&described.stderr)
+        );
+    }
+
     // A new process (a restart, a new leader) posts none of them again.
     kumaco.kill().unwrap();
     let restarted = c.kumaco(&[], None).await;

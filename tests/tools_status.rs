@@ -291,6 +291,38 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         direct["windows"][1]["selectedNodes"]
     );
     assert_eq!(through_plugin["nodes"], direct["nodes"]);
+
+    // Through a real kubectl (the API server's version), which finds the plugin on PATH.
+    let kubectl = testkit::gobuild::kubectl().expect("kubectl: run `make testenv`");
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = Command::new(&kubectl)
+        .args(["kumaco", "status", "-n", &ns, "--node-selector", &selector])
+        .args(["-o", "json"])
+        .env("PATH", &path)
+        .env("KUBECONFIG", server.kubeconfig())
+        .env("HOME", "/nonexistent")
+        .output()
+        .expect("running kubectl kumaco status");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "kubectl kumaco status: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let through_kubectl: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(through_kubectl["nodes"], direct["nodes"]);
+    let output = Command::new(&kubectl)
+        .args(["plugin", "list"])
+        .env("PATH", &path)
+        .output()
+        .expect("running kubectl plugin list");
+    let listed = String::from_utf8_lossy(&output.stdout);
+    assert!(listed.contains("kubectl-kumaco"), "{listed}");
+
     let output = Command::new(&plugin)
         .args(["status", "--help"])
         .output()
