@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
 use crate::announce::{Deleted, WindowSource};
+use crate::clock::ClockSteps;
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
 use crate::configmap;
@@ -43,7 +44,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait before retrying failed writes: bounds how late a missed edge lands after
 /// the API server comes back (a retry pass against a down server costs one request).
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
-/// Longest sleep between passes: bounds how late a wall-clock jump is noticed.
+/// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
+/// once by [`ClockSteps`]).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
@@ -174,6 +176,11 @@ pub async fn run(
         failures: 0,
     };
 
+    let (mut clock, no_timerfd) = ClockSteps::new();
+    if let Some(e) = no_timerfd {
+        warn!(error = %e, "no timerfd on the realtime clock: steps of the wall clock are \
+                           noticed within a second, by sampling");
+    }
     let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut first = true;
     loop {
@@ -204,6 +211,12 @@ pub async fn run(
             }
             _ = tokio::time::sleep(sleep) => {}
             _ = shell.leadership.changed() => {}
+            step = clock.stepped() => {
+                // Every edge moved relative to the monotonic timer the sleep runs on.
+                info!(step_seconds = step.as_secs_f64(),
+                      "the wall clock was stepped: re-deriving the conditions now");
+                shell.metrics.clock_steps.inc();
+            }
             _ = &mut shutdown => {
                 info!("signal received, stopping");
                 return Ok(Exit::Signal);

@@ -43,6 +43,8 @@ pub struct StartOptions {
     /// Return once `/healthz` answers instead of `/readyz`: a follower of a leader
     /// election is alive but never ready.
     pub healthy_is_enough: bool,
+    /// More environment variables for kumaco (a preloaded fake clock, for one).
+    pub env: Vec<(String, String)>,
 }
 
 /// Who a leader-electing kumaco is (the Deployment sets these from the downward API).
@@ -87,6 +89,7 @@ impl KumacoProcess {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         if let Some(pod) = &options.leader {
             command
                 .env("POD_NAME", &pod.name)
