@@ -47,6 +47,14 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 /// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
 /// once by [`ClockSteps`]).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// Server-side limit of each watch request, after which kube's watcher resumes from the
+/// last resourceVersion (no re-list). kube also gives up on a watch silent for this plus
+/// 5 s: the only way out of a connection the network silently swallowed (HTTP/1.1 has no
+/// pings), so it bounds how long kumaco can be blind after such a loss, as client-go's
+/// HTTP/2 health checks bound it at 30 + 15 s. kube's default, 290 s, left kumaco
+/// blind to window and node changes for almost five minutes (tests/faultproxy.rs).
+/// A start-up's streaming list must fit in it: 3 s at 10,000 nodes.
+const WATCH_TIMEOUT_SECS: u32 = 40;
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
 
@@ -98,7 +106,9 @@ pub async fn run(
     // time, instead of pages of Nodes: a lower memory peak at start-up.
     let node_stream = watcher(
         Api::<SlimNode>::all(client.clone()),
-        watcher::Config::default().streaming_lists(),
+        watcher::Config::default()
+            .streaming_lists()
+            .timeout(WATCH_TIMEOUT_SECS),
     )
     .default_backoff()
     .modify(move |node| node.keep_only(&manager, &read));
@@ -116,7 +126,9 @@ pub async fn run(
     let mut window_stores = Vec::new();
     for ns in &settings.namespaces {
         let (store, writer) = reflector::store::<ConfigMap>();
-        let cfg = watcher::Config::default().labels(&settings.window_selector);
+        let cfg = watcher::Config::default()
+            .labels(&settings.window_selector)
+            .timeout(WATCH_TIMEOUT_SECS);
         let stream = watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), cfg)
             .default_backoff()
             .modify(configmap::trim)
