@@ -43,8 +43,10 @@ pub struct StartOptions {
     /// Return once `/healthz` answers instead of `/readyz`: a follower of a leader
     /// election is alive but never ready.
     pub healthy_is_enough: bool,
-    /// More environment variables for kumaco (a preloaded fake clock, for one).
+    /// More environment (a fake clock's `LD_PRELOAD`, for one).
     pub env: Vec<(String, String)>,
+    /// `RUST_LOG` other than `info,kumaco=debug` (a long run at hundreds of nodes).
+    pub rust_log: Option<String>,
 }
 
 /// Who a leader-electing kumaco is (the Deployment sets these from the downward API).
@@ -85,11 +87,14 @@ impl KumacoProcess {
             .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .args(args)
-            .env("RUST_LOG", "info,kumaco=debug")
+            .env(
+                "RUST_LOG",
+                options.rust_log.as_deref().unwrap_or("info,kumaco=debug"),
+            )
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
-        command.envs(options.env.iter().map(|(k, v)| (k, v)));
         if let Some(pod) = &options.leader {
             command
                 .env("POD_NAME", &pod.name)
