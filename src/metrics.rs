@@ -259,6 +259,7 @@ pub struct Metrics {
     /// Per-window and per-condition gauges (docs/operations.md, Monitoring).
     pub pass: PassMetrics,
     pub api_write_duration: Histogram,
+    pub clock_steps: Counter,
     ready: AtomicBool,
 }
 
@@ -361,6 +362,12 @@ impl Metrics {
             "With --dry-run: events kumaco would have posted (nothing is), by reason",
             dry_run.events.clone(),
         );
+        let clock_steps = Counter::default();
+        registry.register(
+            "clock_steps",
+            "Steps of the wall clock noticed (each runs a pass at once)",
+            clock_steps.clone(),
+        );
         Metrics {
             registry,
             dry_run,
@@ -378,6 +385,7 @@ impl Metrics {
             config_hash,
             pass,
             api_write_duration,
+            clock_steps,
             ready: AtomicBool::new(false),
         }
     }
