@@ -217,6 +217,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m")]
     pub resync_interval: String,
 
+    /// Server-side limit of each watch request (Go duration, whole seconds). Bounds how
+    /// long a watch connection the network silently swallowed goes unnoticed (this plus
+    /// 5 s). The start-up list of all nodes streams within one watch, so it must fit in it.
+    #[arg(long, value_name = "DURATION", default_value = "40s")]
+    pub watch_timeout: String,
+
     /// Log format (level by RUST_LOG).
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

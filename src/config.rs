@@ -42,6 +42,8 @@ pub struct Settings {
     pub planned_lead_time: Option<jiff::SignedDuration>,
     pub exit_on_config_change: bool,
     pub resync_interval: Duration,
+    /// `--watch-timeout`, in whole seconds (the API's unit), rounded up.
+    pub watch_timeout_secs: u32,
     /// `Some` with `--in-progress`.
     pub in_progress: Option<Policy>,
     /// `Some` with `--leader-elect=true`, never with `--dry-run`.
@@ -71,6 +73,12 @@ impl Settings {
             .as_nanos();
         if resync < 1_000_000_000 {
             return Err(flag_err("resync-interval", "must be at least 1s"));
+        }
+        let watch_timeout = duration::parse(&args.watch_timeout)
+            .map_err(|e| flag_err("watch-timeout", e))?
+            .as_nanos();
+        if !(10_000_000_000..=3_600_000_000_000).contains(&watch_timeout) {
+            return Err(flag_err("watch-timeout", "must be between 10s and 1h"));
         }
         let home = pod_namespace.clone().unwrap_or_else(|| "default".into());
         let field_manager = match &args.field_manager {
@@ -172,6 +180,7 @@ impl Settings {
             planned_lead_time,
             exit_on_config_change: args.exit_on_config_change,
             resync_interval: Duration::from_nanos(resync as u64),
+            watch_timeout_secs: ((watch_timeout + 999_999_999) / 1_000_000_000) as u32,
             in_progress,
             election,
             dry_run: args.dry_run,
@@ -251,6 +260,7 @@ mod tests {
         assert_eq!(s.namespaces, ["kumaco"]);
         assert!(s.node_selector.is_everything());
         assert_eq!(s.resync_interval, Duration::from_secs(300));
+        assert_eq!(s.watch_timeout_secs, 40);
         assert!(s.in_progress.is_none());
         let e = s.election.unwrap();
         assert_eq!(
@@ -300,6 +310,8 @@ mod tests {
                 "--default-timezone",
             ),
             (&["--resync-interval=5"][..], "--resync-interval"),
+            (&["--watch-timeout=1s"][..], "--watch-timeout"),
+            (&["--watch-timeout=2h"][..], "--watch-timeout"),
             (
                 &["--in-progress", "--max-in-progress=0"][..],
                 "--max-in-progress",

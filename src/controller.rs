@@ -51,14 +51,6 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 /// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
 /// once by [`ClockSteps`]).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
-/// Server-side limit of each watch request, after which kube's watcher resumes from the
-/// last resourceVersion (no re-list). kube also gives up on a watch silent for this plus
-/// 5 s: the only way out of a connection the network silently swallowed (HTTP/1.1 has no
-/// pings), so it bounds how long kumaco can be blind after such a loss, as client-go's
-/// HTTP/2 health checks bound it at 30 + 15 s. kube's default, 290 s, left kumaco
-/// blind to window and node changes for almost five minutes (tests/faultproxy.rs).
-/// A start-up's streaming list must fit in it: 3 s at 10,000 nodes.
-const WATCH_TIMEOUT_SECS: u32 = 40;
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
 
@@ -108,11 +100,20 @@ pub async fn run(
     }
     // Streaming lists (WatchList) send the initial state as watch events, one object at a
     // time, instead of pages of Nodes: a lower memory peak at start-up.
+    //
+    // `--watch-timeout` is the server-side limit of each watch request, after which kube's
+    // watcher resumes from the last resourceVersion (no re-list). kube also gives up on a
+    // watch silent for that plus 5 s: the only way out of a connection the network
+    // silently swallowed (HTTP/1.1 has no pings), so it bounds how long kumaco can be
+    // blind after such a loss, as client-go's HTTP/2 health checks bound it at 30 + 15 s.
+    // kube's default, 290 s, left kumaco blind to window and node changes for almost five
+    // minutes (tests/faultproxy.rs). The price: the streaming start-up list is one watch
+    // and must fit in it (3 s at 10,000 nodes); `drive_nodes` warns when it did not.
     let node_stream = watcher(
         Api::<SlimNode>::all(client.clone()),
         watcher::Config::default()
             .streaming_lists()
-            .timeout(WATCH_TIMEOUT_SECS),
+            .timeout(settings.watch_timeout_secs),
     )
     .default_backoff()
     .modify(move |node| node.keep_only(&manager, &read));
@@ -124,6 +125,7 @@ pub async fn run(
         label_keys.clone(),
         wake.clone(),
         metrics.clone(),
+        settings.watch_timeout_secs,
     ));
 
     let tombstones: Tombstones = Arc::default();
@@ -132,7 +134,7 @@ pub async fn run(
         let (store, writer) = reflector::store::<ConfigMap>();
         let cfg = watcher::Config::default()
             .labels(&settings.window_selector)
-            .timeout(WATCH_TIMEOUT_SECS);
+            .timeout(settings.watch_timeout_secs);
         let stream = watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), cfg)
             .default_backoff()
             .modify(configmap::trim)
@@ -268,14 +270,29 @@ async fn drive_nodes<S>(
     label_keys: LabelKeys,
     wake: Arc<Notify>,
     metrics: Arc<Metrics>,
+    watch_timeout_secs: u32,
 ) where
     S: futures::Stream<Item = Result<watcher::Event<SlimNode>, watcher::Error>> + Send,
 {
     let reader = cache.as_reader();
     let mut stream = std::pin::pin!(stream);
+    // A list that starts again before it finished was cut off (by --watch-timeout, or a
+    // connection lost mid-list); if every try is cut, kumaco never becomes ready.
+    let mut listing = false;
     loop {
         match stream.try_next().await {
             Ok(Some(event)) => {
+                match &event {
+                    watcher::Event::Init if listing => warn!(
+                        watch_timeout_seconds = watch_timeout_secs,
+                        "the list of nodes started again before it finished: a list that \
+                         takes longer than --watch-timeout is cut off every time (raise \
+                         --watch-timeout for a very large or slow cluster)"
+                    ),
+                    watcher::Event::Init => listing = true,
+                    watcher::Event::InitDone => listing = false,
+                    _ => {}
+                }
                 let relevant = match &event {
                     watcher::Event::Apply(node) => {
                         let keys = label_keys.read().unwrap_or_else(|e| e.into_inner());
