@@ -98,6 +98,7 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
                 namespace: NS.into(),
             }),
             healthy_is_enough: false,
+            ..StartOptions::default()
         },
     )
     .await

@@ -43,6 +43,10 @@ pub struct StartOptions {
     /// Return once `/healthz` answers instead of `/readyz`: a follower of a leader
     /// election is alive but never ready.
     pub healthy_is_enough: bool,
+    /// More environment (a fake clock's `LD_PRELOAD`, for one).
+    pub env: Vec<(String, String)>,
+    /// `RUST_LOG` other than `info,kumaco=debug` (a long run at hundreds of nodes).
+    pub rust_log: Option<String>,
 }
 
 /// Who a leader-electing kumaco is (the Deployment sets these from the downward API).
@@ -83,7 +87,11 @@ impl KumacoProcess {
             .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
             .args(args)
-            .env("RUST_LOG", "info,kumaco=debug")
+            .env(
+                "RUST_LOG",
+                options.rust_log.as_deref().unwrap_or("info,kumaco=debug"),
+            )
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
