@@ -7,6 +7,8 @@
 //! - [`oracle`]: the real Go code kumaco's parsers must agree with.
 //! - [`fleet`]: realistic nodes in bulk and kumaco as a measured process, for the scale
 //!   harnesses.
+//! - [`faultproxy`]: a TCP proxy between kumaco and the API server that injects network
+//!   faults (latency, stalls, resets, blackholes, partitions) at run time.
 //! - [`events`]: the events.k8s.io/v1 Events about a window ConfigMap, by reason.
 //! - [`churn`]: foreign changes to nodes at a set rate (a stand-in kubelet and another
 //!   controller), for the scale harnesses.
@@ -26,6 +28,7 @@ pub mod churn;
 pub mod cluster;
 pub mod diff;
 pub mod events;
+pub mod faultproxy;
 pub mod fleet;
 pub mod gobuild;
 pub mod history;
