@@ -4,7 +4,7 @@
 
 CARGO ?= cargo
 
-.PHONY: demo test lint bench smoke diff-long testenv
+.PHONY: demo test lint bench smoke chaos diff-long testenv
 
 demo:
 	$(CARGO) build -q --bin kumaco
@@ -31,6 +31,15 @@ smoke:
 		--kumaco target/debug/kumaco --json target/smoke-bench.json
 	$(CARGO) run -q -p testkit --bin kumaco-soak -- --nodes 100 --minutes 1 --churn-rate 20 \
 		--kumaco target/debug/kumaco --json target/smoke-soak.json
+	$(CARGO) run -q -p testkit --bin kumaco-chaos -- --nodes 100 --minutes 2 --settle 12 --tail 20 \
+		--kinds leader-mid-edge,api-crash,proxy,clock-jump,partition,replica \
+		--kumaco target/debug/kumaco --json target/smoke-chaos.json
+
+# The long chaos run of docs/benchmarks.md ("Reliability"): an hour of faults, release
+# builds. A failing run prints its seed and the command that replays it.
+chaos:
+	$(CARGO) build --release --bin kumaco -p kumaco
+	$(CARGO) run --release -p testkit --bin kumaco-chaos -- --minutes 60 --json target/kumaco-chaos.json
 
 # The documented long differential run: 10^6 generated cases per parser.
 diff-long:
