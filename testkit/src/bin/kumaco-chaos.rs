@@ -123,6 +123,10 @@ struct Args {
     /// A short run that must cover every kind of fault lists them.
     #[arg(long, value_enum, value_delimiter = ',')]
     kinds: Vec<Kind>,
+    /// Runs kumaco with this --max-in-progress instead of --ceiling, which the checker
+    /// still holds it to: a run that must fail, to see the checker catch a breach.
+    #[arg(long)]
+    kumaco_max_in_progress: Option<String>,
     /// The kumaco binary.
     #[arg(long, default_value = fleet::DEFAULT_KUMACO)]
     kumaco: PathBuf,
@@ -176,6 +180,10 @@ impl Args {
             String::new()
         } else {
             format!(" --kinds {}", kinds.join(","))
+        };
+        let kinds = match &self.kumaco_max_in_progress {
+            Some(c) => format!("{kinds} --kumaco-max-in-progress {c}"),
+            None => kinds,
         };
         format!(
             "cargo run --release -p testkit --bin kumaco-chaos -- --seed {seed} --minutes {} \
@@ -441,7 +449,12 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         format!("--lease-name={LEASE}"),
         "--in-progress".into(),
         format!("--require-condition={REBOOT_REQUIRED}"),
-        format!("--max-in-progress={}", args.ceiling),
+        format!(
+            "--max-in-progress={}",
+            args.kumaco_max_in_progress
+                .clone()
+                .unwrap_or_else(|| args.ceiling.to_string())
+        ),
     ]
     .into_iter()
     .chain(LEASE_ARGS.iter().map(|s| s.to_string()))
