@@ -73,9 +73,8 @@ impl RebootSource {
             async move {
                 let mut ticker = tokio::time::interval(spec.mark_every);
                 ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let per_tick =
-                    names.len() as f64 * spec.mark_every.as_secs_f64()
-                        / spec.reboot_every.as_secs_f64();
+                let per_tick = names.len() as f64 * spec.mark_every.as_secs_f64()
+                    / spec.reboot_every.as_secs_f64();
                 // The fraction of a node owed by earlier ticks, so that the rate holds
                 // when it is below one node per tick.
                 let mut owed = 0.0;
@@ -84,12 +83,11 @@ impl RebootSource {
                     owed += per_tick;
                     let batch = owed.floor() as usize;
                     owed -= batch as f64;
-                    let batch = state.lock().unwrap().pick(
-                        &names,
-                        &agent.rebooted(),
-                        batch,
-                        spec.cooldown,
-                    );
+                    let batch =
+                        state
+                            .lock()
+                            .unwrap()
+                            .pick(&names, &agent.rebooted(), batch, spec.cooldown);
                     let failed: Vec<String> = futures::stream::iter(batch)
                         .map(|name| {
                             let client = client.clone();

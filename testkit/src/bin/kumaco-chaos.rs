@@ -52,10 +52,10 @@ use anyhow::{Result, bail};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use testkit::agent::{REBOOT_REQUIRED, RebootAgent};
+use testkit::chaos::Rng;
 use testkit::chaos::checker::{Checker, CheckerConfig};
 use testkit::chaos::clock::FakeClock;
 use testkit::chaos::plan::{self, Plan, WindowSpec};
-use testkit::chaos::Rng;
 use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
 use testkit::fleet::{
     self, ZONES, create_namespace, create_nodes, node_labels, node_name, node_status_requests,
@@ -225,7 +225,10 @@ async fn main() -> Result<ExitCode> {
         None => Ok(ExitCode::SUCCESS),
         Some(v) => {
             eprintln!("kumaco-chaos: VIOLATION: {v}");
-            eprintln!("kumaco-chaos: seed {seed}; replay with:\n  {}", args.replay(seed));
+            eprintln!(
+                "kumaco-chaos: seed {seed}; replay with:\n  {}",
+                args.replay(seed)
+            );
             Ok(ExitCode::FAILURE)
         }
     }
@@ -259,7 +262,10 @@ fn initial_windows() -> Vec<WindowSpec> {
                 &[
                     ("startTime", &format!("{k}-59/4 * * * *")),
                     ("duration", "3m"),
-                    ("nodeSelector", &format!("topology.kubernetes.io/zone={zone}")),
+                    (
+                        "nodeSelector",
+                        &format!("topology.kubernetes.io/zone={zone}"),
+                    ),
                 ],
             )
         })
@@ -563,7 +569,15 @@ fn compute_plan(
 ) -> Result<Plan> {
     // From a minute back: the plan must cover "now" whatever the planner's rounding.
     let from = Timestamp::now() - SignedDuration::from_secs(60);
-    plan::compute(&args.kumaco, dir, NAMESPACE, windows, nodes, from, PLAN_SPAN)
+    plan::compute(
+        &args.kumaco,
+        dir,
+        NAMESPACE,
+        windows,
+        nodes,
+        from,
+        PLAN_SPAN,
+    )
 }
 
 /// `mm:ss` of a duration.
@@ -671,7 +685,9 @@ impl<'a> Driver<'a> {
         let began = Instant::now();
         let mut notes = Vec::new();
         // Draws that do not depend on what the cluster does, so a replay stays in step.
-        let hold = self.rng.duration(Duration::from_secs(5), Duration::from_secs(20));
+        let hold = self
+            .rng
+            .duration(Duration::from_secs(5), Duration::from_secs(20));
         let pick = self.rng.below(self.replicas.len());
         let signal = if self.rng.chance(0.7) {
             Signal::Kill
@@ -681,7 +697,9 @@ impl<'a> Driver<'a> {
         let fault = match kind {
             // The leader, just after a window edge.
             Kind::LeaderMidEdge => {
-                let after = self.rng.duration(Duration::ZERO, Duration::from_millis(800));
+                let after = self
+                    .rng
+                    .duration(Duration::ZERO, Duration::from_millis(800));
                 self.until_edge(after).await;
                 let id = self.checker.fault_started("leader killed mid-edge");
                 if let Some(i) = self.leader() {
@@ -726,7 +744,9 @@ impl<'a> Driver<'a> {
             // The API server and etcd, also across an edge.
             Kind::ApiCrash => {
                 let across = self.rng.chance(0.5);
-                let down = self.rng.duration(Duration::from_secs(2), Duration::from_secs(8));
+                let down = self
+                    .rng
+                    .duration(Duration::from_secs(2), Duration::from_secs(8));
                 if across {
                     // Down from just before the edge until after it.
                     if let Some(edge) = self.checker.next_edge() {
@@ -751,10 +771,10 @@ impl<'a> Driver<'a> {
             // A proxy fault on the leader or another replica.
             Kind::Proxy => {
                 let faults = [
-                    Fault::Latency(self.rng.duration(
-                        Duration::from_millis(100),
-                        Duration::from_millis(1500),
-                    )),
+                    Fault::Latency(
+                        self.rng
+                            .duration(Duration::from_millis(100), Duration::from_millis(1500)),
+                    ),
                     Fault::Stall,
                     Fault::ResetMidResponse,
                     Fault::Blackhole,
@@ -769,7 +789,10 @@ impl<'a> Driver<'a> {
                 let name = label.split('(').next().unwrap_or_default().to_string();
                 let id = self.checker.fault_started("proxy fault");
                 self.replicas[target].proxy.set(faults[f].clone());
-                notes.push(format!("proxy {label} on r{target} for {:.0}s", hold.as_secs_f64()));
+                notes.push(format!(
+                    "proxy {label} on r{target} for {:.0}s",
+                    hold.as_secs_f64()
+                ));
                 tokio::time::sleep(hold).await;
                 self.replicas[target].proxy.set(Fault::None);
                 *self.tally.proxy_faults.entry(name).or_default() += 1;
@@ -780,7 +803,10 @@ impl<'a> Driver<'a> {
                 let target = self.leader().unwrap_or(pick);
                 let id = self.checker.fault_started("partition");
                 self.replicas[target].proxy.set(Fault::Partition);
-                notes.push(format!("r{target} partitioned for {:.0}s", hold.as_secs_f64()));
+                notes.push(format!(
+                    "r{target} partitioned for {:.0}s",
+                    hold.as_secs_f64()
+                ));
                 tokio::time::sleep(hold).await;
                 self.replicas[target].proxy.set(Fault::None);
                 self.tally.partitions += 1;
@@ -805,7 +831,10 @@ impl<'a> Driver<'a> {
                 }
                 let clock = self.replicas[0].clock.as_mut().expect("replica 0's clock");
                 clock.set_offset(step)?;
-                notes.push(format!("r0's clock {step:+}s for {:.0}s", hold.as_secs_f64()));
+                notes.push(format!(
+                    "r0's clock {step:+}s for {:.0}s",
+                    hold.as_secs_f64()
+                ));
                 tokio::time::sleep(hold).await;
                 let clock = self.replicas[0].clock.as_mut().expect("replica 0's clock");
                 clock.set_offset(0)?;
@@ -818,9 +847,10 @@ impl<'a> Driver<'a> {
         if edit {
             notes.push(format!("edit {}", self.edit_windows().await?));
         }
-        if extra_kill && let Some(i) = (0..self.replicas.len())
-            .map(|k| (pick + k) % self.replicas.len())
-            .find(|&i| self.replicas[i].process.is_some() && Some(i) != self.leader())
+        if extra_kill
+            && let Some(i) = (0..self.replicas.len())
+                .map(|k| (pick + k) % self.replicas.len())
+                .find(|&i| self.replicas[i].process.is_some() && Some(i) != self.leader())
         {
             self.kill(i, Signal::Kill).await?;
             notes.push(format!("SIGKILL r{i}"));
@@ -841,7 +871,9 @@ impl<'a> Driver<'a> {
     /// The quiet gap after an episode, in which the checker compares with the plan.
     async fn quiet_gap(&mut self) {
         let gap = Duration::from_secs(self.args.settle)
-            + self.rng.duration(Duration::from_secs(5), Duration::from_secs(15));
+            + self
+                .rng
+                .duration(Duration::from_secs(5), Duration::from_secs(15));
         tokio::time::sleep(gap).await;
     }
 
@@ -894,7 +926,10 @@ fn print_figures(f: &Value) {
     let t = &f["faults"];
     println!();
     println!("seed                         {}", f["seed"]);
-    println!("minutes                      {:.1}", f["minutes"].as_f64().unwrap_or(0.0));
+    println!(
+        "minutes                      {:.1}",
+        f["minutes"].as_f64().unwrap_or(0.0)
+    );
     println!(
         "kills (SIGKILL / SIGTERM)    {} ({} / {}), of the leader {}, mid-edge {}, mid-write {}",
         f["kills"], t["sigkill"], t["sigterm"], t["leader_kills"], t["mid_edge"], t["mid_write"]
@@ -907,7 +942,10 @@ fn print_figures(f: &Value) {
         "proxy faults / partitions    {} / {}",
         t["proxy_faults"], t["partitions"]
     );
-    println!("clock jumps / window edits   {} / {}", t["clock_jumps"], t["window_edits"]);
+    println!(
+        "clock jumps / window edits   {} / {}",
+        t["clock_jumps"], t["window_edits"]
+    );
     println!(
         "fault minutes                {:.1}",
         t["fault_seconds"].as_f64().unwrap_or(0.0) / 60.0

@@ -500,7 +500,10 @@ impl Ctx {
             }
         }
         if old.um.is_none() && new.um.as_ref().is_some_and(|c| c.status == "False") {
-            self.violate(s, format!("UnderMaintenance=False added on {at}, which had no such condition"));
+            self.violate(
+                s,
+                format!("UnderMaintenance=False added on {at}, which had no such condition"),
+            );
         }
         let started = !Cond::is_true(&old.mip) && Cond::is_true(&new.mip);
         if started {

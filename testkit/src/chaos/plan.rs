@@ -144,7 +144,12 @@ mod tests {
         ]});
         let plan = parse(&json).unwrap();
         assert!(plan.at(t("2026-01-01T00:00:59Z")).unwrap().nodes.is_empty());
-        assert!(plan.at(t("2026-01-01T00:01:00Z")).unwrap().nodes.contains("a"));
+        assert!(
+            plan.at(t("2026-01-01T00:01:00Z"))
+                .unwrap()
+                .nodes
+                .contains("a")
+        );
         assert!(plan.at(t("2026-01-01T00:02:00Z")).is_none());
     }
 }
