@@ -159,9 +159,12 @@ impl Kind {
         Kind::Partition,
         Kind::ClockJump,
     ];
-    /// How often each is drawn: about 1.3 kills per episode and an API server crash in
-    /// 1 of 10, so that an hour (about 80 episodes) holds over 100 kills and 10 crashes.
+    /// How often each is drawn (with an extra SIGKILL in half the episodes: about 1.2
+    /// kills per episode, so that an hour of about 95 episodes holds over 100).
     const WEIGHTS: [u32; 8] = [4, 3, 3, 2, 2, 3, 2, 2];
+    /// Every this many episodes is an API server crash whatever the draw: over 10 in an
+    /// hour, not just on average.
+    const CRASH_EVERY: u64 = 7;
 }
 
 impl Args {
@@ -677,11 +680,18 @@ impl<'a> Driver<'a> {
     async fn episode(&mut self) -> Result<()> {
         self.tally.episodes += 1;
         let kind = match self.args.kinds.len() {
-            0 => Kind::ALL[self.rng.weighted(&Kind::WEIGHTS)],
+            0 => {
+                let drawn = Kind::ALL[self.rng.weighted(&Kind::WEIGHTS)];
+                if self.tally.episodes.is_multiple_of(Kind::CRASH_EVERY) {
+                    Kind::ApiCrash
+                } else {
+                    drawn
+                }
+            }
             n => self.args.kinds[(self.tally.episodes as usize - 1) % n],
         };
         let edit = self.rng.chance(0.4);
-        let extra_kill = self.rng.chance(0.3);
+        let extra_kill = self.rng.chance(0.5);
         let began = Instant::now();
         let mut notes = Vec::new();
         // Draws that do not depend on what the cluster does, so a replay stays in step.
