@@ -555,6 +555,19 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     Ok(Outcome { figures, violation })
 }
 
+impl Drop for Driver<'_> {
+    /// The replicas and their proxies go before the API server: it would wait for their
+    /// connections to drain (up to a minute) before it stops.
+    fn drop(&mut self) {
+        for replica in &mut self.replicas {
+            if let Some(mut process) = replica.process.take() {
+                let _ = process.kill();
+            }
+        }
+        self.replicas.clear();
+    }
+}
+
 async fn put(client: &kube::Client, w: &WindowSpec) -> Result<()> {
     let data: Vec<(&str, &str)> = w
         .data
