@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use tracing::{debug, error, info, warn};
 
 use crate::announce::{Deleted, WindowSource};
+use crate::clock::ClockSteps;
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
 use crate::configmap;
@@ -43,8 +44,17 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait before retrying failed writes: bounds how late a missed edge lands after
 /// the API server comes back (a retry pass against a down server costs one request).
 const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
-/// Longest sleep between passes: bounds how late a wall-clock jump is noticed.
+/// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
+/// once by [`ClockSteps`]).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
+/// Server-side limit of each watch request, after which kube's watcher resumes from the
+/// last resourceVersion (no re-list). kube also gives up on a watch silent for this plus
+/// 5 s: the only way out of a connection the network silently swallowed (HTTP/1.1 has no
+/// pings), so it bounds how long kumaco can be blind after such a loss, as client-go's
+/// HTTP/2 health checks bound it at 30 + 15 s. kube's default, 290 s, left kumaco
+/// blind to window and node changes for almost five minutes (tests/faultproxy.rs).
+/// A start-up's streaming list must fit in it: 3 s at 10,000 nodes.
+const WATCH_TIMEOUT_SECS: u32 = 40;
 /// Writes in flight at once.
 const WRITE_CONCURRENCY: usize = 32;
 
@@ -96,7 +106,9 @@ pub async fn run(
     // time, instead of pages of Nodes: a lower memory peak at start-up.
     let node_stream = watcher(
         Api::<SlimNode>::all(client.clone()),
-        watcher::Config::default().streaming_lists(),
+        watcher::Config::default()
+            .streaming_lists()
+            .timeout(WATCH_TIMEOUT_SECS),
     )
     .default_backoff()
     .modify(move |node| node.keep_only(&manager, &read));
@@ -114,7 +126,9 @@ pub async fn run(
     let mut window_stores = Vec::new();
     for ns in &settings.namespaces {
         let (store, writer) = reflector::store::<ConfigMap>();
-        let cfg = watcher::Config::default().labels(&settings.window_selector);
+        let cfg = watcher::Config::default()
+            .labels(&settings.window_selector)
+            .timeout(WATCH_TIMEOUT_SECS);
         let stream = watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), cfg)
             .default_backoff()
             .modify(configmap::trim)
@@ -174,6 +188,11 @@ pub async fn run(
         failures: 0,
     };
 
+    let (mut clock, no_timerfd) = ClockSteps::new();
+    if let Some(e) = no_timerfd {
+        warn!(error = %e, "no timerfd on the realtime clock: steps of the wall clock are \
+                           noticed within a second, by sampling");
+    }
     let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut first = true;
     loop {
@@ -204,6 +223,12 @@ pub async fn run(
             }
             _ = tokio::time::sleep(sleep) => {}
             _ = shell.leadership.changed() => {}
+            step = clock.stepped() => {
+                // Every edge moved relative to the monotonic timer the sleep runs on.
+                info!(step_seconds = step.as_secs_f64(),
+                      "the wall clock was stepped: re-deriving the conditions now");
+                shell.metrics.clock_steps.inc();
+            }
             _ = &mut shutdown => {
                 info!("signal received, stopping");
                 return Ok(Exit::Signal);

@@ -23,6 +23,7 @@
 //! - [`cli`]: the command line; [`config`]: its flags validated into settings;
 //!   [`kubeclient`]: how every subcommand finds the API server.
 //! - [`controller`]: watches, the loop, executing the pass's node writes;
+//!   [`clock`]: noticing steps of the wall clock at once;
 //!   [`events`]: creating the window events it says should exist, by name.
 //! - [`node`]: the part of a Node kumaco reads, decoded without the rest;
 //!   [`configmap`]: a window ConfigMap trimmed to what kumaco reads.
@@ -33,6 +34,7 @@
 
 pub mod announce;
 pub mod cli;
+pub mod clock;
 pub mod conditions;
 pub mod config;
 pub mod configmap;

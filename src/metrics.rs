@@ -52,6 +52,7 @@ pub struct Metrics {
     pub node_events: Family<RelevanceLabels, Counter>,
     pub reconcile_duration: Histogram,
     pub config_hash: Gauge<i64, AtomicI64>,
+    pub clock_steps: Counter,
     ready: AtomicBool,
 }
 
@@ -136,6 +137,12 @@ impl Metrics {
             "Hash of all window ConfigMaps' data (changes when any window changes)",
             config_hash.clone(),
         );
+        let clock_steps = Counter::default();
+        registry.register(
+            "clock_steps",
+            "Steps of the wall clock noticed (each runs a pass at once)",
+            clock_steps.clone(),
+        );
         Metrics {
             registry,
             windows,
@@ -150,6 +157,7 @@ impl Metrics {
             node_events,
             reconcile_duration,
             config_hash,
+            clock_steps,
             ready: AtomicBool::new(false),
         }
     }

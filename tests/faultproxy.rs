@@ -298,6 +298,41 @@ async fn kumaco_lands_an_edge_missed_during_each_fault_once_it_is_lifted() {
     assert!(stats.resets >= 1 && stats.blackholed >= 1, "{stats:?}");
 }
 
+/// A blackhole swallows kumaco's watch connections; once it is lifted kumaco must see
+/// changes again without waiting for kube's default watch timeout (290 s + 5 s, the
+/// delay before the fix): a window created after the blackhole is seen within kumaco's
+/// watch timeout (40 s) plus kube's 5 s margin.
+#[tokio::test]
+async fn kumaco_sees_changes_again_soon_after_a_blackhole_swallowed_its_watches() {
+    let server = ApiServer::shared();
+    let c = TestCluster::new(server, "blackwatch").await;
+    let proxy = proxy(server);
+    let kubeconfig = via_kubeconfig(server, &proxy, &c.scope);
+    let kumaco = kumaco_via(&c, server, &kubeconfig).await;
+    let node = c.node("a", &[("zone", "a")]).await;
+    // The node's creation reached kumaco: its watch is up, with nothing after it.
+    poll_metric(&kumaco, "kumaco_nodes_in_scope", 1.0).await;
+    let blind_from = Instant::now();
+    proxy.set(Fault::Blackhole);
+    tokio::time::sleep(QUIET).await;
+    proxy.set(Fault::None);
+    c.put_active_window("w", "zone=a").await;
+    let bound = Duration::from_secs(40 + 5) + RECOVERY_BOUND;
+    c.wait_status(&node, Some("True"), bound + SOON).await;
+    let blind = blind_from.elapsed();
+    eprintln!(
+        "PROXY_RECOVERY_MS {} blackhole of the watches, to a new window applied",
+        blind.as_millis()
+    );
+    assert!(
+        blind <= bound,
+        "kumaco saw the window {blind:?} after its watches were swallowed (bound {bound:?}); \
+         kumaco log {}",
+        kumaco.log_path().display()
+    );
+    assert!(proxy.stats().blackholed >= 2, "{:?}", proxy.stats());
+}
+
 /// Under added latency kumaco keeps its edges, each late by a few round trips at most.
 #[tokio::test]
 async fn kumaco_keeps_edges_under_latency() {

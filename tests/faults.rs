@@ -277,9 +277,9 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
 // ---------------------------------------------------------------------------------------
 // 3. Watches end and re-list (410 Gone) without duplicate writes
 
-/// kube-rs watches always send `timeoutSeconds=290`, which the API server honours over
-/// `--min-request-timeout` (that flag only bounds watches that give no timeout), so a
-/// steady API server never ends kumaco's watches within a test. A restarted one does: its
+/// kumaco's watches send `timeoutSeconds=40`, which the API server honours over
+/// `--min-request-timeout`; a watch it ends so resumes from its resourceVersion, which a
+/// steady API server still has: no 410, no re-list. A restarted one answers 410: its
 /// fresh watch cache starts at the current etcd revision, later than the resourceVersion
 /// kumaco resumes from, so the resumed watch is answered 410 Gone (reason `Expired`, "too
 /// old resource version") and kumaco's watcher re-lists.
