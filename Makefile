@@ -12,7 +12,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= docker.io/library/kumaco:$(VERSION)
 IMAGE_BIN := target/image/x86_64-unknown-linux-gnu/release/kumaco
 
-.PHONY: demo test lint bench smoke diff-long testenv image prometheusrule
+.PHONY: demo test lint bench smoke chaos diff-long testenv image prometheusrule
 
 demo:
 	$(CARGO) build -q --bin kumaco
@@ -40,12 +40,22 @@ smoke:
 		--kumaco target/debug/kumaco --json target/smoke-bench.json
 	$(CARGO) run -q -p testkit --bin kumaco-soak -- --nodes 100 --minutes 1 --churn-rate 20 \
 		--kumaco target/debug/kumaco --json target/smoke-soak.json
+	$(CARGO) run -q -p testkit --bin kumaco-chaos -- --nodes 100 --minutes 2 --settle 12 --tail 20 \
+		--kinds leader-mid-edge,api-crash,proxy,clock-jump,partition,replica \
+		--kumaco target/debug/kumaco --json target/smoke-chaos.json
+
+# The long chaos run of docs/benchmarks.md ("Reliability"): an hour of faults, release
+# builds. A failing run prints its seed and the command that replays it.
+chaos:
+	$(CARGO) build --release --bin kumaco -p kumaco
+	$(CARGO) run --release -p testkit --bin kumaco-chaos -- --minutes 60 --json target/kumaco-chaos.json
 
 # The documented long differential run: 10^6 generated cases per parser.
 diff-long:
 	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_schedule -- --nocapture
 
-# Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, promtool.
+# Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, kubectl
+# and promtool.
 testenv:
 	$(CARGO) run -q -p testkit --bin testenv-path
 

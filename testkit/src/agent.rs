@@ -22,7 +22,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -102,7 +102,9 @@ impl RebootAgent {
             let shared = shared.clone();
             async move {
                 let mut listed_tx = Some(listed_tx);
-                let mut events = watcher(api, config).boxed();
+                // With backoff: an API server down for seconds (kumaco-chaos crashes it)
+                // must not make the watch retry in a busy loop.
+                let mut events = watcher(api, config).default_backoff().boxed();
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
@@ -187,12 +189,15 @@ impl AgentShared {
         loop {
             match set_condition(&self.client, node, REBOOT_REQUIRED, "False", AGENT_MANAGER).await {
                 Ok(_) => break,
-                // The API server is shared and may be slow; a reboot that is never
-                // reported would stall the test with a misleading timeout, so say so.
-                Err(e) if attempt < 10 => {
-                    eprintln!("reboot agent: {e:#}; retrying");
+                // The API server is shared and may be slow, or down for seconds
+                // (kumaco-chaos crashes it): a reboot that is never reported holds a slot
+                // for ever, so keep trying for a minute, and say so once.
+                Err(e) if attempt < 120 => {
+                    if attempt == 0 {
+                        eprintln!("reboot agent: {e:#}; retrying for up to a minute");
+                    }
                     attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => {
                     eprintln!("reboot agent: giving up on {node}: {e:#}");

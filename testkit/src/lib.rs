@@ -12,13 +12,18 @@
 //! - [`events`]: the events.k8s.io/v1 Events about a window ConfigMap, by reason.
 //! - [`churn`]: foreign changes to nodes at a set rate (a stand-in kubelet and another
 //!   controller), for the scale harnesses.
+//! - [`chaos`]: kumaco-chaos's seeded fault schedule, fake clock, planner reference and
+//!   independent checker.
 //! - [`cluster`]: one integration test's namespace and node scope, with window and node
 //!   helpers.
+//! - [`reporter`]: a stand-in reboot-required reporter at a steady rate, for the
+//!   long-running harnesses.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
 //!   does, for the deploy tests.
 
 pub mod agent;
 pub mod apiserver;
+pub mod chaos;
 pub mod churn;
 pub mod cluster;
 pub mod diff;
@@ -31,6 +36,7 @@ pub mod kumaco;
 pub mod manifests;
 pub mod nodes;
 pub mod oracle;
+pub mod reporter;
 pub mod time;
 
 pub use apiserver::{ApiServer, client_from_kubeconfig};

@@ -51,16 +51,12 @@
 //! died. Ctrl-C ends the run early with the summary of the samples taken so far (the
 //! terminal's SIGINT also stops kumaco and the API server, so no sample follows it).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -71,28 +67,21 @@ use testkit::fleet::{
     node_name, node_status_requests, put_window,
 };
 use testkit::kumaco::{apiserver_metrics, metric_sum};
-use testkit::nodes::set_condition;
+use testkit::reporter::{RebootSource, ReporterSpec, SourceState};
 use testkit::{ApiServer, Scope};
 
 const NAMESPACE: &str = "soak";
 /// kumaco's field manager and log directory, and the windows' field manager.
 const NAME: &str = "kumaco-soak";
 const UNDER_MAINTENANCE: &str = "kured.dev/UnderMaintenance";
-/// Field manager of the stand-in reboot-required reporter.
-const REPORTER: &str = "reboot-required-reporter";
-/// Each node needs a reboot about this often.
-const REBOOT_EVERY: Duration = Duration::from_secs(600);
-/// The reporter's period: small batches, as updates land on nodes at random moments.
-const MARK_EVERY: Duration = Duration::from_secs(5);
+/// Each node needs a reboot about every 10 minutes, marked in small batches every 5 s.
+const REPORTER_SPEC: ReporterSpec = ReporterSpec {
+    reboot_every: Duration::from_secs(600),
+    mark_every: Duration::from_secs(5),
+    cooldown: Duration::from_secs(60),
+};
 /// A drain and reboot, as the stand-in agent takes it.
 const REBOOT_PAUSE: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(20));
-/// A node is not marked again for this long after its reboot. The agent tells one
-/// maintenance from the next by `lastTransitionTime`, which has whole seconds: re-marked
-/// within the second of its end, a node's next maintenance would look already handled
-/// and keep a slot forever. (A real node also needs a while before its next update.)
-const COOLDOWN: Duration = Duration::from_secs(60);
-/// Marks written at once.
-const MARK_CONCURRENCY: usize = 8;
 /// The first minute holds the startup (every open window written at once) and the
 /// reboot backlog filling up; figures "in steady state" start after it.
 const STEADY_AFTER: Duration = Duration::from_secs(60);
@@ -237,7 +226,7 @@ async fn run(args: &Args) -> Result<Outcome> {
     } else {
         None
     };
-    let mut source = RebootSource::start(client.clone(), names, agent.clone());
+    let mut source = RebootSource::start(client.clone(), names, agent.clone(), REPORTER_SPEC);
 
     let probe = Probe {
         client: &client,
@@ -255,7 +244,7 @@ async fn run(args: &Args) -> Result<Outcome> {
     let churn = churn.map(|churn| churn.progress());
 
     let observed = observer.observed();
-    let source_state = source.state.lock().unwrap();
+    let source_state = source.state();
     let mut failures = Vec::new();
     if observed.max_in_progress > ceiling {
         failures.push(format!(
@@ -333,150 +322,6 @@ async fn create_windows(client: &kube::Client) -> Result<()> {
         ],
     )
     .await
-}
-
-// ---------------------------------------------------------------------------------------
-// The reboot-required reporter
-
-/// Stands in for kured's reboot-required reporter: every [`MARK_EVERY`] it sets
-/// `RebootRequired=True` on a random batch of nodes that need no reboot yet, so many
-/// that each node needs one about every [`REBOOT_EVERY`]. It also follows the agent's
-/// reboots, to know which nodes wait and for how long they waited.
-struct RebootSource {
-    state: Arc<Mutex<SourceState>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-#[derive(Default)]
-struct SourceState {
-    /// Nodes marked and not rebooted yet, with the time of the mark.
-    waiting: HashMap<String, Timestamp>,
-    /// When each node's last reboot was reported done.
-    rebooted: HashMap<String, Timestamp>,
-    /// How many of the agent's reboots are accounted for.
-    reboots_seen: usize,
-    marks: usize,
-    /// Seconds from a mark to its reboot done, per reboot.
-    waits: Vec<f64>,
-    errors: usize,
-}
-
-impl RebootSource {
-    fn start(client: kube::Client, names: Vec<String>, agent: Arc<RebootAgent>) -> Self {
-        let state = Arc::new(Mutex::new(SourceState::default()));
-        let task = tokio::spawn({
-            let state = state.clone();
-            async move {
-                let mut ticker = tokio::time::interval(MARK_EVERY);
-                ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let per_tick =
-                    names.len() as f64 * MARK_EVERY.as_secs_f64() / REBOOT_EVERY.as_secs_f64();
-                // The fraction of a node owed by earlier ticks, so that the rate holds
-                // when it is below one node per tick.
-                let mut owed = 0.0;
-                loop {
-                    ticker.tick().await;
-                    owed += per_tick;
-                    let batch = owed.floor() as usize;
-                    owed -= batch as f64;
-                    let batch = state.lock().unwrap().pick(&names, &agent.rebooted(), batch);
-                    let failed: Vec<String> = futures::stream::iter(batch)
-                        .map(|name| {
-                            let client = client.clone();
-                            async move {
-                                let res = set_condition(
-                                    &client,
-                                    &name,
-                                    REBOOT_REQUIRED,
-                                    "True",
-                                    REPORTER,
-                                )
-                                .await;
-                                (name, res)
-                            }
-                        })
-                        .buffer_unordered(MARK_CONCURRENCY)
-                        .filter_map(|(name, res)| async move { res.err().map(|_| name) })
-                        .collect()
-                        .await;
-                    let mut state = state.lock().unwrap();
-                    for name in failed {
-                        state.errors += 1;
-                        state.marks -= 1;
-                        state.waiting.remove(&name);
-                    }
-                }
-            }
-        });
-        RebootSource { state, task }
-    }
-
-    /// Stops marking and accounts for the reboots done so far; the state stays readable.
-    async fn stop(&mut self, agent: &RebootAgent) {
-        self.task.abort();
-        let _ = (&mut self.task).await;
-        self.state.lock().unwrap().sync(&agent.rebooted());
-    }
-
-    fn waiting(&self) -> usize {
-        self.state.lock().unwrap().waiting.len()
-    }
-}
-
-impl Drop for RebootSource {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl SourceState {
-    /// Takes the agent's reboots not seen yet into account.
-    fn sync(&mut self, rebooted: &[(Timestamp, String)]) {
-        for (at, node) in &rebooted[self.reboots_seen.min(rebooted.len())..] {
-            if let Some(marked) = self.waiting.remove(node) {
-                self.waits.push(at.duration_since(marked).as_secs_f64());
-            }
-            self.rebooted.insert(node.clone(), *at);
-        }
-        self.reboots_seen = rebooted.len();
-    }
-
-    /// After [`SourceState::sync`], picks up to `count` random nodes to mark among those
-    /// neither waiting nor just rebooted, and records them as waiting.
-    fn pick(
-        &mut self,
-        names: &[String],
-        rebooted: &[(Timestamp, String)],
-        count: usize,
-    ) -> Vec<String> {
-        self.sync(rebooted);
-        let now = Timestamp::now();
-        let mut eligible: Vec<&String> = names
-            .iter()
-            .filter(|name| {
-                !self.waiting.contains_key(*name)
-                    && self.rebooted.get(*name).is_none_or(|at| {
-                        now.duration_since(*at).as_secs_f64() >= COOLDOWN.as_secs_f64()
-                    })
-            })
-            .collect();
-        let mut batch = Vec::new();
-        while batch.len() < count && !eligible.is_empty() {
-            let name = eligible.swap_remove(random_below(eligible.len())).clone();
-            self.waiting.insert(name.clone(), now);
-            batch.push(name);
-        }
-        self.marks += batch.len();
-        batch
-    }
-}
-
-/// A random index below `n` (> 0). Randomness from std's hasher keys, as
-/// `testkit::agent::random_duration` (the harness has no `rand`).
-fn random_below(n: usize) -> usize {
-    static CALLS: AtomicU64 = AtomicU64::new(0);
-    let bits = RandomState::new().hash_one(CALLS.fetch_add(1, Ordering::Relaxed));
-    (bits % n as u64) as usize
 }
 
 // ---------------------------------------------------------------------------------------
