@@ -277,12 +277,14 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
 // ---------------------------------------------------------------------------------------
 // 3. Watches end and re-list (410 Gone) without duplicate writes
 
-/// kumaco's watches send `timeoutSeconds=40`, which the API server honours over
-/// `--min-request-timeout`; a watch it ends so resumes from its resourceVersion, which a
-/// steady API server still has: no 410, no re-list. A restarted one answers 410: its
-/// fresh watch cache starts at the current etcd revision, later than the resourceVersion
-/// kumaco resumes from, so the resumed watch is answered 410 Gone (reason `Expired`, "too
-/// old resource version") and kumaco's watcher re-lists.
+/// A restarted API server answers a resumed watch with 410: its fresh watch cache starts
+/// at the current etcd revision, later than the resourceVersion kumaco resumes from, so
+/// the resumed watch is answered 410 Gone (reason `Expired`, "too old resource version")
+/// and kumaco's watcher re-lists. kumaco runs with `--watch-timeout=1h` here: with the
+/// default 40 s, the API server's bookmark just before a watch's end can bring kumaco's
+/// resourceVersion up to the current revision between the test's write and the kill, and
+/// then the resumed watch is valid (no 410) and the round has nothing to observe. (A
+/// watch ended by its timeout on a steady server resumes without a re-list either way.)
 #[tokio::test]
 async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
     let mut server = private_server().await;
@@ -293,7 +295,9 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
     ];
     c.put_active_window("now", "zone=a").await;
     // Resyncs every 2 s: passes without a change must not write either.
-    let kumaco = c.kumaco(&server, &["--resync-interval=2s"]).await;
+    let kumaco = c
+        .kumaco(&server, &["--resync-interval=2s", "--watch-timeout=1h"])
+        .await;
     for node in &steady {
         c.wait_status(node, Some("True"), SOON).await;
     }
