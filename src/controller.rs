@@ -56,8 +56,8 @@ const WRITE_CONCURRENCY: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(String),
+    #[error("{0}")]
+    Client(String),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("serving metrics/health: {0}")]
@@ -65,6 +65,12 @@ pub enum ControllerError {
     #[error("watch stream ended unexpectedly")]
     WatchEnded,
 }
+
+/// Makes a client on connections of its own. The controller starts with one, and a new
+/// leader whose caches predate its term lists again on a new one: connections the
+/// network swallowed, which kept those caches behind, must not hold up the lists meant
+/// to catch up.
+pub type Connect = Box<dyn Fn() -> Result<Client, crate::kubeclient::ClientError> + Send>;
 
 /// Why `run` returned without an error.
 #[derive(Debug, PartialEq, Eq)]
@@ -80,12 +86,14 @@ type Tombstones = Arc<Mutex<Vec<(ConfigMap, Timestamp)>>>;
 
 /// Runs the controller until a signal (or a config change, if so configured).
 pub async fn run(
-    client: Client,
+    connect: Connect,
     settings: Settings,
     metrics: Arc<Metrics>,
     leadership: Leadership,
 ) -> Result<Exit, ControllerError> {
+    let client = connect().map_err(|e| ControllerError::Client(e.to_string()))?;
     let wake = Arc::new(Notify::new());
+    leadership.first_round().await;
 
     let (nodes, node_writer) = reflector::store::<SlimNode>();
     let manager = settings.field_manager.clone();
@@ -98,8 +106,11 @@ pub async fn run(
     if let Some(policy) = &settings.in_progress {
         read.extend(policy.required.iter().chain(&policy.blocking).cloned());
     }
-    // Streaming lists (WatchList) send the initial state as watch events, one object at a
-    // time, instead of pages of Nodes: a lower memory peak at start-up.
+    // Every list is a consistent read (kube's default `ListSemantic::MostRecent`, pages of
+    // 500), so that a list asked for after a moment shows every write made before it:
+    // the fence a new leader writes behind (`Shell::fresh`). Streaming lists would send
+    // less at once, but kube asks for them at resourceVersion 0, which the API server
+    // answers from its watch cache however far behind etcd that is.
     //
     // `--watch-timeout` is the server-side limit of each watch request, after which kube's
     // watcher resumes from the last resourceVersion (no re-list). kube also gives up on a
@@ -107,49 +118,68 @@ pub async fn run(
     // silently swallowed (HTTP/1.1 has no pings), so it bounds how long kumaco can be
     // blind after such a loss, as client-go's HTTP/2 health checks bound it at 30 + 15 s.
     // kube's default, 290 s, left kumaco blind to window and node changes for almost five
-    // minutes (tests/faultproxy.rs). The price: the streaming start-up list is one watch
-    // and must fit in it (3 s at 10,000 nodes); `drive_nodes` warns when it did not.
-    let node_stream = watcher(
-        Api::<SlimNode>::all(client.clone()),
-        watcher::Config::default()
-            .streaming_lists()
-            .timeout(settings.watch_timeout_secs),
-    )
-    .default_backoff()
-    .modify(move |node| node.keep_only(&manager, &read));
+    // minutes (tests/faultproxy.rs).
+    let watch_config = watcher::Config::default().timeout(settings.watch_timeout_secs);
+    let node_config = watch_config.clone();
+    let node_stream = move |client: Client| {
+        let (manager, read) = (manager.clone(), read.clone());
+        watcher(Api::<SlimNode>::all(client), node_config.clone())
+            .default_backoff()
+            .modify(move |node| node.keep_only(&manager, &read))
+    };
     let label_keys: LabelKeys = Arc::default();
-    tokio::spawn(drive_nodes(
+    let mut lists = vec![ListState::default()];
+    let relevant = node_relevance(settings.node_selector.clone(), label_keys.clone());
+    tokio::spawn(drive(
+        Watch {
+            what: "nodes",
+            lists: lists[0].clone(),
+            wake: wake.clone(),
+            metrics: Some(metrics.clone()),
+        },
         node_stream,
+        client.clone(),
         node_writer,
-        settings.node_selector.clone(),
-        label_keys.clone(),
-        wake.clone(),
-        metrics.clone(),
-        settings.watch_timeout_secs,
+        relevant,
     ));
 
     let tombstones: Tombstones = Arc::default();
     let mut window_stores = Vec::new();
     for ns in &settings.namespaces {
         let (store, writer) = reflector::store::<ConfigMap>();
-        let cfg = watcher::Config::default()
-            .labels(&settings.window_selector)
-            .timeout(settings.watch_timeout_secs);
-        let stream = watcher(Api::<ConfigMap>::namespaced(client.clone(), ns), cfg)
+        let config = watch_config.clone().labels(&settings.window_selector);
+        let namespace = ns.clone();
+        let stream = move |client: Client| {
+            watcher(
+                Api::<ConfigMap>::namespaced(client, &namespace),
+                config.clone(),
+            )
             .default_backoff()
             .modify(configmap::trim)
-            .reflect(writer);
+        };
         let deleted = tombstones.clone();
-        tokio::spawn(drive(
-            stream,
-            wake.clone(),
-            "configmaps",
-            move |cm: &ConfigMap| {
+        let on_event = move |event: &watcher::Event<ConfigMap>, _: &Store<ConfigMap>| {
+            if let watcher::Event::Delete(cm) = event {
                 deleted
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((cm.clone(), Timestamp::now()));
+            }
+            true
+        };
+        let state = ListState::default();
+        lists.push(state.clone());
+        tokio::spawn(drive(
+            Watch {
+                what: "configmaps",
+                lists: state,
+                wake: wake.clone(),
+                metrics: None,
             },
+            stream,
+            client.clone(),
+            writer,
+            on_event,
         ));
         window_stores.push(store);
     }
@@ -184,6 +214,7 @@ pub async fn run(
     }
     let mut shell = Shell {
         nodes_api: Api::all(client),
+        connect,
         leadership,
         settings,
         rules,
@@ -191,6 +222,8 @@ pub async fn run(
         nodes,
         label_keys,
         window_stores,
+        lists,
+        waiting_for_lists: None,
         tombstones,
         sources: BTreeMap::new(),
         deleted: Vec::new(),
@@ -257,87 +290,145 @@ pub async fn run(
 /// label change under another key changes no decision.
 type LabelKeys = Arc<std::sync::RwLock<HashSet<String>>>;
 
-/// Drives the node watch: applies each event to the cache, and wakes the loop only when
-/// the node changed in something a pass reads (see [`SlimNode::differs_for_pass`]), so
-/// that the cost of a foreign change is a comparison, not a pass over every node. A
-/// relist (after a watch gap) wakes it once, when the new list is complete. A node outside
-/// the scope that carries nothing of this instance is irrelevant whatever changes on it
-/// (another instance's writes, for one).
-async fn drive_nodes<S>(
-    stream: S,
-    mut cache: reflector::store::Writer<SlimNode>,
-    scope: Selector,
-    label_keys: LabelKeys,
-    wake: Arc<Notify>,
-    metrics: Arc<Metrics>,
-    watch_timeout_secs: u32,
-) where
-    S: futures::Stream<Item = Result<watcher::Event<SlimNode>, watcher::Error>> + Send,
-{
-    let reader = cache.as_reader();
-    let mut stream = std::pin::pin!(stream);
-    // A list that starts again before it finished was cut off (by --watch-timeout, or a
-    // connection lost mid-list); if every try is cut, kumaco never becomes ready.
-    let mut listing = false;
-    loop {
-        match stream.try_next().await {
-            Ok(Some(event)) => {
-                match &event {
-                    watcher::Event::Init if listing => warn!(
-                        watch_timeout_seconds = watch_timeout_secs,
-                        "the list of nodes started again before it finished: a list that \
-                         takes longer than --watch-timeout is cut off every time (raise \
-                         --watch-timeout for a very large or slow cluster)"
-                    ),
-                    watcher::Event::Init => listing = true,
-                    watcher::Event::InitDone => listing = false,
-                    _ => {}
-                }
-                let relevant = match &event {
-                    watcher::Event::Apply(node) => {
-                        let keys = label_keys.read().unwrap_or_else(|e| e.into_inner());
-                        let old = reader.get(&reflector::ObjectRef::from_obj(node));
-                        let ours =
-                            |n: &SlimNode| !n.status_owners.is_empty() || scope.matches(&n.labels);
-                        match old {
-                            None => ours(node),
-                            Some(old) if !ours(&old) && !ours(node) => false,
-                            Some(old) => old.differs_for_pass(node, &keys),
-                        }
-                    }
-                    watcher::Event::Delete(_) | watcher::Event::InitDone => true,
-                    watcher::Event::Init | watcher::Event::InitApply(_) => false,
-                };
-                cache.apply_watcher_event(&event);
-                metrics.node_event(relevant);
-                if relevant {
-                    wake.notify_one();
-                }
+/// One watch's record of its last complete list, and the way to ask it for another.
+///
+/// A replica that becomes leader may hold a cache that stopped following the cluster
+/// (watches on connections the network swallowed, a standby's cache behind), and an
+/// apply derived from it undoes what the previous leader wrote: a `lastTransitionTime`
+/// set back, a slot counted free that is taken. So a new leader writes only once each
+/// of its caches comes from a list asked for after its term began (`Shell::fresh`); a
+/// list is a consistent read, so it shows every write the earlier leaders made.
+#[derive(Clone, Default)]
+struct ListState(Arc<Mutex<Lists>>, Arc<Notify>);
+
+#[derive(Default)]
+struct Lists {
+    /// When the list the cache now shows was asked for.
+    listed: Option<Instant>,
+    /// The term for which a new list was asked (asked once per term: a list restarted at
+    /// every pass might never finish).
+    asked_for: Option<Instant>,
+    /// The client to list and watch with from now on, until the driver takes it.
+    relist_with: Option<Client>,
+}
+
+impl ListState {
+    /// Whether the cache comes from a list asked for at or after `term`.
+    fn listed_since(&self, term: Instant) -> bool {
+        let lists = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lists.listed.is_some_and(|t| t >= term)
+    }
+
+    /// Asks for a new list, on `client`'s connections, unless one was asked for `term`.
+    fn relist(&self, term: Instant, client: &Client) {
+        let mut lists = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lists.asked_for.is_none_or(|t| t < term) {
+            lists.asked_for = Some(term);
+            lists.relist_with = Some(client.clone());
+            self.1.notify_one();
+        }
+    }
+
+    fn completed(&self, asked_at: Instant) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).listed = Some(asked_at);
+    }
+
+    /// Resolves with the client of the next list asked for.
+    async fn relist_requested(&self) -> Client {
+        loop {
+            self.1.notified().await;
+            let taken = self
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .relist_with
+                .take();
+            if let Some(client) = taken {
+                return client;
             }
-            Ok(None) => {
-                error!(what = "nodes", "watch stream ended");
-                return;
-            }
-            Err(e) => warn!(what = "nodes", error = %e, "watch error; retrying with backoff"),
         }
     }
 }
 
-/// Drives a watch stream; its output is a wake-up per event, and `on_delete` for each
-/// object the watch says was deleted. Errors are logged and retried by the stream's
-/// backoff.
-async fn drive<S, K>(stream: S, wake: Arc<Notify>, what: &'static str, on_delete: impl Fn(&K))
-where
+/// What [`drive`] needs besides the stream and the cache.
+struct Watch {
+    what: &'static str,
+    lists: ListState,
+    wake: Arc<Notify>,
+    /// Where node events are counted (`kumaco_node_events_total`).
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// Drives one watch: applies each event to the cache, and wakes the loop when
+/// `relevant` says the event (judged against the cache before it) changes what a pass
+/// reads. A list wakes it once, when complete. On request ([`ListState`]) it drops the
+/// watch and lists again, with a stream `make` builds on the client given.
+async fn drive<K, S>(
+    watch: Watch,
+    make: impl Fn(Client) -> S,
+    client: Client,
+    mut cache: reflector::store::Writer<K>,
+    mut relevant: impl FnMut(&watcher::Event<K>, &Store<K>) -> bool,
+) where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
-    let mut stream = std::pin::pin!(stream.into_stream());
+    let Watch {
+        what,
+        lists,
+        wake,
+        metrics,
+    } = watch;
+    let reader = cache.as_reader();
+    let mut stream = Box::pin(make(client));
+    // When the list in progress was asked for (at the latest), while one is.
+    let mut listing: Option<Instant> = None;
     loop {
-        match stream.try_next().await {
+        // The poll that yields a list's `Init` is the one that asks for it (or a backoff
+        // before): the list was asked for after this instant.
+        let polled = Instant::now();
+        let next = tokio::select! {
+            next = stream.try_next() => next,
+            client = lists.relist_requested() => {
+                info!(what, "listing again: this replica leads now, and writes only from lists asked for since");
+                stream = Box::pin(make(client));
+                listing = None;
+                continue;
+            }
+        };
+        match next {
             Ok(Some(event)) => {
-                if let watcher::Event::Delete(obj) = &event {
-                    on_delete(obj);
+                match &event {
+                    // A list that starts again before it finished was cut off (a
+                    // connection lost mid-list, an expired continue token); if every try
+                    // is, kumaco never becomes ready.
+                    watcher::Event::Init if listing.is_some() => {
+                        warn!(what, "the list started again before it finished")
+                    }
+                    _ => {}
                 }
-                wake.notify_one();
+                let is_relevant = match &event {
+                    watcher::Event::Init => {
+                        listing = Some(polled);
+                        false
+                    }
+                    watcher::Event::InitApply(_) => false,
+                    watcher::Event::InitDone => true,
+                    _ => relevant(&event, &reader),
+                };
+                cache.apply_watcher_event(&event);
+                if let watcher::Event::InitDone = event
+                    && let Some(asked_at) = listing.take()
+                {
+                    lists.completed(asked_at);
+                }
+                if let Some(m) = &metrics {
+                    m.node_event(is_relevant);
+                }
+                if is_relevant {
+                    wake.notify_one();
+                }
             }
             Ok(None) => {
                 error!(what, "watch stream ended");
@@ -348,6 +439,29 @@ where
     }
 }
 
+/// Whether a node event changes what a pass reads (see [`SlimNode::differs_for_pass`]),
+/// so that the cost of a foreign change is a comparison, not a pass over every node. A
+/// node outside the scope that carries nothing of this instance is irrelevant whatever
+/// changes on it (another instance's writes, for one).
+fn node_relevance(
+    scope: Selector,
+    label_keys: LabelKeys,
+) -> impl FnMut(&watcher::Event<SlimNode>, &Store<SlimNode>) -> bool {
+    move |event, cached| match event {
+        watcher::Event::Apply(node) => {
+            let keys = label_keys.read().unwrap_or_else(|e| e.into_inner());
+            let old = cached.get(&reflector::ObjectRef::from_obj(node));
+            let ours = |n: &SlimNode| !n.status_owners.is_empty() || scope.matches(&n.labels);
+            match old {
+                None => ours(node),
+                Some(old) if !ours(&old) && !ours(node) => false,
+                Some(old) => old.differs_for_pass(node, &keys),
+            }
+        }
+        _ => true,
+    }
+}
+
 enum Step {
     Next(Option<Timestamp>),
     ConfigChangedExit,
@@ -355,6 +469,7 @@ enum Step {
 
 struct Shell {
     nodes_api: Api<SlimNode>,
+    connect: Connect,
     leadership: Leadership,
     settings: Settings,
     rules: Rules,
@@ -362,6 +477,10 @@ struct Shell {
     nodes: Store<SlimNode>,
     label_keys: LabelKeys,
     window_stores: Vec<Store<ConfigMap>>,
+    /// The lists behind the node cache and each window cache.
+    lists: Vec<ListState>,
+    /// The term in which a leader was last found waiting for its lists (logged once).
+    waiting_for_lists: Option<Instant>,
     tombstones: Tombstones,
     /// Window ConfigMaps as last parsed, by id (re-parsed when their data changes).
     sources: BTreeMap<WindowId, WindowSource>,
@@ -429,11 +548,11 @@ impl Shell {
                 Vec::new()
             };
             self.shadow_events(&outcome.events, &node_events);
-        } else if self.leadership.is_leader() {
+        } else if let Some(term) = self.writing_term() {
             // From the cluster as the cache shows it: this pass's writes get their events
             // in the pass their watch echo wakes.
             let node_events = wants_node_events.then(|| self.node_events_due(&cached, now));
-            self.apply(outcome.writes, now).await;
+            self.apply(outcome.writes, term, now).await;
             self.events.post(&outcome.events, &self.sources, now).await;
             if let (Some(poster), Some(due)) = (&mut self.node_events, &node_events) {
                 poster.post_node_events(due, now).await;
@@ -445,6 +564,45 @@ impl Shell {
             .flatten()
             .min();
         Step::Next(outcome.next_edge.into_iter().chain(retry).min())
+    }
+
+    /// The current term, if this replica leads and its caches come from lists asked for
+    /// since the term began ([`ListState`]); otherwise it writes and posts nothing, and
+    /// a new leader asks for those lists (their completion wakes the loop).
+    fn writing_term(&mut self) -> Option<Instant> {
+        let term = self.leadership.term()?;
+        let stale = self.lists.iter().filter(|l| !l.listed_since(term)).count();
+        if stale == 0 {
+            if self.waiting_for_lists == Some(term) {
+                info!("lists complete: writing");
+                self.waiting_for_lists = None;
+            }
+            return Some(term);
+        }
+        if self.waiting_for_lists != Some(term) {
+            info!(
+                stale,
+                "leading, but the caches predate this term: listing nodes and windows again, \
+                 on new connections, before writing"
+            );
+            self.waiting_for_lists = Some(term);
+            match (self.connect)() {
+                Ok(client) => {
+                    self.nodes_api = Api::all(client.clone());
+                    self.events.use_client(client.clone());
+                    if let Some(poster) = &mut self.node_events {
+                        poster.use_client(client.clone());
+                    }
+                    // Every stale cache at once: the lists run side by side.
+                    for l in self.lists.iter().filter(|l| !l.listed_since(term)) {
+                        l.relist(term, &client);
+                    }
+                }
+                // Only a configuration the first client was made from can fail here.
+                Err(e) => warn!(error = %e, "cannot make a new client; not writing"),
+            }
+        }
+        None
     }
 
     /// The node events due (`--node-events`), from the nodes as the cache shows them:
@@ -659,7 +817,9 @@ impl Shell {
         self.deleted.retain(|d| d.at >= horizon);
     }
 
-    async fn apply(&mut self, mut writes: Vec<Write>, now: Timestamp) {
+    /// Applies `writes`, derived in leadership `term`: none is sent once that term is
+    /// over.
+    async fn apply(&mut self, mut writes: Vec<Write>, term: Instant, now: Timestamp) {
         writes.retain(|w| self.refused.get(&w.node) != Some(&fingerprint(w)));
         if writes.is_empty() {
             self.failures = 0;
@@ -679,7 +839,7 @@ impl Shell {
                 async move {
                     // Leadership can lapse while earlier writes of this pass are in
                     // flight; no write may start after it has.
-                    if !leadership.is_leader() {
+                    if leadership.term() != Some(term) {
                         return (w, Err(WriteError::Retry("not the leader any more".into())));
                     }
                     let conditions: Vec<_> = w.conditions.iter().map(condition_json).collect();

@@ -71,6 +71,11 @@ impl Poster {
         }
     }
 
+    /// Creates from now on with `client`.
+    pub fn use_client(&mut self, client: Client) {
+        self.client = client;
+    }
+
     /// When failed creations are to be retried, if some failed.
     pub fn retry_at(&self) -> Option<Timestamp> {
         self.retry_at

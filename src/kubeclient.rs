@@ -20,6 +20,7 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
@@ -142,6 +143,31 @@ pub struct Connection {
     pub from: Source,
     /// The kubeconfig context used (none in-cluster).
     pub context: Option<String>,
+    config: kube::Config,
+}
+
+impl Connection {
+    /// Another client to the same API server with the same identity, on connections of
+    /// its own: requests on one client never wait behind, or land on a dead connection
+    /// of, another's pool.
+    ///
+    /// With `read_timeout`, a connection silent that long after a request was written on
+    /// it, or while it sits idle in the pool, is closed. A connection the network
+    /// swallowed (no byte, no FIN, no RST) otherwise holds a request sent on it forever:
+    /// kube's lists and the start of a watch have no timeout of their own, and the pool
+    /// hands out idle connections for up to 90 s.
+    pub fn new_client(&self, read_timeout: Option<Duration>) -> Result<kube::Client, ClientError> {
+        let mut config = self.config.clone();
+        if read_timeout.is_some() {
+            config.read_timeout = read_timeout;
+            config.reset_reader_on_write = true;
+        }
+        kube::Client::try_from(config).map_err(|e| ClientError::Client {
+            server: self.server.clone(),
+            from: self.from.clone(),
+            message: describe(&e),
+        })
+    }
 }
 
 /// A client for the API server the flags and the environment designate (see the module
@@ -157,7 +183,7 @@ pub async fn connect_with(args: &ClientArgs, env: &Environment) -> Result<Connec
     })
     .await?;
     let server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(|e| ClientError::Client {
+    let client = kube::Client::try_from(config.clone()).map_err(|e| ClientError::Client {
         server: server.clone(),
         from: from.clone(),
         message: describe(&e),
@@ -167,6 +193,7 @@ pub async fn connect_with(args: &ClientArgs, env: &Environment) -> Result<Connec
         server: server.trim_end_matches('/').to_string(),
         from,
         context,
+        config,
     })
 }
 

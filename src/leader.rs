@@ -43,21 +43,37 @@ pub struct Election {
     pub retry_period: Duration,
 }
 
-/// Whether this process may write now. Cheap to clone and to ask.
+/// Whether this process may write now, and since when. Cheap to clone and to ask.
 #[derive(Clone, Debug)]
 pub struct Leadership {
-    valid_until: Arc<Mutex<Option<Instant>>>,
+    term: Arc<Mutex<Option<Term>>>,
     changed: Arc<Notify>,
+    /// True once the campaign's first round has ended, won, lost or failed.
+    first_round: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+/// One uninterrupted stretch of leading.
+#[derive(Clone, Copy, Debug)]
+struct Term {
+    /// When the round that won the Lease returned. Every write of an earlier leader was
+    /// sent before this instant: it had stopped writing before its Lease could be taken
+    /// over, or released the Lease after its last write.
+    began: Instant,
+    /// The renew deadline: the term ends here unless a renew moves it.
+    valid_until: Instant,
 }
 
 impl Leadership {
-    /// Always leader (`--leader-elect=false`).
+    /// Always leader (`--leader-elect=false`), from now on.
     pub fn always() -> Self {
+        let now = Instant::now();
         Leadership {
-            valid_until: Arc::new(Mutex::new(Some(
-                Instant::now() + Duration::from_secs(u32::MAX as u64),
-            ))),
+            term: Arc::new(Mutex::new(Some(Term {
+                began: now,
+                valid_until: now + Duration::from_secs(u32::MAX as u64),
+            }))),
             changed: Arc::new(Notify::new()),
+            first_round: Arc::new(tokio::sync::watch::Sender::new(true)),
         }
     }
 
@@ -67,12 +83,38 @@ impl Leadership {
     }
 
     pub fn is_leader(&self) -> bool {
-        let until = *self.valid_until.lock().unwrap_or_else(|e| e.into_inner());
-        until.is_some_and(|t| Instant::now() < t)
+        self.term().is_some()
     }
 
-    fn set(&self, until: Option<Instant>) {
-        *self.valid_until.lock().unwrap_or_else(|e| e.into_inner()) = until;
+    /// Resolves once the campaign's first round has ended. The controller lists after
+    /// it, so that a replica leading from its first round writes from its first lists
+    /// instead of listing twice.
+    pub async fn first_round(&self) {
+        let _ = self.first_round.subscribe().wait_for(|done| *done).await;
+    }
+
+    /// While leading, when the current term began: what a cache shows from a list asked
+    /// for after it includes every write of the leaders before (the controller writes
+    /// nothing before it has such lists). Two calls that return the same instant are in
+    /// the same term.
+    pub fn term(&self) -> Option<Instant> {
+        let term = *self.term.lock().unwrap_or_else(|e| e.into_inner());
+        term.filter(|t| Instant::now() < t.valid_until)
+            .map(|t| t.began)
+    }
+
+    /// A round won: renews the current term, or begins one (now) if none is running.
+    fn won(&self, valid_until: Instant) {
+        let mut term = self.term.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let began = term
+            .filter(|t| now < t.valid_until)
+            .map_or(now, |t| t.began);
+        *term = Some(Term { began, valid_until });
+    }
+
+    fn end(&self) {
+        *self.term.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }
 
@@ -98,7 +140,7 @@ impl Campaign {
         self.task.abort();
         self.watch.abort();
         let held = self.leadership.is_leader();
-        self.leadership.set(None);
+        self.leadership.end();
         self.metrics.leader.set(0);
         if !held {
             return;
@@ -166,8 +208,9 @@ pub fn spawn(
     metrics: Arc<Metrics>,
 ) -> (Leadership, Campaign) {
     let leadership = Leadership {
-        valid_until: Arc::new(Mutex::new(None)),
+        term: Arc::new(Mutex::new(None)),
         changed: Arc::new(Notify::new()),
+        first_round: Arc::new(tokio::sync::watch::Sender::new(false)),
     };
     let api: Api<Lease> = Api::namespaced(client, &election.namespace);
     let released = Arc::new(Notify::new());
@@ -201,12 +244,13 @@ pub fn spawn(
                 }
             };
             match won {
-                Some(true) => flag.set(Some(attempt + election.renew_deadline)),
-                Some(false) => flag.set(None),
+                Some(true) => flag.won(attempt + election.renew_deadline),
+                Some(false) => flag.end(),
                 // Unknown: keep the deadline from the last successful renew; it runs out
                 // by itself.
                 None => {}
             }
+            flag.first_round.send_replace(true);
             let now_leading = flag.is_leader();
             if now_leading != leading {
                 if now_leading {

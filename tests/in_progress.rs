@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 
 use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
@@ -31,8 +32,9 @@ use testkit::agent::{
     random_duration, set_condition_at,
 };
 use testkit::cluster::TestCluster;
+use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum};
+use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, http_get, metric_sum};
 use testkit::nodes::{condition, has_status, set_condition, wait_for_condition};
 use testkit::time::{edge_in, until, whole_second};
 
@@ -953,6 +955,159 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     );
 }
 
+/// The chaos run's first violation, replayed (seed 413845030): a replica whose watches
+/// the network swallowed wins the Lease and must not write from the cache they left
+/// behind. Ceiling 1; `n1` needs a reboot for longer than `n0`, so it comes first.
+///
+/// Replica B's connections are blackholed (its proxy drops them silently) just before the
+/// window opens: its watches then show nothing new for the rest of the test
+/// (`--watch-timeout=1h`). Meanwhile `n1`'s reboot requirement goes away, the window
+/// opens, and A starts `n0`, the only node eligible. A is killed and B takes over. From
+/// its cache B would see no node started and both eligible: it would start `n1`, revoke
+/// `n0`'s maintenance to stay under the ceiling, and move `UnderMaintenance`'s
+/// `lastTransitionTime` on both. It must instead list again, on new connections, and
+/// then write nothing, since the cluster is as it should be. Then B decides from what
+/// the cluster shows: `n0` completes, and `n1` starts when it needs a reboot again.
+#[tokio::test]
+async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
+    let c = Cluster::new("blind-leader").await;
+    let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
+    let n0 = c.node("n0", &[]).await;
+    let n1 = c.node("n1", &[]).await;
+    c.needs_reboot_since(&n1, base).await;
+    c.needs_reboot_since(&n0, base + SignedDuration::from_mins(10))
+        .await;
+    let observer = c.observer().await;
+    let start = edge_in(10);
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
+    let args = [
+        REQUIRE_REBOOT,
+        "--max-in-progress=1",
+        "--lease-duration=4s",
+        "--lease-renew-deadline=3s",
+        "--lease-retry-period=500ms",
+        "--watch-timeout=1h",
+    ];
+    let mut a = Replica::start(&c, "replica-a", &args).await;
+    wait_for(
+        &format!("{} to lead", a.pod),
+        SOON + LEASE_DURATION,
+        || async { a.leader_gauge().await == Some(1.0) },
+    )
+    .await;
+    let server = ApiServer::shared();
+    let proxy = FaultProxy::start(upstream_of(server).unwrap()).expect("a fault proxy");
+    let via = server
+        .dir()
+        .join(format!("proxied-{}.kubeconfig", c.scope.value()));
+    kubeconfig_via(server.kubeconfig(), proxy.addr(), &via).unwrap();
+    let b = Replica::start_with(&c, "replica-b", &args, Some(via)).await;
+    wait_for(&format!("{} to be ready", b.pod), SOON, || async {
+        http_get(b.process.health_address(), "/readyz")
+            .await
+            .is_ok_and(|(code, _)| code == 200)
+    })
+    .await;
+    assert_eq!(b.leader_gauge().await, Some(0.0), "{} follows", b.pod);
+
+    // B goes blind: every connection it has is dropped silently; new ones work.
+    tokio::time::sleep(until(start - SignedDuration::from_secs(4))).await;
+    proxy.set(Fault::Blackhole);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    proxy.set(Fault::None);
+    c.set(&n1, REBOOT_REQUIRED, "False").await;
+    let before = observer
+        .wait_until("A to start n0 and not n1", until(start) + SOON, |o| {
+            o.status_reason(&n0) == Some(("True".into(), REASON_STARTED.into()))
+                && o.status_reason(&n1) == Some(false_because(REASON_REQUIREMENT))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let um_before = under_maintenance_since(&c, &[&n0, &n1]).await;
+
+    a.kill();
+    let killed = Instant::now();
+    wait_for(
+        &format!("{} to take over", b.pod),
+        LEASE_DURATION + SOON,
+        || async { b.leader_gauge().await == Some(1.0) },
+    )
+    .await;
+    eprintln!(
+        "BLIND_TAKEOVER_MS {} (SIGKILL of the leader to the blind standby leading)",
+        killed.elapsed().as_millis()
+    );
+    wait_for(
+        &format!("{} to list again and write", b.pod),
+        SOON,
+        || async { b.log_has("lists complete: writing") },
+    )
+    .await;
+    // What B would write from its old cache, it writes within a pass of leading.
+    tokio::time::sleep(PROMPT).await;
+    let seen = observer.observed();
+    assert_eq!(
+        seen.history(&n0).len(),
+        before.history(&n0).len(),
+        "n0's maintenance was touched by the new leader:\n{}",
+        seen.timeline()
+    );
+    assert_eq!(
+        seen.start_count(&n1),
+        0,
+        "n1 was started without a reboot requirement:\n{}",
+        seen.timeline()
+    );
+    assert!(seen.max_in_progress <= 1, "ceiling 1:\n{}", seen.timeline());
+    assert_eq!(
+        under_maintenance_since(&c, &[&n0, &n1]).await,
+        um_before,
+        "UnderMaintenance's lastTransitionTime moved without a transition"
+    );
+
+    // B now follows the cluster: n0 rebooted, then n1 needs a reboot again.
+    c.set(&n0, REBOOT_REQUIRED, "False").await;
+    observer
+        .wait_until("B to end n0's maintenance", PROMPT + SOON, |o| {
+            o.ended_with(&n0, REASON_COMPLETED)
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    c.set(&n1, REBOOT_REQUIRED, "True").await;
+    let seen = observer
+        .wait_until("B to start n1", PROMPT + SOON, |o| o.start_count(&n1) == 1)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(seen.max_in_progress <= 1, "ceiling 1:\n{}", seen.timeline());
+    let blackholed = proxy.stats().blackholed;
+    assert!(blackholed > 0, "the blackhole touched no connection of B");
+}
+
+/// Each node's `UnderMaintenance` as `(status, lastTransitionTime)`.
+async fn under_maintenance_since(c: &Cluster, nodes: &[&str]) -> Vec<(String, String)> {
+    let api: Api<Node> = Api::all(c.client.clone());
+    let mut out = Vec::new();
+    for name in nodes {
+        let node = api.get(name).await.unwrap();
+        let um = condition(&node, UNDER_MAINTENANCE).expect("UnderMaintenance");
+        let at = um.last_transition_time.as_ref().map(|t| t.0.to_string());
+        out.push((um.status.clone(), at.unwrap_or_default()));
+    }
+    out
+}
+
+/// Polls `check` every 100 ms until it holds; fails after `timeout`, naming `what`.
+async fn wait_for<F: Future<Output = bool>>(what: &str, timeout: Duration, check: impl Fn() -> F) {
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Waits until exactly one of `a` and `b` reports `kumaco_leader 1` and the other 0;
 /// returns whether it is `a`.
 async fn one_leader(a: &Replica, b: &Replica) -> bool {
@@ -996,6 +1151,16 @@ impl Replica {
     /// Starts a replica of `c`'s kumaco named `pod`, with `args` after the common flags,
     /// and waits until `/healthz` answers (a follower need not be ready).
     async fn start(c: &Cluster, pod: &str, args: &[&str]) -> Replica {
+        Self::start_with(c, pod, args, None).await
+    }
+
+    /// [`Replica::start`] with another kubeconfig (one through a fault proxy).
+    async fn start_with(
+        c: &Cluster,
+        pod: &str,
+        args: &[&str],
+        kubeconfig: Option<std::path::PathBuf>,
+    ) -> Replica {
         let lease = format!("--lease-name={LEASE_NAME}");
         let common = c.common_args();
         let mut all: Vec<&str> = vec![&lease];
@@ -1007,6 +1172,7 @@ impl Replica {
                 namespace: c.ns.clone(),
             }),
             healthy_is_enough: true,
+            kubeconfig,
             ..StartOptions::default()
         };
         let process = KumacoProcess::start_with(
@@ -1040,6 +1206,15 @@ impl Replica {
     /// SIGKILL: no chance to release the Lease.
     fn kill(&mut self) {
         self.process.kill().unwrap();
+    }
+
+    /// Whether a line of the replica's log has this message.
+    fn log_has(&self, message: &str) -> bool {
+        let text = std::fs::read_to_string(self.process.log_path()).unwrap();
+        text.lines().any(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|entry| entry["message"].as_str() == Some(message))
+        })
     }
 
     fn log_summary(&self) -> LogSummary {
