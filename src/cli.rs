@@ -219,7 +219,7 @@ pub struct RunArgs {
 
     /// Server-side limit of each watch request (Go duration, whole seconds). Bounds how
     /// long a watch connection the network silently swallowed goes unnoticed (this plus
-    /// 5 s). The start-up list of all nodes streams within one watch, so it must fit in it.
+    /// 5 s); any request on a connection silent for this plus 10 s fails.
     #[arg(long, value_name = "DURATION", default_value = "40s")]
     pub watch_timeout: String,
 

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use jiff::SignedDuration;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, WatchEvent, WatchParams};
 
 use testkit::cluster::{TestCluster, UNDER_MAINTENANCE};
 use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
-use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, Pod, StartOptions, metric_sum};
 use testkit::nodes::condition;
 use testkit::time::{edge_in, until};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
@@ -329,6 +330,83 @@ async fn kumaco_sees_changes_again_soon_after_a_blackhole_swallowed_its_watches(
         "kumaco saw the window {blind:?} after its watches were swallowed (bound {bound:?}); \
          kumaco log {}",
         kumaco.log_path().display()
+    );
+    assert!(proxy.stats().blackholed >= 2, "{:?}", proxy.stats());
+}
+
+/// A leader whose connections a blackhole swallowed keeps its Lease once the fault is
+/// lifted: its renewals go on connections of their own, so the first one after the fault
+/// times out on its one dead connection and the next opens a new one. Sharing the
+/// controller's pool, a replica in the chaos run failed to renew for 1 min 44 s after a
+/// 7 s blackhole: each renewal drew another of the dead connections an edge's writes had
+/// left idle, and waited out its timeout on it.
+#[tokio::test]
+async fn a_leader_renews_its_lease_soon_after_a_blackhole() {
+    const LEASE: &str = "blacklease";
+    let server = ApiServer::shared();
+    let c = TestCluster::new(server, "blacklease").await;
+    let proxy = proxy(server);
+    let kubeconfig = via_kubeconfig(server, &proxy, &c.scope);
+    // 40 nodes entering a window at once: 32 writes in flight, their connections then
+    // idle in the controller's pool.
+    for i in 0..40 {
+        c.node(&format!("n{i:02}"), &[("zone", "a")]).await;
+    }
+    let own = c.scope_args();
+    let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
+    let lease_name = format!("--lease-name={LEASE}");
+    args.extend([
+        lease_name.as_str(),
+        "--lease-duration=4s",
+        "--lease-renew-deadline=3s",
+        "--lease-retry-period=500ms",
+    ]);
+    let options = StartOptions {
+        kubeconfig: Some(kubeconfig),
+        leader: Some(Pod {
+            name: "leader".into(),
+            namespace: c.ns.clone(),
+        }),
+        ..StartOptions::default()
+    };
+    let kumaco = KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    c.put_active_window("w", "zone=a").await;
+    poll_metric(&kumaco, "kumaco_nodes_under_maintenance", 40.0).await;
+    let leases: Api<Lease> = Api::namespaced(c.client.clone(), &c.ns);
+    let renewed = async || {
+        let lease = leases.get(LEASE).await.unwrap();
+        let spec = lease.spec.unwrap_or_default();
+        (spec.holder_identity, spec.renew_time.map(|t| t.0))
+    };
+    assert_eq!(renewed().await.0.as_deref(), Some("leader"));
+
+    proxy.set(Fault::Blackhole);
+    tokio::time::sleep(QUIET).await;
+    proxy.set(Fault::None);
+    let lifted = Instant::now();
+    let lifted_at = jiff::Timestamp::now();
+    // One renewal timing out (1 s) and the next on a new connection; past the renew
+    // deadline (3 s) the leader would step down, past the lease duration (4 s) a standby
+    // would take over.
+    let bound = Duration::from_secs(4);
+    loop {
+        let (holder, at) = renewed().await;
+        if at.is_some_and(|t| t > lifted_at) {
+            assert_eq!(holder.as_deref(), Some("leader"));
+            break;
+        }
+        assert!(
+            lifted.elapsed() <= bound,
+            "no renewal within {bound:?} of the blackhole's end; kumaco log {}",
+            kumaco.log_path().display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "PROXY_RECOVERY_MS {} blackhole, to the Lease renewed",
+        lifted.elapsed().as_millis()
     );
     assert!(proxy.stats().blackholed >= 2, "{:?}", proxy.stats());
 }
