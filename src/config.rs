@@ -80,6 +80,7 @@ impl Settings {
         if !(10_000_000_000..=3_600_000_000_000).contains(&watch_timeout) {
             return Err(flag_err("watch-timeout", "must be between 10s and 1h"));
         }
+        let watch_timeout_secs = ((watch_timeout + 999_999_999) / 1_000_000_000) as u32;
         let home = pod_namespace.clone().unwrap_or_else(|| "default".into());
         let field_manager = match &args.field_manager {
             Some(m) => m.clone(),
@@ -158,6 +159,7 @@ impl Settings {
                 lease_duration,
                 renew_deadline,
                 retry_period,
+                watch_timeout_secs,
             })
         } else {
             None
@@ -180,7 +182,7 @@ impl Settings {
             planned_lead_time,
             exit_on_config_change: args.exit_on_config_change,
             resync_interval: Duration::from_nanos(resync as u64),
-            watch_timeout_secs: ((watch_timeout + 999_999_999) / 1_000_000_000) as u32,
+            watch_timeout_secs,
             in_progress,
             election,
             dry_run: args.dry_run,

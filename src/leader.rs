@@ -41,6 +41,9 @@ pub struct Election {
     pub lease_duration: Duration,
     pub renew_deadline: Duration,
     pub retry_period: Duration,
+    /// `--watch-timeout`, for the watch on the Lease: a swallowed one is replaced after
+    /// this plus 5 s.
+    pub watch_timeout_secs: u32,
 }
 
 /// Whether this process may write now, and since when. Cheap to clone and to ask.
@@ -184,8 +187,10 @@ async fn release(api: &Api<Lease>, e: &Election) -> Result<bool, kube::Error> {
 /// Wakes the campaign when the Lease shows no holder (released): a standby then takes
 /// it over at once. Renewals are not reported (the leader would wake itself for each).
 /// Without the right to watch the Lease, the campaign's retry period still applies.
-async fn watch_released(api: Api<Lease>, name: String, released: Arc<Notify>) {
-    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+async fn watch_released(api: Api<Lease>, e: Election, released: Arc<Notify>) {
+    let config = watcher::Config::default()
+        .fields(&format!("metadata.name={}", e.name))
+        .timeout(e.watch_timeout_secs);
     let mut stream = std::pin::pin!(watcher(api, config).default_backoff().applied_objects());
     while let Some(event) = stream.next().await {
         match event {
@@ -216,7 +221,7 @@ pub fn spawn(
     let released = Arc::new(Notify::new());
     let watch = tokio::spawn(watch_released(
         api.clone(),
-        election.name.clone(),
+        election.clone(),
         released.clone(),
     ));
     let flag = leadership.clone();
