@@ -41,7 +41,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -217,25 +217,20 @@ impl Checker {
             let config = watcher::Config::default().labels(selector);
             async move {
                 let mut listed_tx = Some(listed_tx);
-                let mut events = watcher(nodes, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
+                relisting(nodes, config, |event| {
                     let done = ctx.node_event(event);
                     if done && let Some(tx) = listed_tx.take() {
                         let _ = tx.send(());
                     }
-                }
+                })
+                .await
             }
         });
         let lease_task = tokio::spawn({
             let ctx = ctx.clone();
             let config =
                 watcher::Config::default().fields(&format!("metadata.name={}", cfg.lease_name));
-            async move {
-                let mut events = watcher(leases, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
-                    ctx.lease_event(event);
-                }
-            }
+            async move { relisting(leases, config, |event| ctx.lease_event(event)).await }
         });
         let tick_task = tokio::spawn({
             let ctx = ctx.clone();
@@ -370,6 +365,35 @@ struct Ctx {
     violation: Arc<watch::Sender<bool>>,
 }
 
+/// Watches with `config`, and after every error lists again (every [`RELIST_RETRY`] until
+/// the API server answers): the checker's view after an error is a fresh list, never
+/// a watch resumed after an unknown gap, and the time-based checks wait for that list
+/// (the error puts the node view in "listing"). kube's default backoff, up to 30 s
+/// between tries, once made a restarted API server look like kumaco missing an edge.
+async fn relisting<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    mut on_event: impl FnMut(Result<watcher::Event<K>, watcher::Error>),
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    loop {
+        let mut events = watcher(api.clone(), config.clone()).boxed();
+        while let Some(event) = events.next().await {
+            let failed = event.is_err();
+            on_event(event);
+            if failed {
+                break;
+            }
+        }
+        tokio::time::sleep(RELIST_RETRY).await;
+    }
+}
+
+/// How often the checker's watches try again after an error.
+const RELIST_RETRY: Duration = Duration::from_millis(500);
+
 fn revision(meta: &kube::api::ObjectMeta) -> u64 {
     meta.resource_version
         .as_deref()
@@ -445,7 +469,12 @@ impl Ctx {
                 self.node_changed(&mut s, &n, now);
                 false
             }
-            Ok(watcher::Event::Delete(_)) | Err(_) => false,
+            Ok(watcher::Event::Delete(_)) => false,
+            Err(_) => {
+                // Not quiet until the list that follows is complete.
+                s.listing = Some(HashMap::new());
+                false
+            }
         }
     }
 
