@@ -112,7 +112,7 @@ pub async fn run(
     }
     // Every list is a consistent read (kube's default `ListSemantic::MostRecent`, in pages
     // of `LIST_PAGE`), so that a list asked for after a moment shows every write made before it:
-    // the fence a new leader writes behind (`Shell::fresh`). Streaming lists would send
+    // the fence a new leader writes behind (`Shell::writing_term`). Streaming lists would send
     // less at once, but kube asks for them at resourceVersion 0, which the API server
     // answers from its watch cache however far behind etcd that is.
     //
@@ -332,7 +332,7 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
 /// (watches on connections the network swallowed, a standby's cache behind), and an
 /// apply derived from it undoes what the previous leader wrote: a `lastTransitionTime`
 /// set back, a slot counted free that is taken. So a new leader writes only once each
-/// of its caches comes from a list asked for after its term began (`Shell::fresh`); a
+/// of its caches comes from a list asked for after its term began (`Shell::writing_term`); a
 /// list is a consistent read, so it shows every write the earlier leaders made.
 #[derive(Clone, Default)]
 struct ListState(Arc<Mutex<Lists>>, Arc<Notify>);
