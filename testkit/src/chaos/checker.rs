@@ -115,7 +115,10 @@ impl NodeState {
 struct LeaseVersion {
     revision: u64,
     holder: Option<String>,
+    /// When the checker's watch delivered it. For a version from a (re-)list, that is not
+    /// when it was written: the renew may be older by the watch's whole gap.
     observed: Timestamp,
+    listed: bool,
 }
 
 /// A node version kumaco wrote, waiting for the Lease watch to pass its revision.
@@ -576,6 +579,7 @@ impl Ctx {
     fn lease_event(&self, event: Result<watcher::Event<Lease>, watcher::Error>) {
         let now = Timestamp::now();
         let mut s = self.state.lock().unwrap();
+        let listed = matches!(event, Ok(watcher::Event::InitApply(_)));
         let lease = match event {
             Ok(watcher::Event::Init) => {
                 s.lease_listing = true;
@@ -604,16 +608,28 @@ impl Ctx {
                 .and_then(|s| s.holder_identity.clone())
                 .filter(|h| !h.is_empty()),
             observed: now,
+            listed,
         };
         if let Some(last) = s.lease.last().cloned()
             && last.holder != version.holder
         {
             s.counts.lease_changes += 1;
-            if let (Some(old), Some(new)) = (&last.holder, &version.holder)
+            // The old holder's last renew as the watch delivered it. A version from a
+            // (re-)list was written before the list, maybe long before: the last renew
+            // seen live is then the latest the term can be known to have lasted (a
+            // re-list 36 ms before a takeover once looked like a breach, seed 57771848).
+            let last_seen_live = s
+                .lease
+                .iter()
+                .rev()
+                .take_while(|v| v.holder == last.holder)
+                .find(|v| !v.listed)
+                .map(|v| v.observed);
+            if let (Some(old), Some(new), Some(renewed)) =
+                (&last.holder, &version.holder, last_seen_live)
                 && version.revision > s.lease_gap_until
             {
-                // The last renew of the old holder the checker saw.
-                let waited = now.duration_since(last.observed);
+                let waited = now.duration_since(renewed);
                 let needed = signed(self.cfg.lease_duration.saturating_sub(self.cfg.slack));
                 if waited < needed {
                     self.violate(
