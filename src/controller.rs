@@ -36,7 +36,7 @@ use crate::decision::HORIZON;
 use crate::events::Poster;
 use crate::fingerprint::Fnv;
 use crate::leader::Leadership;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, WriteResult};
 use crate::node::{SlimNode, condition_json};
 use crate::node_events::{self, NodeEvent, NodeRef};
 use crate::pass::{self, NodeView, Pending, Rules, Write};
@@ -879,10 +879,14 @@ impl Shell {
                         return (w, Err(WriteError::Retry("not the leader any more".into())));
                     }
                     let conditions: Vec<_> = w.conditions.iter().map(condition_json).collect();
+                    let mut metadata = json!({ "name": w.node });
+                    if let Some(version) = w.based_on {
+                        metadata["resourceVersion"] = version.to_string().into();
+                    }
                     let body = json!({
                         "apiVersion": "v1",
                         "kind": "Node",
-                        "metadata": { "name": w.node },
+                        "metadata": metadata,
                         "status": { "conditions": conditions },
                     });
                     let params = PatchParams::apply(&manager).force();
@@ -898,6 +902,7 @@ impl Shell {
                         Ok(Err(kube::Error::Api(e))) if matches!(e.code, 400 | 413 | 422) => {
                             Err(WriteError::Refused(format!("{} ({})", e.message, e.code)))
                         }
+                        Ok(Err(kube::Error::Api(e))) if e.code == 409 => Err(WriteError::Stale),
                         Ok(Err(e)) => Err(WriteError::Retry(e.to_string())),
                         Err(_) => Err(WriteError::Retry(format!(
                             "no answer within {WRITE_TIMEOUT:?}"
@@ -914,7 +919,7 @@ impl Shell {
             match res {
                 Ok(written_version) => {
                     self.refused.remove(&w.node);
-                    self.metrics.write("patch", true);
+                    self.metrics.write("patch", WriteResult::Ok);
                     for (ty, status) in &w.transitions {
                         info!(node = %w.node, condition = %ty, status = status.as_str(), "condition changed");
                         self.metrics.transition(ty, status.as_str());
@@ -930,11 +935,18 @@ impl Shell {
                 }
                 Err(WriteError::Retry(e)) => {
                     failed += 1;
-                    self.metrics.write("patch", false);
+                    self.metrics.write("patch", WriteResult::Error);
                     warn!(node = %w.node, error = %e, "writing node conditions failed; will retry");
                 }
+                Err(WriteError::Stale) => {
+                    // Someone changed the node since the cache showed it (a kubelet's
+                    // status report, most often): derived again from the newer version.
+                    failed += 1;
+                    self.metrics.write("patch", WriteResult::Conflict);
+                    debug!(node = %w.node, "the node changed since this write was derived; will retry");
+                }
                 Err(WriteError::Refused(e)) => {
-                    self.metrics.write("patch", false);
+                    self.metrics.write("patch", WriteResult::Error);
                     warn!(node = %w.node, error = %e,
                           "the API server refused the node's conditions; not retrying this write (other nodes go on)");
                     self.refused.insert(w.node.clone(), fingerprint(&w));
@@ -947,10 +959,12 @@ impl Shell {
 
 /// Why a write failed.
 enum WriteError {
-    /// Timeouts, 409, 429, 5xx, 401/403 (permissions can be fixed): retried with backoff.
+    /// Timeouts, 429, 5xx, 401/403 (permissions can be fixed): retried with backoff.
     Retry(String),
     /// 400, 413, 422: the same write would get the same answer.
     Refused(String),
+    /// 409: the node is no longer the version the write was derived from.
+    Stale,
 }
 
 /// Identifies a write by its content (the conditions kumaco wants on the node).

@@ -19,7 +19,7 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use tracing::{debug, info, warn};
 
 use crate::announce::{Announcement, Severity, WindowSource};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, WriteResult};
 use crate::node_events::{self, NodeEvent};
 use crate::window::{Window, WindowId};
 
@@ -148,18 +148,18 @@ impl Poster {
             let name = c.event.metadata.name.clone().unwrap_or_default();
             match outcome {
                 Outcome::Posted => {
-                    self.metrics.write("event", true);
+                    self.metrics.write("event", WriteResult::Ok);
                     info!(%about, reason, event = %name, "event posted");
                 }
                 Outcome::AlreadyThere => {
                     debug!(%about, reason, event = %name, "event already posted");
                 }
                 Outcome::Refused(e) => {
-                    self.metrics.write("event", false);
+                    self.metrics.write("event", WriteResult::Error);
                     warn!(%about, reason, error = %e, "posting event refused; not retrying");
                 }
                 Outcome::Failed(e) => {
-                    self.metrics.write("event", false);
+                    self.metrics.write("event", WriteResult::Error);
                     warn!(%about, reason, error = %e, "posting event failed; will retry");
                     retry = true;
                     continue;

@@ -241,6 +241,16 @@ impl DryRun {
 }
 
 /// Every metric kumaco exports (names get the `kumaco_` prefix).
+/// How a write ended, for `kumaco_api_writes_total{result}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteResult {
+    Ok,
+    /// 409: the object changed since the write was derived; derived again and retried.
+    /// Not an error: under churn it is expected now and then.
+    Conflict,
+    Error,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub windows: Family<ValidityLabels, Gauge>,
@@ -390,11 +400,16 @@ impl Metrics {
         }
     }
 
-    pub fn write(&self, verb: &str, ok: bool) {
+    pub fn write(&self, verb: &str, result: WriteResult) {
+        let result = match result {
+            WriteResult::Ok => "ok",
+            WriteResult::Conflict => "conflict",
+            WriteResult::Error => "error",
+        };
         self.api_writes
             .get_or_create(&WriteLabels {
                 verb: verb.into(),
-                result: if ok { "ok" } else { "error" }.into(),
+                result: result.into(),
             })
             .inc();
     }

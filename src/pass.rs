@@ -75,6 +75,12 @@ pub struct Pending {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Write {
     pub node: String,
+    /// The node's resourceVersion the write was derived from (the cache's, or our last
+    /// write's while the cache has not caught up with it). The apply carries it as a
+    /// precondition: the API server refuses it (409) if the node changed since, so a
+    /// write that reaches the API server late (held by the network past its timeout,
+    /// after another leader wrote the node) cannot undo what is there now.
+    pub based_on: Option<u64>,
     pub conditions: Vec<Condition>,
     /// (type, new status) of the conditions whose status changes.
     pub transitions: Vec<(String, Status)>,
@@ -166,6 +172,8 @@ pub struct Outcome {
 struct Plan<'a> {
     node: NodeView<'a>,
     current: Cow<'a, [Condition]>,
+    /// The resourceVersion `current` is as of.
+    based_on: Option<u64>,
     owned: Vec<&'a str>,
     desired: Vec<Desired>,
     /// `Some` for an in-scope node.
@@ -199,6 +207,10 @@ pub fn run<'a>(
         if settled {
             outcome.settled.push(node.name.to_string());
         }
+        let based_on = match pending.get(node.name) {
+            Some(p) if !settled => p.resource_version,
+            _ => node.resource_version,
+        };
         // Ours: what managedFields says, and what we wrote that the cache may not show.
         let mut owned: Vec<&str> = node.owned.iter().map(String::as_str).collect();
         if let Some(p) = pending.get(node.name).filter(|_| !settled) {
@@ -234,6 +246,7 @@ pub fn run<'a>(
             plans.push(Plan {
                 node,
                 current,
+                based_on,
                 owned,
                 desired,
                 verdict: Some(verdict),
@@ -252,6 +265,7 @@ pub fn run<'a>(
             plans.push(Plan {
                 node,
                 current,
+                based_on,
                 owned,
                 desired,
                 verdict: None,
@@ -527,6 +541,7 @@ fn plan_write(plan: &Plan, now: Timestamp) -> Option<Write> {
         .collect();
     Some(Write {
         node: plan.node.name.to_string(),
+        based_on: plan.based_on,
         conditions,
         transitions,
     })

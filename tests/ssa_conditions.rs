@@ -204,3 +204,58 @@ async fn harness_waits_for_a_condition_by_watching() {
     .unwrap_err();
     assert!(err.to_string().contains("never/Set"), "{err}");
 }
+
+/// A `resourceVersion` in the applied object is a precondition: an apply derived from a
+/// version the node has moved past is refused with 409, whoever moved it. kumaco's
+/// writes carry the version they were derived from, so one that reaches the API server
+/// late (held by the network past its timeout, after another leader wrote the node)
+/// cannot undo the newer state.
+#[tokio::test]
+async fn an_apply_with_an_old_resource_version_is_refused() {
+    let server = ApiServer::shared();
+    let client = server.client().await.unwrap();
+    let scope = Scope::new("ssa-precondition");
+    let created = create_node(&client, &scope, "a", &[], &[]).await.unwrap();
+    let node = created.metadata.name.clone().unwrap();
+    let api: Api<Node> = Api::all(client.clone());
+    let um = |status| Condition {
+        type_: UNDER_MAINTENANCE.into(),
+        status,
+        reason: "MaintenanceWindow".into(),
+        message: "test".into(),
+        last_transition_time: Some(Timestamp::now()),
+    };
+    let version_of = |n: &Node| n.metadata.resource_version.clone().unwrap();
+    let before = version_of(&api.get(&node).await.unwrap());
+    // Someone else changes the node (a kubelet's report).
+    set_condition(&client, &node, REBOOT_REQUIRED, "True", "kubelet")
+        .await
+        .unwrap();
+    let apply_at = |version: String, status| {
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": { "name": node, "resourceVersion": version },
+            "status": { "conditions": [condition_json(&um(status))] },
+        });
+        let api = api.clone();
+        let node = node.clone();
+        async move {
+            api.patch_status(
+                &node,
+                &PatchParams::apply("kumaco-test").force(),
+                &Patch::Apply(body),
+            )
+            .await
+        }
+    };
+    match apply_at(before, conditions::Status::True).await {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 409, "{e:?}"),
+        other => panic!("an apply at an old resourceVersion was not refused: {other:?}"),
+    }
+    let now = version_of(&api.get(&node).await.unwrap());
+    let written = apply_at(now, conditions::Status::True)
+        .await
+        .expect("an apply at the current resourceVersion");
+    assert!(condition(&written, UNDER_MAINTENANCE).is_some());
+}
