@@ -417,7 +417,8 @@ async fn drive<K, S>(
         metrics,
     } = watch;
     let reader = cache.as_reader();
-    let mut stream = Box::pin(make(client));
+    let mut stream = Box::pin(make(client.clone()));
+    let mut client = client;
     // When the list in progress was asked for (at the latest), while one is.
     let mut listing: Option<Instant> = None;
     loop {
@@ -426,9 +427,10 @@ async fn drive<K, S>(
         let polled = Instant::now();
         let next = tokio::select! {
             next = stream.try_next() => next,
-            client = lists.relist_requested() => {
+            new = lists.relist_requested() => {
                 info!(what, "listing again: this replica leads now, and writes only from lists asked for since");
-                stream = Box::pin(make(client));
+                client = new;
+                stream = Box::pin(make(client.clone()));
                 listing = None;
                 continue;
             }
@@ -469,6 +471,13 @@ async fn drive<K, S>(
             Ok(None) => {
                 error!(what, "watch stream ended");
                 return;
+            }
+            Err(watcher::Error::WatchError(status)) if status.code == 410 => {
+                // The resumed watch is too old for the API server (after its restart, or
+                // a long gap): list again now, not after a backoff step, as the retry
+                // that got this answer already waited one.
+                warn!(what, error = %status.message, "watch expired; listing again");
+                stream = Box::pin(make(client.clone()));
             }
             Err(e) => warn!(what, error = %e, "watch error; retrying with backoff"),
         }
