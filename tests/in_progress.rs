@@ -1083,6 +1083,80 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
     assert!(blackholed > 0, "the blackhole touched no connection of B");
 }
 
+/// The long chaos run's violation at seed 414341070, replayed: a leader's write held by
+/// the network past the failover lands after the new leader wrote the node, and must
+/// not undo it. Replica A's proxy stalls (holds every byte, then delivers them) a second
+/// before a window opens: A's edge write is held, its renewals too, and B takes over and
+/// writes the edge itself. When the stall is lifted, A's write reaches the API server
+/// with the `lastTransitionTime` of the edge; applied, it would move B's back without a
+/// transition. It carries the resourceVersion it was derived from, so it is refused.
+#[tokio::test]
+async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
+    let c = Cluster::new("late-write").await;
+    let node = c.node("n", &[]).await;
+    let args = [
+        "--lease-duration=4s",
+        "--lease-renew-deadline=3s",
+        "--lease-retry-period=500ms",
+    ];
+    let server = ApiServer::shared();
+    let proxy = FaultProxy::start(upstream_of(server).unwrap()).expect("a fault proxy");
+    let via = server
+        .dir()
+        .join(format!("proxied-{}.kubeconfig", c.scope.value()));
+    kubeconfig_via(server.kubeconfig(), proxy.addr(), &via).unwrap();
+    let a = Replica::start_with(&c, "replica-a", &args, Some(via)).await;
+    wait_for(
+        &format!("{} to lead", a.pod),
+        SOON + LEASE_DURATION,
+        || async { a.leader_gauge().await == Some(1.0) },
+    )
+    .await;
+    let b = Replica::start(&c, "replica-b", &args).await;
+    let start = edge_in(6);
+    c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
+    let history = History::start(&c.client, &node, UNDER_MAINTENANCE).await;
+
+    tokio::time::sleep(until(start - SignedDuration::from_secs(1))).await;
+    proxy.set(Fault::Stall);
+    wait_for(
+        &format!("{} to take over and write the edge", b.pod),
+        LEASE_DURATION + SOON,
+        || async { b.log_summary().writes.iter().any(|&t| t >= start) },
+    )
+    .await;
+    let written = c.wait_status(&node, Some("True"), SOON).await;
+    proxy.set(Fault::None);
+    // A's held bytes are delivered at once; its write is answered within a round trip.
+    wait_for("A's held write to be answered", SOON, || async {
+        a.log_has("the node changed since this write was derived; will retry")
+            || a.log_has("writing node conditions failed; will retry")
+            || a.log_summary().writes.iter().any(|&t| t >= start)
+    })
+    .await;
+    tokio::time::sleep(PROMPT).await;
+    let states = history.states();
+    assert_eq!(
+        history.statuses(),
+        [None, Some("True".to_string())],
+        "one transition: {states:#?}"
+    );
+    assert_eq!(
+        states
+            .last()
+            .cloned()
+            .flatten()
+            .and_then(|c| c.last_transition_time),
+        written.last_transition_time,
+        "UnderMaintenance's lastTransitionTime moved without a transition: {states:#?}"
+    );
+    assert!(
+        a.log_summary().writes.iter().all(|&t| t < start),
+        "{}'s late write landed",
+        a.pod
+    );
+}
+
 /// Each node's `UnderMaintenance` as `(status, lastTransitionTime)`.
 async fn under_maintenance_since(c: &Cluster, nodes: &[&str]) -> Vec<(String, String)> {
     let api: Api<Node> = Api::all(c.client.clone());
