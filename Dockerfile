@@ -53,9 +53,9 @@ COPY . .
 # dynamic library would make the distroless image fail at start-up).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --target x86_64-unknown-linux-musl --bin kumaco \
+    cargo build --profile dist --locked --target x86_64-unknown-linux-musl --bin kumaco \
     && mkdir -p /out/usr/local/bin /out/etc/ssl/certs \
-    && cp target/x86_64-unknown-linux-musl/release/kumaco /out/usr/local/bin/kumaco \
+    && cp target/x86_64-unknown-linux-musl/dist/kumaco /out/usr/local/bin/kumaco \
     && ! ldd /out/usr/local/bin/kumaco 2>/dev/null | grep -q '=>' \
     && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/
 

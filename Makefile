@@ -10,7 +10,7 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 # The full name of the manifests' `image: kumaco:VERSION` (podman would otherwise store it
 # as localhost/kumaco), so that an image loaded into kind is the one they ask for.
 IMAGE ?= docker.io/library/kumaco:$(VERSION)
-IMAGE_BIN := target/image/x86_64-unknown-linux-gnu/release/kumaco
+IMAGE_BIN := target/image/x86_64-unknown-linux-gnu/dist/kumaco
 
 .PHONY: demo test lint bench smoke chaos diff-long testenv image prometheusrule
 
@@ -64,7 +64,7 @@ testenv:
 # and stripped, the host's CA bundle, `FROM scratch`. Its own target dir keeps the debug
 # build intact.
 image:
-	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build -q --release --locked \
+	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build -q --profile dist --locked \
 		--target x86_64-unknown-linux-gnu --target-dir target/image --bin kumaco
 	@if readelf -l $(IMAGE_BIN) | grep -q 'program interpreter'; then \
 		echo "$(IMAGE_BIN) is dynamically linked: it cannot run FROM scratch" >&2; exit 1; fi
