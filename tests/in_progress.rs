@@ -995,12 +995,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
         || async { a.leader_gauge().await == Some(1.0) },
     )
     .await;
-    let server = ApiServer::shared();
-    let proxy = FaultProxy::start(upstream_of(server).unwrap()).expect("a fault proxy");
-    let via = server
-        .dir()
-        .join(format!("proxied-{}.kubeconfig", c.scope.value()));
-    kubeconfig_via(server.kubeconfig(), proxy.addr(), &via).unwrap();
+    let (proxy, via) = c.fault_proxy();
     let b = Replica::start_with(&c, "replica-b", &args, Some(via)).await;
     wait_for(&format!("{} to be ready", b.pod), SOON, || async {
         http_get(b.process.health_address(), "/readyz")
@@ -1099,12 +1094,7 @@ async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
         "--lease-renew-deadline=3s",
         "--lease-retry-period=500ms",
     ];
-    let server = ApiServer::shared();
-    let proxy = FaultProxy::start(upstream_of(server).unwrap()).expect("a fault proxy");
-    let via = server
-        .dir()
-        .join(format!("proxied-{}.kubeconfig", c.scope.value()));
-    kubeconfig_via(server.kubeconfig(), proxy.addr(), &via).unwrap();
+    let (proxy, via) = c.fault_proxy();
     let a = Replica::start_with(&c, "replica-a", &args, Some(via)).await;
     wait_for(
         &format!("{} to lead", a.pod),
@@ -1517,6 +1507,17 @@ impl Cluster {
         set_condition(&self.client, node, type_, status, "test-agent")
             .await
             .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+
+    /// A fault proxy in front of the shared API server, and a kubeconfig through it.
+    fn fault_proxy(&self) -> (FaultProxy, std::path::PathBuf) {
+        let server = ApiServer::shared();
+        let proxy = FaultProxy::start(upstream_of(server).unwrap()).expect("a fault proxy");
+        let via = server
+            .dir()
+            .join(format!("proxied-{}.kubeconfig", self.scope.value()));
+        kubeconfig_via(server.kubeconfig(), proxy.addr(), &via).unwrap();
+        (proxy, via)
     }
 
     async fn observer(&self) -> Observer {
