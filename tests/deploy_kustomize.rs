@@ -194,9 +194,20 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
             .unwrap_or_else(|e| panic!("{e:#}"));
     }
     // What the Role grants kumaco's ServiceAccount, as the API server's authorizer says:
-    // creating events in `default`, and nothing more there.
+    // creating events in `default`, and nothing more there. The RBAC authorizer reads
+    // Roles and RoleBindings from its own informers, so a grant applied a moment ago
+    // shows up a moment later: wait (with a deadline) for the grant, then check the
+    // refusals against an authorizer that has seen both objects.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !may(&client, "create", "default").await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kumaco's ServiceAccount may still not create events in default 30 s after \
+             the node-events Role and RoleBinding were applied"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     for (verb, namespace, allowed) in [
-        ("create", "default", true),
         ("delete", "default", false),
         ("list", "default", false),
         ("create", "kube-system", false),
