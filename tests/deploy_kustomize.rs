@@ -18,6 +18,7 @@ use std::process::Command;
 use kube::api::DynamicObject;
 use testkit::ApiServer;
 use testkit::manifests::{self, ApplyOptions};
+use testkit::time::poll_until;
 
 const APPLY: ApplyOptions = ApplyOptions {
     field_manager: "kumaco-kustomize-test",
@@ -198,15 +199,12 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
     // Roles and RoleBindings from its own informers, so a grant applied a moment ago
     // shows up a moment later: wait (with a deadline) for the grant, then check the
     // refusals against an authorizer that has seen both objects.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !may(&client, "create", "default").await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "kumaco's ServiceAccount may still not create events in default 30 s after \
-             the node-events Role and RoleBinding were applied"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    poll_until(
+        "the authorizer to let kumaco's ServiceAccount create events in default",
+        std::time::Duration::from_secs(30),
+        || may(&client, "create", "default"),
+    )
+    .await;
     for (verb, namespace, allowed) in [
         ("delete", "default", false),
         ("list", "default", false),

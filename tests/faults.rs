@@ -26,7 +26,7 @@ use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, StartOptions, http_get, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, has_status, wait_for_condition};
-use testkit::time::{edge_in, until};
+use testkit::time::{edge_in, poll_until, until};
 use testkit::{ApiServer, client_from_kubeconfig};
 
 /// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
@@ -220,7 +220,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
         )
         .await
         .expect("deleting kumaco's ClusterRoleBinding");
-    poll_until(SOON, "the revocation to take effect", || async {
+    poll_until("the revocation to take effect", SOON, || async {
         matches!(
             Api::<Node>::all(restricted.clone()).get(&a).await,
             Err(kube::Error::Api(e)) if e.code == 403
@@ -320,8 +320,8 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
         c.client = server.client().await.unwrap();
         // kumaco's resumed watches are refused (410) and re-list.
         poll_until(
-            SOON,
             "kumaco's node watch to expire (410) and re-list",
+            SOON,
             || async { expired_watches(&kumaco) > gone_before },
         )
         .await;
@@ -552,19 +552,6 @@ async fn write_errors(kumaco: &KumacoProcess) -> f64 {
         "kumaco_api_writes_total",
         &[("verb", "patch"), ("result", "error")],
     )
-}
-
-/// Polls `check` every 100 ms until it holds; fails after `timeout`.
-async fn poll_until<F, Fut>(timeout: Duration, what: &str, check: F)
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// kumaco's own count of node writes (ok or not), which survives API server restarts.

@@ -36,7 +36,7 @@ use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
 use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, http_get, metric_sum};
 use testkit::nodes::{condition, has_status, set_condition, wait_for_condition};
-use testkit::time::{edge_in, until, whole_second};
+use testkit::time::{edge_in, poll_until, until, whole_second};
 
 const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
 const REQUIRE_REBOOT: &str = "--require-condition=kured.dev/RebootRequired";
@@ -989,7 +989,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
         "--watch-timeout=1h",
     ];
     let mut a = Replica::start(&c, "replica-a", &args).await;
-    wait_for(
+    poll_until(
         &format!("{} to lead", a.pod),
         SOON + LEASE_DURATION,
         || async { a.leader_gauge().await == Some(1.0) },
@@ -997,7 +997,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
     .await;
     let (proxy, via) = c.fault_proxy();
     let b = Replica::start_with(&c, "replica-b", &args, Some(via)).await;
-    wait_for(&format!("{} to be ready", b.pod), SOON, || async {
+    poll_until(&format!("{} to be ready", b.pod), SOON, || async {
         http_get(b.process.health_address(), "/readyz")
             .await
             .is_ok_and(|(code, _)| code == 200)
@@ -1022,7 +1022,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
 
     a.kill();
     let killed = Instant::now();
-    wait_for(
+    poll_until(
         &format!("{} to take over", b.pod),
         LEASE_DURATION + SOON,
         || async { b.leader_gauge().await == Some(1.0) },
@@ -1032,7 +1032,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
         "BLIND_TAKEOVER_MS {} (SIGKILL of the leader to the blind standby leading)",
         killed.elapsed().as_millis()
     );
-    wait_for(
+    poll_until(
         &format!("{} to list again and write", b.pod),
         SOON,
         || async { b.log_has("lists complete: writing") },
@@ -1096,7 +1096,7 @@ async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
     ];
     let (proxy, via) = c.fault_proxy();
     let a = Replica::start_with(&c, "replica-a", &args, Some(via)).await;
-    wait_for(
+    poll_until(
         &format!("{} to lead", a.pod),
         SOON + LEASE_DURATION,
         || async { a.leader_gauge().await == Some(1.0) },
@@ -1109,7 +1109,7 @@ async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
 
     tokio::time::sleep(until(start - SignedDuration::from_secs(1))).await;
     proxy.set(Fault::Stall);
-    wait_for(
+    poll_until(
         &format!("{} to take over and write the edge", b.pod),
         LEASE_DURATION + SOON,
         || async { b.log_summary().writes.iter().any(|&t| t >= start) },
@@ -1118,7 +1118,7 @@ async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
     let written = c.wait_status(&node, Some("True"), SOON).await;
     proxy.set(Fault::None);
     // A's held bytes are delivered at once; its write is answered within a round trip.
-    wait_for("A's held write to be answered", SOON, || async {
+    poll_until("A's held write to be answered", SOON, || async {
         a.log_has("the node changed since this write was derived; will retry")
             || a.log_has("writing node conditions failed; will retry")
             || a.log_summary().writes.iter().any(|&t| t >= start)
@@ -1158,18 +1158,6 @@ async fn under_maintenance_since(c: &Cluster, nodes: &[&str]) -> Vec<(String, St
         out.push((um.status.clone(), at.unwrap_or_default()));
     }
     out
-}
-
-/// Polls `check` every 100 ms until it holds; fails after `timeout`, naming `what`.
-async fn wait_for<F: Future<Output = bool>>(what: &str, timeout: Duration, check: impl Fn() -> F) {
-    let deadline = Instant::now() + timeout;
-    while !check().await {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// Waits until exactly one of `a` and `b` reports `kumaco_leader 1` and the other 0;

@@ -19,3 +19,20 @@ pub fn whole_second(t: Timestamp) -> Timestamp {
 pub fn until(t: Timestamp) -> Duration {
     Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default()
 }
+
+/// Polls `check` every 100 ms until it holds; panics after `timeout`, naming `what`.
+/// For the states no watch reports (an authorizer's view, a process's metrics).
+pub async fn poll_until<F, Fut>(what: &str, timeout: Duration, check: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
