@@ -20,6 +20,7 @@ use kumaco::announce::WindowSource;
 use kumaco::in_progress::{Ceiling, Policy};
 use kumaco::node::SlimNode;
 use kumaco::pass::{self, NodeView, Rules};
+use kumaco::peers::Peers;
 use kumaco::window::{Window, WindowId};
 use serde_json::{Value, json};
 use testkit::Scope;
@@ -47,9 +48,10 @@ fn node_json(scope: &Scope, i: usize, generation: u64) -> Value {
             "managedFields": [
                 owns("kubelet", None, json!({ "f:metadata": { "f:labels": {} } })),
                 owns("kubelet", Some("status"), json!({ "f:status": { "f:conditions": {
-                    "k:{\"type\":\"Ready\"}": {}, "k:{\"type\":\"MemoryPressure\"}": {} }, "f:images": {} } })),
+                    "k:{\"type\":\"Ready\"}": { ".": {}, "f:status": {} },
+                    "k:{\"type\":\"MemoryPressure\"}": { ".": {}, "f:status": {} } }, "f:images": {} } })),
                 owns(MANAGER, Some("status"), json!({ "f:status": { "f:conditions": {
-                    "k:{\"type\":\"kured.dev/UnderMaintenance\"}": {} } } })),
+                    "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {}, "f:status": {} } } } })),
             ],
         },
         "spec": { "providerID": format!("aws:///bench/{name}") },
@@ -96,6 +98,7 @@ fn windows() -> Vec<WindowSource> {
                 id,
                 uid: format!("uid-{i}"),
                 data_hash: i as u64,
+                created: None,
             }
         })
         .collect()
@@ -150,6 +153,7 @@ fn bench(c: &mut Criterion) {
             start_cutoff: jiff::SignedDuration::ZERO,
         }),
         planned_lead_time: None,
+        resync: jiff::SignedDuration::from_mins(5),
     };
     let pending = HashMap::new();
     let now: Timestamp = "2026-03-03T03:10:00Z".parse().unwrap();
@@ -163,8 +167,18 @@ fn bench(c: &mut Criterion) {
             resource_version: n.resource_version(),
             conditions: &n.conditions,
             owned: n.owned_by(MANAGER),
+            owned_since: None,
+            owners: &n.status_owners,
         });
-        pass::run(&rules, &windows, &[], views, &pending, now)
+        pass::run(
+            &rules,
+            &windows,
+            &[],
+            views,
+            &pending,
+            &Peers::default(),
+            now,
+        )
     };
     for write in first.writes {
         let node = nodes
@@ -173,11 +187,11 @@ fn bench(c: &mut Criterion) {
             .unwrap();
         for c in write.conditions {
             node.conditions.retain(|old| old.type_ != c.type_);
-            node.status_owners[0].1.push(c.type_.clone());
+            node.status_owners[0].types.push(c.type_.clone());
             node.conditions.push(c);
         }
-        node.status_owners[0].1.sort();
-        node.status_owners[0].1.dedup();
+        node.status_owners[0].types.sort();
+        node.status_owners[0].types.dedup();
     }
     let nodes = nodes;
     let views = || {
@@ -187,9 +201,19 @@ fn bench(c: &mut Criterion) {
             resource_version: n.resource_version(),
             conditions: &n.conditions,
             owned: n.owned_by(MANAGER),
+            owned_since: None,
+            owners: &n.status_owners,
         })
     };
-    let outcome = pass::run(&rules, &windows, &[], views(), &pending, now);
+    let outcome = pass::run(
+        &rules,
+        &windows,
+        &[],
+        views(),
+        &pending,
+        &Peers::default(),
+        now,
+    );
     eprintln!(
         "a pass at {now}: {} windows active, {} of {} nodes under maintenance, {} writes left",
         outcome.counts.active_windows,
@@ -204,7 +228,17 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("pass");
     g.sample_size(20).measurement_time(Duration::from_secs(10));
     g.bench_function("one pass, 200 windows x 5000 nodes, --in-progress", |b| {
-        b.iter(|| pass::run(&rules, &windows, &[], views(), &pending, black_box(now)))
+        b.iter(|| {
+            pass::run(
+                &rules,
+                &windows,
+                &[],
+                views(),
+                &pending,
+                &Peers::default(),
+                black_box(now),
+            )
+        })
     });
     g.finish();
 }

@@ -14,6 +14,10 @@
 //! - `WindowEnded`: for the latest span that ended at most [`HORIZON`] ago, and for a
 //!   window deleted at most [`HORIZON`] ago while it was active.
 //!
+//! A window announces only what happened while it existed: no `WindowEnded` for a span
+//! that ended before the ConfigMap's `creationTimestamp` (a window created just after an
+//! occurrence of its schedule would otherwise report the end of something it never saw).
+//!
 //! The horizon keeps event names meaningful: the API server deletes events after its
 //! `--event-ttl` (1 h by default), after which a name could be created again.
 
@@ -33,6 +37,8 @@ pub struct WindowSource {
     pub uid: String,
     /// [`crate::fingerprint::window_data`] of its data.
     pub data_hash: u64,
+    /// The ConfigMap's `creationTimestamp` (whole seconds).
+    pub created: Option<Timestamp>,
     pub window: Result<Window, InvalidWindow>,
 }
 
@@ -195,7 +201,11 @@ pub fn due(
             };
             out.push(make(what, &start.as_second().to_string()));
         }
-        if let Some(end) = w.last_end(now, look_back) {
+        // Ended at or before the second it was created: before it existed.
+        if let Some(end) = w
+            .last_end(now, look_back)
+            .filter(|end| source.created.is_none_or(|c| *end > c))
+        {
             out.push(make(What::Ended { at: end }, &end.as_second().to_string()));
         }
     }
@@ -257,6 +267,7 @@ mod tests {
             id: w.id.clone(),
             uid: format!("uid-{}", w.id.name),
             data_hash: 7,
+            created: None,
             window: Ok(w),
         }
     }
@@ -394,6 +405,43 @@ mod tests {
         assert_eq!(
             got[0].note(None, ts("2026-01-01T02:00:00Z")),
             "window ignored: duration: bad"
+        );
+    }
+
+    #[test]
+    fn a_window_announces_only_what_happened_while_it_existed() {
+        // `@every 20s` lasting 5s: an occurrence ran 00:00:00-00:00:05; the ConfigMap is
+        // created at 00:00:07, 2 s after that occurrence ended.
+        let mut s = source(window("late", "@every 20s", "5s", "", false));
+        s.created = Some(ts("2026-01-01T00:00:07Z"));
+        assert_eq!(
+            reasons(&due_at(&s, ts("2026-01-01T00:00:07Z"))),
+            ["WindowLoaded"]
+        );
+        // The next occurrence, which it saw, is announced from start to end.
+        assert_eq!(
+            reasons(&due_at(&s, ts("2026-01-01T00:00:21Z"))),
+            ["WindowLoaded", "WindowStarted"]
+        );
+        assert_eq!(
+            reasons(&due_at(&s, ts("2026-01-01T00:00:26Z"))),
+            ["WindowLoaded", "WindowEnded"]
+        );
+        // A span already active when the window was created did happen while it existed.
+        s.created = Some(ts("2026-01-01T00:00:22Z"));
+        assert_eq!(
+            reasons(&due_at(&s, ts("2026-01-01T00:00:22Z"))),
+            ["WindowLoaded", "WindowStarted"]
+        );
+        assert_eq!(
+            reasons(&due_at(&s, ts("2026-01-01T00:00:26Z"))),
+            ["WindowLoaded", "WindowEnded"]
+        );
+        // Created the very second a span ended: that end is not its.
+        s.created = Some(ts("2026-01-01T00:00:25Z"));
+        assert_eq!(
+            reasons(&due_at(&s, ts("2026-01-01T00:00:26Z"))),
+            ["WindowLoaded"]
         );
     }
 }

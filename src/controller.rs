@@ -39,7 +39,8 @@ use crate::leader::Leadership;
 use crate::metrics::{Metrics, WriteResult};
 use crate::node::{SlimNode, condition_json};
 use crate::node_events::{self, NodeEvent, NodeRef};
-use crate::pass::{self, NodeView, Pending, Rules, Write};
+use crate::pass::{self, Contest, Deferred, NodeView, Pending, Rules, Write};
+use crate::peer_leases::PeerLeases;
 use crate::selector::Selector;
 use crate::window::{Window, WindowId};
 
@@ -135,7 +136,11 @@ pub async fn run(
     };
     let label_keys: LabelKeys = Arc::default();
     let mut lists = vec![ListState::default()];
-    let relevant = node_relevance(settings.node_selector.clone(), label_keys.clone());
+    let relevant = node_relevance(
+        settings.node_selector.clone(),
+        settings.field_manager.clone(),
+        label_keys.clone(),
+    );
     tokio::spawn(drive(
         Watch {
             what: "nodes",
@@ -208,7 +213,10 @@ pub async fn run(
         instance: settings.field_manager.clone(),
         in_progress: settings.in_progress.clone(),
         planned_lead_time: settings.planned_lead_time,
+        resync: jiff::SignedDuration::try_from(settings.resync_interval)
+            .unwrap_or(jiff::SignedDuration::MAX),
     };
+    let peers = PeerLeases::start(client.clone(), wake.clone());
     let events = Poster::new(client.clone(), metrics.clone());
     let node_events = settings
         .node_events
@@ -236,6 +244,9 @@ pub async fn run(
         config_hash: None,
         pending: HashMap::new(),
         refused: HashMap::new(),
+        peers,
+        contests: HashSet::new(),
+        deferred: HashSet::new(),
         events,
         node_events,
         shadow_logged: HashSet::new(),
@@ -490,13 +501,14 @@ async fn drive<K, S>(
 /// changes on it (another instance's writes, for one).
 fn node_relevance(
     scope: Selector,
+    manager: String,
     label_keys: LabelKeys,
 ) -> impl FnMut(&watcher::Event<SlimNode>, &Store<SlimNode>) -> bool {
     move |event, cached| match event {
         watcher::Event::Apply(node) => {
             let keys = label_keys.read().unwrap_or_else(|e| e.into_inner());
             let old = cached.get(&reflector::ObjectRef::from_obj(node));
-            let ours = |n: &SlimNode| !n.status_owners.is_empty() || scope.matches(&n.labels);
+            let ours = |n: &SlimNode| !n.owned_by(&manager).is_empty() || scope.matches(&n.labels);
             match old {
                 None => ours(node),
                 Some(old) if !ours(&old) && !ours(node) => false,
@@ -535,6 +547,12 @@ struct Shell {
     /// Writes the API server refused with an answer that will not change (400, 413,
     /// 422), by node: the same write is not sent again; a different one is.
     refused: HashMap<String, u64>,
+    /// The other instances' Leases (`peers`).
+    peers: PeerLeases,
+    /// The contests and deferred writes already logged (each is logged once while it
+    /// lasts: a log's memory, not a decision's).
+    contests: HashSet<(String, String)>,
+    deferred: HashSet<(String, Timestamp)>,
     events: Poster,
     /// `Some` with `--node-events`.
     node_events: Option<Poster>,
@@ -555,14 +573,18 @@ impl Shell {
         let cached = self.nodes.state();
         let views = cached.iter().map(|n| view(n, &self.settings.field_manager));
         let sources: Vec<&WindowSource> = self.sources.values().collect();
+        let peers = self.peers.snapshot();
         let outcome = pass::run(
             &self.rules,
             &sources,
             &self.deleted,
             views,
             &self.pending,
+            &peers,
             now,
         );
+        self.peers.want(&outcome.leases, &outcome.refresh);
+        self.report_contests(&outcome.contested, &outcome.deferred);
         for name in &outcome.settled {
             self.pending.remove(name);
         }
@@ -588,7 +610,7 @@ impl Shell {
             self.shadow(outcome.writes, &cached, now);
             // After the would-be writes: no watch echo will wake another pass to see them.
             let node_events = if wants_node_events {
-                self.node_events_due(&cached, now)
+                self.node_events_due(&cached, &outcome.contested, now)
             } else {
                 Vec::new()
             };
@@ -596,7 +618,8 @@ impl Shell {
         } else if let Some(term) = self.writing_term() {
             // From the cluster as the cache shows it: this pass's writes get their events
             // in the pass their watch echo wakes.
-            let node_events = wants_node_events.then(|| self.node_events_due(&cached, now));
+            let node_events =
+                wants_node_events.then(|| self.node_events_due(&cached, &outcome.contested, now));
             self.apply(outcome.writes, term, now).await;
             self.events.post(&outcome.events, &self.sources, now).await;
             if let (Some(poster), Some(due)) = (&mut self.node_events, &node_events) {
@@ -653,7 +676,12 @@ impl Shell {
     /// The node events due (`--node-events`), from the nodes as the cache shows them:
     /// the cluster's record of what this instance wrote. A shadow reads its own view
     /// instead, the cache overlaid with the writes it would have made.
-    fn node_events_due(&self, cached: &[Arc<SlimNode>], now: Timestamp) -> Vec<NodeEvent> {
+    fn node_events_due(
+        &self,
+        cached: &[Arc<SlimNode>],
+        contested: &[Contest],
+        now: Timestamp,
+    ) -> Vec<NodeEvent> {
         let manager = &self.settings.field_manager;
         // (node, its conditions as this instance sees them, the types it owns there)
         type Seen<'a> = (&'a SlimNode, Cow<'a, [Condition]>, Vec<String>);
@@ -673,7 +701,7 @@ impl Shell {
                 (n.as_ref(), conditions, owned)
             })
             .collect();
-        node_events::due(
+        let mut due = node_events::due(
             views.iter().map(|(n, conditions, owned)| NodeRef {
                 name: n.metadata.name.as_deref().unwrap_or_default(),
                 uid: n.metadata.uid.as_deref().unwrap_or_default(),
@@ -682,7 +710,46 @@ impl Shell {
             }),
             manager,
             now,
-        )
+        );
+        let uids: HashMap<&str, &str> = cached
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, n.metadata.uid.as_deref()?)))
+            .collect();
+        for c in contested {
+            let uid = uids.get(c.node.as_str()).copied().unwrap_or_default();
+            due.extend(node_events::contested(&c.node, uid, &c.with, manager));
+        }
+        due
+    }
+
+    /// Logs each contest and each write the contest bound holds back, once while it
+    /// lasts, and exports their numbers.
+    fn report_contests(&mut self, contested: &[Contest], deferred: &[Deferred]) {
+        self.metrics.nodes_contested.set(contested.len() as i64);
+        self.metrics.writes_deferred.set(deferred.len() as i64);
+        let now: HashSet<(String, String)> = contested
+            .iter()
+            .flat_map(|c| c.with.iter().map(|m| (c.node.clone(), m.clone())))
+            .collect();
+        for (node, other) in now.difference(&self.contests) {
+            warn!(node = %node, other_field_manager = %other,
+                  "node contested: another live kumaco instance also manages its conditions; \
+                   each rewrites what the other changed at most once per --resync-interval");
+        }
+        for (node, other) in self.contests.difference(&now) {
+            info!(node = %node, other_field_manager = %other, "node no longer contested");
+        }
+        self.contests = now;
+        let held: HashSet<(String, Timestamp)> =
+            deferred.iter().map(|d| (d.node.clone(), d.until)).collect();
+        for d in deferred {
+            if !self.deferred.contains(&(d.node.clone(), d.until)) {
+                info!(node = %d.node, changed_by = ?d.by, until = %d.until,
+                      "not rewriting what another instance changed since this one's last \
+                       write until a resync interval after it");
+            }
+        }
+        self.deferred = held;
     }
 
     /// `--dry-run`: logs and counts each condition a write would change, and records the
@@ -713,6 +780,10 @@ impl Shell {
                     .dry_run
                     .write(&c.type_, c.status.as_str(), &c.reason);
             }
+            for ty in &w.dropped {
+                info!(node = %w.node, condition = %ty,
+                      "dry run: would give up this instance's ownership of the condition");
+            }
             self.pending.insert(
                 w.node,
                 Pending {
@@ -722,6 +793,7 @@ impl Shell {
                     // instance wrote them), or replaced by the next would-be write.
                     resource_version: Some(u64::MAX),
                     written_at: now,
+                    dropped: w.dropped,
                 },
             );
         }
@@ -794,6 +866,7 @@ impl Shell {
                         id: id.clone(),
                         uid,
                         data_hash,
+                        created: cm.metadata.creation_timestamp.as_ref().map(|t| t.0),
                         window,
                     },
                 );
@@ -933,12 +1006,22 @@ impl Shell {
                         info!(node = %w.node, condition = %ty, status = status.as_str(), "condition changed");
                         self.metrics.transition(ty, status.as_str());
                     }
+                    for ty in &w.dropped {
+                        info!(node = %w.node, condition = %ty,
+                              "gave up this instance's ownership of the condition: the node is \
+                               no longer its, and another live kumaco instance owns it too");
+                    }
+                    for ty in &w.claimed {
+                        info!(node = %w.node, condition = %ty,
+                              "co-owning the condition another kumaco instance set as this one would");
+                    }
                     self.pending.insert(
                         w.node,
                         Pending {
                             conditions: w.conditions,
                             resource_version: written_version,
                             written_at: now,
+                            dropped: w.dropped,
                         },
                     );
                 }
@@ -1007,6 +1090,8 @@ fn view<'a>(n: &'a SlimNode, manager: &str) -> NodeView<'a> {
         resource_version: n.resource_version(),
         conditions: &n.conditions,
         owned: n.owned_by(manager),
+        owned_since: n.owner(manager).and_then(|o| o.time),
+        owners: &n.status_owners,
     }
 }
 

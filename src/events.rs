@@ -186,10 +186,10 @@ impl Poster {
             event_time: Some(MicroTime(now)),
             reporting_controller: Some("kumaco".into()),
             reporting_instance: Some(self.instance.clone()),
-            action: Some("SetCondition".into()),
+            action: Some(if e.warning { "Contest" } else { "SetCondition" }.into()),
             reason: Some(e.reason.into()),
             note: Some(e.note.clone()),
-            type_: Some("Normal".into()),
+            type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
             regarding: Some(ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Node".into()),

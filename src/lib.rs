@@ -54,6 +54,8 @@ pub mod metrics;
 pub mod node;
 pub mod node_events;
 pub mod pass;
+pub mod peer_leases;
+pub mod peers;
 pub mod schedule;
 pub mod selector;
 pub mod telemetry;

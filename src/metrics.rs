@@ -270,6 +270,8 @@ pub struct Metrics {
     pub pass: PassMetrics,
     pub api_write_duration: Histogram,
     pub clock_steps: Counter,
+    pub nodes_contested: Gauge,
+    pub writes_deferred: Gauge,
     ready: AtomicBool,
 }
 
@@ -378,9 +380,23 @@ impl Metrics {
             "Steps of the wall clock noticed (each runs a pass at once)",
             clock_steps.clone(),
         );
+        let nodes_contested = Gauge::default();
+        registry.register(
+            "nodes_contested",
+            "In-scope nodes whose kumaco conditions a live kumaco instance also owns (two instances claim them)",
+            nodes_contested.clone(),
+        );
+        let writes_deferred = Gauge::default();
+        registry.register(
+            "writes_deferred",
+            "Node writes held back now by the contest bound (at most one rewrite of another instance's change per --resync-interval)",
+            writes_deferred.clone(),
+        );
         Metrics {
             registry,
             dry_run,
+            nodes_contested,
+            writes_deferred,
             windows,
             active_windows,
             nodes_in_scope,

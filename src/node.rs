@@ -1,5 +1,5 @@
 //! A Node as kumaco reads it: name, labels, resourceVersion, conditions, and which
-//! condition types each field manager owns on the status.
+//! condition types each field manager owns on the status, and when it last changed it.
 //!
 //! Decoded straight from the API server's JSON, skipping everything else. A real Node is
 //! mostly images, addresses, capacity and managedFields (tens of KiB once decoded); kumaco
@@ -19,6 +19,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::conditions::{Condition, Status};
 use crate::intern::Pool;
+use crate::peers::{KUMACO_TYPES, Owner};
 use crate::selector::Labels;
 
 /// The part of a Node kumaco reads. `metadata` carries only name, uid and
@@ -28,35 +29,55 @@ pub struct SlimNode {
     pub metadata: ObjectMeta,
     pub labels: NodeLabels,
     pub conditions: Vec<Condition>,
-    /// (field manager, condition types it owns) from the managedFields of the status
+    /// Who owns which conditions' `status`, from the managedFields of the status
     /// subresource, sorted by manager.
-    pub status_owners: Vec<(String, Vec<String>)>,
+    pub status_owners: Vec<Owner>,
 }
 
 impl SlimNode {
     /// The condition types `field_manager` owns on this node's status (sorted).
     pub fn owned_by(&self, field_manager: &str) -> &[String] {
-        self.status_owners
-            .iter()
-            .find(|(m, _)| m == field_manager)
-            .map(|(_, types)| types.as_slice())
+        self.owner(field_manager)
+            .map(|o| o.types.as_slice())
             .unwrap_or_default()
     }
 
-    /// Forgets what the controller never asks about: every field manager's ownership but
-    /// `field_manager`'s, and every condition neither in `read` nor owned by
-    /// `field_manager` (a kubelet's five conditions, for one, are a third of a cached
-    /// node).
+    /// `field_manager`'s entry, if it owns anything of the status.
+    pub fn owner(&self, field_manager: &str) -> Option<&Owner> {
+        self.status_owners
+            .iter()
+            .find(|o| o.manager == field_manager)
+    }
+
+    /// Forgets what the controller never asks about: the ownership of other field
+    /// managers except of kumaco's condition types (another instance's, a person's), and
+    /// every condition neither in `read` nor owned by `field_manager` (a kubelet's five
+    /// conditions, for one, are a third of a cached node).
     pub fn keep_only(&mut self, field_manager: &str, read: &[String]) {
-        self.status_owners.retain(|(m, _)| m == field_manager);
+        for o in &mut self.status_owners {
+            if o.manager != field_manager {
+                o.types.retain(|t| KUMACO_TYPES.contains(&t.as_str()));
+            }
+        }
+        // This manager's entry stays even when another took all its values: its time is
+        // this instance's last change, which bounds a contest (`peers`).
+        self.status_owners
+            .retain(|o| o.manager == field_manager || !o.types.is_empty());
         let owned = self.owned_by(field_manager).to_vec();
         self.conditions
             .retain(|c| read.contains(&c.type_) || owned.contains(&c.type_));
     }
 
+    /// The other field managers owning kumaco's conditions here (after [`Self::keep_only`]).
+    pub fn others(&self, field_manager: &str) -> impl Iterator<Item = &Owner> {
+        self.status_owners
+            .iter()
+            .filter(move |o| o.manager != field_manager)
+    }
+
     /// Whether `self` and `other` (two versions of a node, trimmed by [`Self::keep_only`])
     /// differ in anything a pass reads: the kept conditions (`lastHeartbeatTime` is not
-    /// read), the field manager's ownership, or a label under one of `label_keys`, the
+    /// read), the ownership of kumaco's conditions, or a label under one of `label_keys`, the
     /// keys the selectors name. Most node updates in a cluster (kubelet heartbeats, image
     /// lists, annotations, labels no selector names) differ in none of these: they cost
     /// this comparison and no pass.
@@ -242,6 +263,9 @@ struct WireMeta {
 struct WireManagedFields {
     manager: Option<String>,
     subresource: Option<String>,
+    /// When the manager last changed a field it owns here.
+    #[serde(default)]
+    time: Option<String>,
     fields_v1: Option<WireFields>,
 }
 
@@ -253,9 +277,19 @@ struct WireFields {
 
 #[derive(Deserialize)]
 struct WireStatusFields {
-    /// Keys like `k:{"type":"Ready"}`; the values (which subfields) do not matter.
+    /// Keys like `k:{"type":"Ready"}`, each with the subfields owned.
     #[serde(rename = "f:conditions")]
-    conditions: Option<BTreeMap<String, IgnoredAny>>,
+    conditions: Option<BTreeMap<String, WireConditionFields>>,
+}
+
+/// A manager owns a condition when it owns its `status`: the value. Owning only the
+/// entry (`.`, `f:type`) is what is left to a manager whose value another one overwrote
+/// with `force`; it decides nothing, and an apply that leaves the entry out gives it up
+/// without removing the entry.
+#[derive(Deserialize)]
+struct WireConditionFields {
+    #[serde(rename = "f:status")]
+    status: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -316,7 +350,7 @@ pub fn condition_json(c: &Condition) -> serde_json::Value {
 impl<'de> Deserialize<'de> for SlimNode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::deserialize(deserializer)?;
-        let mut owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut owners: BTreeMap<String, Owner> = BTreeMap::new();
         for entry in wire.metadata.managed_fields.into_iter().flatten() {
             let (Some(manager), Some("status")) = (entry.manager, entry.subresource.as_deref())
             else {
@@ -327,10 +361,20 @@ impl<'de> Deserialize<'de> for SlimNode {
                 .and_then(|f| f.status)
                 .and_then(|s| s.conditions)
                 .unwrap_or_default();
-            let types = owners.entry(manager).or_default();
-            types.extend(keys.into_keys().filter_map(|k| condition_type_of_key(&k)));
-            types.sort();
-            types.dedup();
+            let time = entry.time.and_then(|t| t.parse::<Timestamp>().ok());
+            let owner = owners.entry(manager.clone()).or_insert_with(|| Owner {
+                manager,
+                types: Vec::new(),
+                time: None,
+            });
+            owner.time = owner.time.max(time);
+            owner.types.extend(
+                keys.into_iter()
+                    .filter(|(_, fields)| fields.status.is_some())
+                    .filter_map(|(k, _)| condition_type_of_key(&k)),
+            );
+            owner.types.sort();
+            owner.types.dedup();
         }
         Ok(SlimNode {
             metadata: ObjectMeta {
@@ -347,7 +391,7 @@ impl<'de> Deserialize<'de> for SlimNode {
                 .into_iter()
                 .map(Condition::from)
                 .collect(),
-            status_owners: owners.into_iter().collect(),
+            status_owners: owners.into_values().collect(),
         })
     }
 }
@@ -381,14 +425,19 @@ mod tests {
                 "annotations": { "big": "x" },
                 "managedFields": [
                     { "manager": "kumaco", "operation": "Apply", "subresource": "status",
-                      "fieldsType": "FieldsV1",
+                      "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:07Z",
                       "fieldsV1": { "f:status": { "f:conditions": {
                           "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {}, "f:status": {} },
-                          "k:{\"type\":\"MaintenanceInProgress\"}": { ".": {} } } } } },
+                          "k:{\"type\":\"MaintenanceInProgress\"}": { ".": {}, "f:status": {} },
+                          "k:{\"type\":\"MaintenancePlanned\"}": { ".": {}, "f:type": {} } } } } },
                     { "manager": "agent", "operation": "Apply", "subresource": "status",
                       "fieldsType": "FieldsV1",
                       "fieldsV1": { "f:status": { "f:conditions": {
-                          "k:{\"type\":\"kured.dev/RebootRequired\"}": { ".": {} } } } } },
+                          "k:{\"type\":\"kured.dev/RebootRequired\"}": { ".": {}, "f:status": {} } } } } },
+                    { "manager": "kumaco/other/x", "operation": "Apply", "subresource": "status",
+                      "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:09Z",
+                      "fieldsV1": { "f:status": { "f:conditions": {
+                          "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {}, "f:status": {} } } } } },
                     { "manager": "kumaco", "operation": "Update",
                       "fieldsType": "FieldsV1",
                       "fieldsV1": { "f:metadata": { "f:labels": {} } } }
@@ -417,9 +466,15 @@ mod tests {
         assert!(node.metadata.annotations.is_none());
         assert_eq!(node.conditions.len(), 1);
         assert_eq!(node.conditions[0].type_, "Ready");
+        // Owning a condition is owning its status: MaintenancePlanned's entry alone is
+        // what a manager keeps after another overwrote its value.
         assert_eq!(
             node.owned_by("kumaco"),
             ["MaintenanceInProgress", "kured.dev/UnderMaintenance"]
+        );
+        assert_eq!(
+            node.owner("kumaco").unwrap().time,
+            Some("2026-01-01T00:00:07Z".parse().unwrap())
         );
         assert_eq!(node.owned_by("agent"), ["kured.dev/RebootRequired"]);
         assert!(node.owned_by("nobody").is_empty());
@@ -438,8 +493,11 @@ mod tests {
             });
         }
         node.keep_only("kumaco", &["kured.dev/RebootRequired".to_string()]);
-        assert_eq!(node.status_owners.len(), 1);
+        // The agent owns none of kumaco's conditions; another kumaco instance does.
         assert!(node.owned_by("agent").is_empty());
+        let others: Vec<&str> = node.others("kumaco").map(|o| o.manager.as_str()).collect();
+        assert_eq!(others, ["kumaco/other/x"]);
+        assert_eq!(node.status_owners.len(), 2);
         let types: Vec<&str> = node.conditions.iter().map(|c| c.type_.as_str()).collect();
         assert_eq!(
             types,

@@ -11,6 +11,11 @@
 //!
 //! Bound: at most one event per condition type kumaco owns (three) per change of that
 //! condition's status or reason, so at most three per node per pass that changes it.
+//!
+//! A node two instances claim (`pass::Contest`) gets a Warning `NodeContested` per other
+//! instance, named by the instance, the node's uid and the other field manager: posted
+//! once while the contest lasts, and again only after the API server has expired it (its
+//! event TTL, 1 h by default) if the contest still lasts then.
 
 use jiff::Timestamp;
 
@@ -47,8 +52,10 @@ pub struct NodeEvent {
     pub uid: String,
     pub reason: &'static str,
     pub note: String,
-    /// The condition whose state the event reports.
+    /// The condition whose state the event reports (empty for a contest).
     pub condition: String,
+    /// A Warning (a contest), else Normal.
+    pub warning: bool,
 }
 
 /// The event reason for a condition state, if that state is part of the story. Left out:
@@ -119,10 +126,44 @@ pub fn due<'a>(
                     MAX_NOTE_BYTES,
                 ),
                 condition: c.type_.clone(),
+                warning: false,
             });
         }
     }
     out
+}
+
+/// The Warning events for a node in this instance's scope that the kumaco instances
+/// `with` also claim: one per other instance.
+pub fn contested(name: &str, uid: &str, with: &[String], instance: &str) -> Vec<NodeEvent> {
+    if uid.is_empty() {
+        return Vec::new();
+    }
+    with.iter()
+        .map(|other| {
+            let mut h = Fnv::default();
+            for part in [instance, uid, "NodeContested", other.as_str()] {
+                h.write_str(part);
+            }
+            NodeEvent {
+                name: name_for(name, h.finish()),
+                node: name.to_string(),
+                uid: uid.to_string(),
+                reason: "NodeContested",
+                note: conditions::bounded(
+                    format!(
+                        "kumaco instances {instance} and {other} both manage this node's \
+                         conditions: each rewrites a condition the other changed at most once \
+                         per resync interval; give the node to one of them (docs/operations.md, \
+                         Moving nodes between instances)"
+                    ),
+                    MAX_NOTE_BYTES,
+                ),
+                condition: String::new(),
+                warning: true,
+            }
+        })
+        .collect()
 }
 
 fn event_name(instance: &str, node: NodeRef, c: &Condition, at: Timestamp) -> String {
@@ -131,13 +172,17 @@ fn event_name(instance: &str, node: NodeRef, c: &Condition, at: Timestamp) -> St
         h.write_str(part);
     }
     h.write_u64(at.as_second() as u64);
-    // An object name is at most 253 characters: the node's name is cut to leave room for
-    // the hash, and a cut must not end in a separator.
-    let mut prefix: String = node.name.chars().take(253 - 17).collect();
+    name_for(node.name, h.finish())
+}
+
+/// `<node>.<hash>`. An object name is at most 253 characters: the node's name is cut to
+/// leave room for the hash, and a cut must not end in a separator.
+fn name_for(node: &str, hash: u64) -> String {
+    let mut prefix: String = node.chars().take(253 - 17).collect();
     while prefix.ends_with(['.', '-']) {
         prefix.pop();
     }
-    format!("{prefix}.{:016x}", h.finish())
+    format!("{prefix}.{hash:016x}")
 }
 
 #[cfg(test)]
@@ -298,5 +343,26 @@ mod tests {
         let e = &due([node], "i", ts("2026-01-01T02:00:00Z"))[0];
         assert!(e.name.len() <= 253, "{}", e.name.len());
         assert!(e.name.starts_with(&"a".repeat(235)) && !e.name.contains("-."));
+    }
+
+    #[test]
+    fn a_contest_is_one_warning_per_other_instance() {
+        let with = ["kumaco/b/b".to_string(), "kumaco/c/c".to_string()];
+        let events = contested("n1", "uid-1", &with, "kumaco/a/a");
+        assert_eq!(events.len(), 2);
+        assert!(
+            events
+                .iter()
+                .all(|e| e.warning && e.reason == "NodeContested")
+        );
+        assert!(events[0].note.contains("kumaco/b/b"));
+        assert_ne!(events[0].name, events[1].name);
+        // The same contest, the same name, in every process; another node, another name.
+        assert_eq!(events, contested("n1", "uid-1", &with, "kumaco/a/a"));
+        assert_ne!(
+            events[0].name,
+            contested("n1", "uid-2", &with, "kumaco/a/a")[0].name
+        );
+        assert!(contested("n1", "", &with, "kumaco/a/a").is_empty());
     }
 }

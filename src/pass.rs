@@ -10,7 +10,7 @@
 //! over the state the last one left writes nothing and posts nothing new.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -21,6 +21,7 @@ use crate::conditions::{
 };
 use crate::decision::{self, ActiveWindows, Progress, Verdict};
 use crate::in_progress::{self, NodeState, Policy};
+use crate::peers::{self, LeaseRef, Liveness, Owner, Peers};
 use crate::selector::{Labels, Selector};
 use crate::window::{Window, WindowId};
 
@@ -39,6 +40,9 @@ pub struct Rules {
     pub in_progress: Option<Policy>,
     /// `--planned-lead-time`.
     pub planned_lead_time: Option<SignedDuration>,
+    /// `--resync-interval`: in a contest, how often this instance may rewrite what
+    /// another changed ([`peers::rewrite_allowed_at`]).
+    pub resync: SignedDuration,
 }
 
 impl Rules {
@@ -60,6 +64,11 @@ pub struct NodeView<'a> {
     /// The condition types this instance's field manager owns on the node's status
     /// (from managedFields).
     pub owned: &'a [String],
+    /// When this instance last changed the node's status (its managedFields entry).
+    pub owned_since: Option<Timestamp>,
+    /// The field managers owning kumaco's condition types on the node (this instance's
+    /// own entry, if listed, is skipped).
+    pub owners: &'a [Owner],
 }
 
 /// A write of this instance that the node cache may not show yet.
@@ -69,6 +78,9 @@ pub struct Pending {
     /// The node's resourceVersion in the answer to the write.
     pub resource_version: Option<u64>,
     pub written_at: Timestamp,
+    /// The condition types the write gave up (a live co-owner keeps them): until the
+    /// cache shows them no longer ours, they are not ours.
+    pub dropped: Vec<String>,
 }
 
 /// A node's planned write: every condition this instance owns on it.
@@ -84,6 +96,29 @@ pub struct Write {
     pub conditions: Vec<Condition>,
     /// (type, new status) of the conditions whose status changes.
     pub transitions: Vec<(String, Status)>,
+    /// Types this instance owned and gives up, because a live instance owns them too.
+    pub dropped: Vec<String>,
+    /// Types applied unchanged to become a co-owner next to another kumaco instance.
+    pub claimed: Vec<String>,
+}
+
+/// A node in this instance's scope whose kumaco conditions a live kumaco instance also
+/// owns: two instances claim it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Contest {
+    pub node: String,
+    /// The other instances' field managers, sorted.
+    pub with: Vec<String>,
+}
+
+/// A write held back by the contest bound.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deferred {
+    pub node: String,
+    /// When it may be made.
+    pub until: Timestamp,
+    /// The managers that changed the node since this instance did.
+    pub by: Vec<String>,
 }
 
 /// Counts for metrics and logs.
@@ -161,6 +196,15 @@ pub struct Outcome {
     pub events: Vec<Announcement>,
     /// Pending writes the cache has caught up with: forget them.
     pub settled: Vec<String>,
+    /// Nodes two instances claim ([`Contest`]), by node name.
+    pub contested: Vec<Contest>,
+    /// Writes held back by the contest bound.
+    pub deferred: Vec<Deferred>,
+    /// The Leases of the kumaco instances owning conditions on the nodes this instance
+    /// decides or gives up: the shell reads them into [`Peers`].
+    pub leases: BTreeSet<LeaseRef>,
+    /// Of those, the ones to read again now: giving a node up waits for a fresh copy.
+    pub refresh: BTreeSet<LeaseRef>,
     pub counts: Counts,
     /// Every window ConfigMap, in the order given.
     pub windows: Vec<WindowSummary>,
@@ -176,17 +220,21 @@ struct Plan<'a> {
     based_on: Option<u64>,
     owned: Vec<&'a str>,
     desired: Vec<Desired>,
+    /// Owned types given up to a live co-owner.
+    drops: Vec<String>,
     /// `Some` for an in-scope node.
     verdict: Option<Verdict<'a>>,
 }
 
-/// The pass. `windows` are the ConfigMaps now watched; `pending` is keyed by node name.
+/// The pass. `windows` are the ConfigMaps now watched; `pending` is keyed by node name;
+/// `peers` are the other instances' Leases as last read.
 pub fn run<'a>(
     rules: &Rules,
     windows: &[&'a WindowSource],
     deleted: &[Deleted],
     nodes: impl IntoIterator<Item = NodeView<'a>>,
     pending: &'a HashMap<String, Pending>,
+    peers: &Peers,
     now: Timestamp,
 ) -> Outcome {
     let valid: Vec<&Window> = windows
@@ -195,7 +243,13 @@ pub fn run<'a>(
         .collect();
     let active = ActiveWindows::with_lead(valid.iter().copied(), now, rules.planned_lead_time);
     let mut outcome = Outcome {
-        next_edge: decision::next_edge(valid.iter().copied(), now, rules.planned_lead_time),
+        next_edge: [
+            decision::next_edge(valid.iter().copied(), now, rules.planned_lead_time),
+            peers.next_change(now),
+        ]
+        .into_iter()
+        .flatten()
+        .min(),
         ..Outcome::default()
     };
     outcome.counts.active_windows = active.iter().count();
@@ -215,10 +269,19 @@ pub fn run<'a>(
         let mut owned: Vec<&str> = node.owned.iter().map(String::as_str).collect();
         if let Some(p) = pending.get(node.name).filter(|_| !settled) {
             owned.extend(p.conditions.iter().map(|c| c.type_.as_str()));
+            owned.retain(|t| !p.dropped.iter().any(|d| d == t));
             owned.sort();
             owned.dedup();
         }
-        if rules.node_selector.matches(node.labels) {
+        let in_scope = rules.node_selector.matches(node.labels);
+        if in_scope || !owned.is_empty() {
+            outcome.leases.extend(
+                others(&node, rules)
+                    .filter(|o| peers::is_kumaco(&o.manager))
+                    .filter_map(|o| peers::lease_of(&o.manager)),
+            );
+        }
+        if in_scope {
             outcome.counts.in_scope += 1;
             for (w, _) in active.iter() {
                 if w.selector.matches(node.labels) {
@@ -238,17 +301,23 @@ pub fn run<'a>(
                 .iter()
                 .filter(|c| owned.contains(&c.type_.as_str()) && !rules.decides(&c.type_))
                 .collect();
-            desired.extend(decision::relinquish(
+            let (given_up, drops) = give_up(
                 &stale,
+                &node,
+                rules,
+                (peers, &mut outcome.refresh),
+                now,
                 decision::REASON_NOT_MANAGED,
                 "this kumaco instance no longer decides this condition",
-            ));
+            );
+            desired.extend(given_up);
             plans.push(Plan {
                 node,
                 current,
                 based_on,
                 owned,
                 desired,
+                drops,
                 verdict: Some(verdict),
             });
         } else if !owned.is_empty() {
@@ -257,8 +326,12 @@ pub fn run<'a>(
                 .iter()
                 .filter(|c| owned.contains(&c.type_.as_str()))
                 .collect();
-            let desired = decision::relinquish(
+            let (desired, drops) = give_up(
                 &ours,
+                &node,
+                rules,
+                (peers, &mut outcome.refresh),
+                now,
                 decision::REASON_OUT_OF_SCOPE,
                 "the node no longer matches this kumaco instance's --node-selector",
             );
@@ -268,6 +341,7 @@ pub fn run<'a>(
                 based_on,
                 owned,
                 desired,
+                drops,
                 verdict: None,
             });
         }
@@ -310,7 +384,21 @@ pub fn run<'a>(
         .as_ref()
         .map_or(&[][..], |p| p.required.as_slice());
     for plan in &plans {
-        let write = plan_write(plan, now);
+        let planned = plan_write(plan, rules, peers, now);
+        if plan.verdict.is_some() {
+            outcome
+                .contested
+                .extend(contest(plan, &planned, rules, peers, now));
+        }
+        let write = match planned {
+            Planned::Write(w) => Some(w),
+            Planned::Nothing => None,
+            Planned::Deferred(d) => {
+                outcome.next_edge = Some(outcome.next_edge.map_or(d.until, |t| t.min(d.until)));
+                outcome.deferred.push(d);
+                None
+            }
+        };
         tally(&mut outcome.counts, plan, write.as_ref(), required);
         outcome.writes.extend(write);
     }
@@ -471,6 +559,86 @@ fn decide_in_progress(rules: &Rules, plans: &mut [Plan], now: Timestamp) -> Vec<
     progress
 }
 
+/// The other field managers owning kumaco's conditions on `node`.
+fn others<'n>(node: &NodeView<'n>, rules: &Rules) -> impl Iterator<Item = &'n Owner> {
+    let instance = rules.instance.clone();
+    node.owners
+        .iter()
+        .filter(move |o| o.manager != instance && !o.types.is_empty())
+}
+
+/// Whether the in-scope node of `plan` is contested: a live kumaco instance owns one of
+/// kumaco's conditions on it (both instances claim the node), or holds back a write of
+/// this one (the bound). In a contest of differing opinions the instance whose value is
+/// on the node owns it alone, and the other one reports the contest: the one held back.
+fn contest(
+    plan: &Plan,
+    planned: &Planned,
+    rules: &Rules,
+    peers: &Peers,
+    now: Timestamp,
+) -> Option<Contest> {
+    let live = |m: &str| peers::is_kumaco(m) && peers.liveness(m, now) == Liveness::Live;
+    let mut with: Vec<String> = others(&plan.node, rules)
+        .map(|o| o.manager.as_str())
+        .chain(match planned {
+            Planned::Deferred(d) => d.by.iter().map(String::as_str).collect(),
+            _ => Vec::new(),
+        })
+        .filter(|m| live(m))
+        .map(String::from)
+        .collect();
+    with.sort();
+    with.dedup();
+    (!with.is_empty()).then(|| Contest {
+        node: plan.node.name.to_string(),
+        with,
+    })
+}
+
+/// Conditions this instance owns and should no longer decide on `node` ([`peers`]): each
+/// one a live kumaco instance also owns is dropped (returned second: the apply leaves it
+/// out, and the co-owner's value stays); the others are relinquished (True goes False
+/// with `reason`). Either is final, so a condition with a kumaco co-owner whose Lease
+/// was not read in the last [`peers::FRESH`] stays as it is, and that Lease is added to
+/// `refresh` (the shell reads it and runs the pass again).
+fn give_up(
+    owned: &[&Condition],
+    node: &NodeView,
+    rules: &Rules,
+    (peers, refresh): (&Peers, &mut BTreeSet<LeaseRef>),
+    now: Timestamp,
+    reason: &str,
+    message: &str,
+) -> (Vec<Desired>, Vec<String>) {
+    let mut drops = Vec::new();
+    let mut relinquished = Vec::new();
+    let mut kept = Vec::new();
+    for c in owned {
+        let co_owners: Vec<&Owner> = others(node, rules)
+            .filter(|o| peers::is_kumaco(&o.manager) && o.owns(&c.type_))
+            .collect();
+        let unread: Vec<LeaseRef> = co_owners
+            .iter()
+            .filter(|o| !peers.fresh(&o.manager, now))
+            .filter_map(|o| peers::lease_of(&o.manager))
+            .collect();
+        if !unread.is_empty() {
+            refresh.extend(unread);
+            kept.push(Desired::keep(c));
+        } else if co_owners
+            .iter()
+            .any(|o| peers.liveness(&o.manager, now) == Liveness::Live)
+        {
+            drops.push(c.type_.clone());
+        } else {
+            relinquished.push(*c);
+        }
+    }
+    kept.extend(decision::relinquish(&relinquished, reason, message));
+    (kept, drops)
+}
+
 /// The conditions of `node` as kumaco should reason about them: the cache, unless a
 /// write of ours is newer than what the cache shows yet. The flag says the pending write
 /// is settled (the cache shows it or has moved past it) and can be forgotten.
@@ -490,10 +658,12 @@ pub fn overlay<'a>(
         (Some(ours), Some(cached)) => cached >= ours,
         _ => false,
     };
+    // A write that gave types up is shown only once the cache no longer has them ours:
+    // the conditions themselves stay as they were.
     let confirmed = p.conditions.iter().all(|w| {
         find(cached, &w.type_)
             .is_some_and(|c| c.status == w.status && c.reason == w.reason && c.message == w.message)
-    });
+    }) && !p.dropped.iter().any(|d| node.owned.contains(d));
     // Without a comparable resourceVersion, trust our write for a while only. With one,
     // never expire: a cache stuck behind our write (a broken watch) must not make a
     // MaintenanceInProgress slot look free; the watch's relist catches up.
@@ -509,21 +679,70 @@ pub fn overlay<'a>(
     (Cow::Owned(merged), false)
 }
 
-/// The write a node needs, if what it shows differs from what kumaco wants. The apply
-/// carries every condition this instance owns (server-side apply deletes an owned entry
-/// left out), the unchanged ones as they are.
-fn plan_write(plan: &Plan, now: Timestamp) -> Option<Write> {
+/// What a node needs.
+enum Planned {
+    Nothing,
+    Write(Write),
+    /// A write the contest bound holds back.
+    Deferred(Deferred),
+}
+
+/// The write a node needs, if what it shows differs from what kumaco wants, or this
+/// instance's ownership should change (a claim, a drop). The apply carries every
+/// condition this instance keeps owning (server-side apply deletes an owned entry left
+/// out), the unchanged ones as they are; a dropped one is left out.
+fn plan_write(plan: &Plan, rules: &Rules, peers: &Peers, now: Timestamp) -> Planned {
     let current = &plan.current;
-    if !plan
+    let changed: Vec<&str> = plan
         .desired
         .iter()
-        .any(|d| conditions::differs(d, find(current, &d.type_)))
-    {
-        return None;
+        .filter(|d| conditions::differs(d, find(current, &d.type_)))
+        .map(|d| d.type_.as_str())
+        .collect();
+    let others: Vec<&Owner> = others(&plan.node, rules).collect();
+    // Agreeing with another kumaco instance's value is owning it too, so that instance
+    // can let the node go without setting it False under this one.
+    let claimed: Vec<String> = plan
+        .desired
+        .iter()
+        .filter(|d| !plan.owned.contains(&d.type_.as_str()) && !changed.contains(&d.type_.as_str()))
+        .filter(|d| {
+            others
+                .iter()
+                .any(|o| peers::is_kumaco(&o.manager) && o.owns(&d.type_))
+        })
+        .map(|d| d.type_.clone())
+        .collect();
+    if changed.is_empty() && claimed.is_empty() && plan.drops.is_empty() {
+        return Planned::Nothing;
+    }
+    // A kumaco instance known to be gone changes nothing any more: no rival.
+    let rivals: Vec<&Owner> = others
+        .iter()
+        .copied()
+        .filter(|o| changed.iter().any(|t| o.owns(t)))
+        .filter(|o| {
+            !(peers::is_kumaco(&o.manager) && peers.liveness(&o.manager, now) == Liveness::Stale)
+        })
+        .collect();
+    if let Some(until) = peers::rewrite_allowed_at(
+        plan.node.owned_since,
+        rivals.iter().copied(),
+        rules.resync,
+        now,
+    ) {
+        return Planned::Deferred(Deferred {
+            node: plan.node.name.to_string(),
+            until,
+            by: rivals.iter().map(|o| o.manager.clone()).collect(),
+        });
     }
     let mut desired: Vec<Desired> = plan.desired.clone();
     for c in current.iter() {
-        if plan.owned.contains(&c.type_.as_str()) && !desired.iter().any(|d| d.type_ == c.type_) {
+        if plan.owned.contains(&c.type_.as_str())
+            && !plan.drops.contains(&c.type_)
+            && !desired.iter().any(|d| d.type_ == c.type_)
+        {
             desired.push(Desired::keep(c));
         }
     }
@@ -539,11 +758,13 @@ fn plan_write(plan: &Plan, now: Timestamp) -> Option<Write> {
             c
         })
         .collect();
-    Some(Write {
+    Planned::Write(Write {
         node: plan.node.name.to_string(),
         based_on: plan.based_on,
         conditions,
         transitions,
+        dropped: plan.drops.clone(),
+        claimed,
     })
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use super::*;
 use crate::decision::{REASON_BLACKOUT, REASON_NOT_MANAGED, REASON_OUT_OF_SCOPE};
 use crate::in_progress::Ceiling;
+use crate::peers;
 use crate::selector;
 use crate::window::test_window;
 
@@ -24,6 +25,7 @@ fn rules(selector: &str) -> Rules {
         instance: "kumaco/ops/kumaco".into(),
         in_progress: None,
         planned_lead_time: None,
+        resync: SignedDuration::from_mins(5),
     }
 }
 
@@ -49,8 +51,20 @@ fn source(name: &str, start: &str, duration: &str, selector: &str, blackout: boo
                 format!("{start} {duration} {selector} {blackout}"),
             )]),
         ),
+        created: None,
         window: Ok(w),
     }
+}
+
+/// What one field manager owns of a simulated node's status.
+#[derive(Clone, Debug, Default)]
+struct Owns {
+    /// Condition entries it applied (`k:{"type":...}`).
+    entries: BTreeSet<String>,
+    /// Condition values it owns (`f:status` and the rest): lost to a forced apply of
+    /// another value, shared when two apply the same.
+    values: BTreeSet<String>,
+    time: Option<Timestamp>,
 }
 
 /// A node in the simulated cluster: what the API server would store.
@@ -59,17 +73,67 @@ struct Node {
     name: String,
     labels: BTreeMap<String, String>,
     conditions: Vec<Condition>,
-    owned: Vec<String>,
+    owners: BTreeMap<String, Owns>,
     rv: u64,
 }
 
-/// A cluster of nodes, kumaco's writes applied to it as server-side apply would (the
-/// applied conditions replace those of the same type; the manager owns exactly them).
+impl Node {
+    /// The ownership a pass reads (managedFields, decoded as `node` does).
+    fn owner_views(&self) -> Vec<Owner> {
+        self.owners
+            .iter()
+            .map(|(m, o)| Owner {
+                manager: m.clone(),
+                types: o.values.iter().cloned().collect(),
+                time: o.time,
+            })
+            .collect()
+    }
+
+    /// Server-side apply with `force` of `applied` by `manager`: it owns exactly the
+    /// entries it applies; an entry it leaves out is removed if no one else has it; a
+    /// value it overwrites is taken from the managers that owned it.
+    fn apply(&mut self, manager: &str, applied: &[Condition], now: Timestamp) {
+        let mut changed = false;
+        for c in applied {
+            let same = find(&self.conditions, &c.type_) == Some(c);
+            for (m, o) in self.owners.iter_mut() {
+                if m != manager && !same {
+                    o.values.remove(&c.type_);
+                }
+            }
+            changed |= !same;
+            self.conditions.retain(|x| x.type_ != c.type_);
+            self.conditions.push(c.clone());
+        }
+        let o = self.owners.entry(manager.to_string()).or_default();
+        let entries: BTreeSet<String> = applied.iter().map(|c| c.type_.clone()).collect();
+        let left: Vec<String> = o.entries.difference(&entries).cloned().collect();
+        changed |= o.entries != entries || o.values != entries;
+        o.entries = entries.clone();
+        o.values = entries;
+        if changed {
+            o.time = Some(Timestamp::from_second(now.as_second()).unwrap());
+        }
+        for t in left {
+            if !self.owners.values().any(|o| o.entries.contains(&t)) {
+                self.conditions.retain(|c| c.type_ != t);
+            }
+        }
+        self.owners.retain(|_, o| !o.entries.is_empty());
+        self.rv += 1;
+    }
+}
+
+/// A cluster of nodes, kumaco's writes applied to it as server-side apply would, by the
+/// field manager of the instance writing.
 #[derive(Clone, Debug)]
 struct Cluster {
     nodes: Vec<Node>,
     posted: BTreeSet<String>,
     writes: usize,
+    /// The other instances' Leases, as the shell would have read them.
+    peers: Peers,
 }
 
 impl Cluster {
@@ -84,12 +148,13 @@ impl Cluster {
                         .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect(),
                     conditions: vec![],
-                    owned: vec![],
+                    owners: BTreeMap::new(),
                     rv: 1,
                 })
                 .collect(),
             posted: BTreeSet::new(),
             writes: 0,
+            peers: Peers::default(),
         }
     }
 
@@ -102,18 +167,58 @@ impl Cluster {
         find(&n.conditions, type_).map(|c| (c.status, c.reason.clone()))
     }
 
+    /// The field managers owning `type_`'s value on `node`.
+    fn owners_of(&self, node: &str, type_: &str) -> Vec<String> {
+        let n = self.nodes.iter().find(|n| n.name == node).unwrap();
+        n.owners
+            .iter()
+            .filter(|(_, o)| o.values.contains(type_))
+            .map(|(m, _)| m.clone())
+            .collect()
+    }
+
     /// Another writer (a reboot agent) sets a condition it owns.
     fn set(&mut self, node: &str, type_: &str, status: bool, at: Timestamp) {
+        self.set_as("agent", node, type_, status, at);
+    }
+
+    /// `manager` sets a condition of its own, alone in its apply.
+    fn set_as(&mut self, manager: &str, node: &str, type_: &str, status: bool, at: Timestamp) {
         let n = self.node(node);
-        n.conditions.retain(|c| c.type_ != type_);
-        n.conditions.push(Condition {
+        let mut applied: Vec<Condition> = n
+            .owners
+            .get(manager)
+            .map(|o| {
+                n.conditions
+                    .iter()
+                    .filter(|c| o.entries.contains(&c.type_) && c.type_ != type_)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        applied.push(Condition {
             type_: type_.into(),
             status: Status::from(status),
             reason: "Agent".into(),
             message: String::new(),
             last_transition_time: Some(at),
         });
-        n.rv += 1;
+        n.apply(manager, &applied, at);
+    }
+
+    /// A live kumaco instance's Lease, renewed and read at `at`.
+    fn live(&mut self, manager: &str, at: Timestamp) {
+        self.peers.leases.insert(
+            peers::lease_of(manager).unwrap(),
+            (
+                peers::LeaseRead::Found {
+                    held: true,
+                    renewed: Some(at),
+                    duration: SignedDuration::from_secs(15),
+                },
+                at,
+            ),
+        );
     }
 
     /// One pass of a kumaco that has no pending writes (the cache shows everything: a
@@ -121,28 +226,29 @@ impl Cluster {
     /// its events posted. Returns the outcome.
     fn pass(&mut self, rules: &Rules, windows: &[WindowSource], now: Timestamp) -> Outcome {
         let pending = HashMap::new();
+        let owners: Vec<Vec<Owner>> = self.nodes.iter().map(Node::owner_views).collect();
         let views: Vec<NodeView> = self
             .nodes
             .iter()
-            .map(|n| NodeView {
-                name: &n.name,
-                labels: &n.labels,
-                resource_version: Some(n.rv),
-                conditions: &n.conditions,
-                owned: &n.owned,
+            .zip(&owners)
+            .map(|(n, owners)| {
+                let ours = owners.iter().find(|o| o.manager == rules.instance);
+                NodeView {
+                    name: &n.name,
+                    labels: &n.labels,
+                    resource_version: Some(n.rv),
+                    conditions: &n.conditions,
+                    owned: ours.map(|o| o.types.as_slice()).unwrap_or_default(),
+                    owned_since: ours.and_then(|o| o.time),
+                    owners,
+                }
             })
             .collect();
         let sources: Vec<&WindowSource> = windows.iter().collect();
-        let outcome = run(rules, &sources, &[], views, &pending, now);
+        let outcome = run(rules, &sources, &[], views, &pending, &self.peers, now);
         for w in &outcome.writes {
-            let n = self.node(&w.node);
-            n.conditions.retain(|c| !n.owned.contains(&c.type_));
-            n.conditions
-                .retain(|c| !w.conditions.iter().any(|x| x.type_ == c.type_));
-            n.conditions.extend(w.conditions.iter().cloned());
-            n.owned = w.conditions.iter().map(|c| c.type_.clone()).collect();
-            n.owned.sort();
-            n.rv += 1;
+            self.node(&w.node)
+                .apply(&rules.instance, &w.conditions, now);
             self.writes += 1;
         }
         for e in &outcome.events {
@@ -407,11 +513,14 @@ fn pending_writes_cover_a_lagging_cache_until_it_catches_up() {
         resource_version: Some(rv),
         conditions: &[],
         owned: &[],
+        owned_since: None,
+        owners: &[],
     };
     let p = Pending {
         conditions: conditions.clone(),
         resource_version: Some(10),
         written_at: ts("2026-01-01T00:00:00Z"),
+        dropped: vec![],
     };
     let now = ts("2026-01-01T01:00:00Z");
     let (c, settled) = overlay(Some(&p), &view(9), now);
@@ -559,8 +668,13 @@ fn a_reason_kumaco_does_not_write_is_counted_as_other() {
     let r = rules("");
     let mut c = Cluster::new(&[("n", &[])]);
     // A condition of ours that someone else edited to a reason of their own.
-    c.set("n", UNDER_MAINTENANCE, false, ts("2026-01-01T00:00:00Z"));
-    c.node("n").owned = vec![UNDER_MAINTENANCE.into()];
+    c.set_as(
+        "kumaco/ops/kumaco",
+        "n",
+        UNDER_MAINTENANCE,
+        false,
+        ts("2026-01-01T00:00:00Z"),
+    );
     let o = c.pass(&r, &[], ts("2026-01-01T01:00:00Z"));
     assert!(o.writes.is_empty(), "a False condition is left as it is");
     assert_eq!(
@@ -568,4 +682,332 @@ fn a_reason_kumaco_does_not_write_is_counted_as_other() {
         [(state(UNDER_MAINTENANCE, Status::False, OTHER_REASON), 1)].into()
     );
     assert_eq!(o.counts.slots, None, "without --in-progress");
+}
+
+/// Two instances, one window over every pool. Instance a manages pools x and y, b pool
+/// z; pool y moves from a to b.
+mod instances {
+    use super::*;
+
+    const A: &str = "kumaco/ops-a/kumaco";
+    const B: &str = "kumaco/ops-b/kumaco";
+
+    fn instance(manager: &str, scope: &str) -> Rules {
+        Rules {
+            instance: manager.into(),
+            ..rules(scope)
+        }
+    }
+
+    fn cluster(now: Timestamp) -> Cluster {
+        let mut c = Cluster::new(&[
+            ("x1", &[("pool", "x")]),
+            ("y1", &[("pool", "y")]),
+            ("y2", &[("pool", "y")]),
+            ("z1", &[("pool", "z")]),
+        ]);
+        c.live(A, now);
+        c.live(B, now);
+        c
+    }
+
+    /// Writes per (instance, node).
+    type Writes = BTreeMap<(String, String), usize>;
+
+    /// Runs `passes` (instance rules) every second for `seconds`, returning the writes
+    /// of each instance per node and every state `watched` showed on y1.
+    fn run_for(
+        c: &mut Cluster,
+        passes: &[&Rules],
+        windows: &[WindowSource],
+        from: Timestamp,
+        seconds: i64,
+    ) -> (Writes, Vec<Option<(Status, String)>>) {
+        let mut writes = Writes::new();
+        let mut states = vec![c.condition("y1", UNDER_MAINTENANCE)];
+        for s in 0..seconds {
+            let now = from + SignedDuration::from_secs(s);
+            // The Leases are renewed as the instances run.
+            c.live(A, now);
+            c.live(B, now);
+            for r in passes {
+                for w in c.pass(r, windows, now).writes {
+                    *writes.entry((r.instance.clone(), w.node)).or_default() += 1;
+                }
+                let state = c.condition("y1", UNDER_MAINTENANCE);
+                if states.last() != Some(&state) {
+                    states.push(state);
+                }
+            }
+        }
+        (writes, states)
+    }
+
+    fn y_writes(writes: &Writes) -> Vec<usize> {
+        ["y1", "y2"]
+            .iter()
+            .map(|n| {
+                writes
+                    .iter()
+                    .filter(|((_, node), _)| node == n)
+                    .map(|(_, k)| k)
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn widening_first_hands_the_pool_over_in_two_writes_without_a_flap() {
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let mut c = cluster(t0);
+        let a = instance(A, "pool in (x, y)");
+        let b = instance(B, "pool=z");
+        c.pass(&a, &windows, t0);
+        c.pass(&b, &windows, t0);
+        assert_eq!(c.owners_of("y1", UNDER_MAINTENANCE), [A]);
+        let before = c.writes;
+
+        // b widened: it agrees with what a wrote, and co-owns it.
+        let b = instance(B, "pool in (y, z)");
+        let t1 = t0 + SignedDuration::from_secs(60);
+        c.live(A, t1);
+        c.live(B, t1);
+        let o = c.pass(&b, &windows, t1);
+        assert_eq!(o.writes.len(), 2, "one claim per node of y: {:?}", o.writes);
+        assert!(o.writes.iter().all(|w| w.claimed == [UNDER_MAINTENANCE]));
+        assert_eq!(c.owners_of("y1", UNDER_MAINTENANCE), [A, B]);
+        // Both see the contest while both manage y.
+        let contested = |o: &Outcome| {
+            o.contested
+                .iter()
+                .map(|c| c.node.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(contested(&c.pass(&a, &windows, t1)), ["y1", "y2"]);
+        assert_eq!(contested(&c.pass(&b, &windows, t1))[0], "y1");
+        assert_eq!(c.pass(&b, &windows, t1).contested[0].with, [A]);
+
+        // a narrowed: it drops its ownership; b's value stays.
+        let a = instance(A, "pool=x");
+        let (writes, states) = run_for(&mut c, &[&a, &b], &windows, t1, 30);
+        assert_eq!(y_writes(&writes), [1, 1], "{writes:?}");
+        assert_eq!(c.writes - before, 4, "two writes per node of y in all");
+        assert_eq!(c.owners_of("y1", UNDER_MAINTENANCE), [B]);
+        assert_eq!(
+            states,
+            [Some((Status::True, decision::REASON_WINDOW.into()))],
+            "y1 never left UnderMaintenance=True"
+        );
+        assert!(c.pass(&a, &windows, t1).contested.is_empty());
+        assert!(c.pass(&b, &windows, t1).contested.is_empty());
+        // When the window ends, y's new instance ends it.
+        let end = ts("2026-01-01T03:00:00Z");
+        c.pass(&a, &windows, end);
+        c.pass(&b, &windows, end);
+        assert_eq!(
+            c.condition("y1", UNDER_MAINTENANCE).unwrap().0,
+            Status::False
+        );
+        steady(&mut c, &a, &windows, end);
+        steady(&mut c, &b, &windows, end);
+    }
+
+    #[test]
+    fn narrowing_first_hands_the_pool_over_in_two_writes() {
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let mut c = cluster(t0);
+        c.pass(&instance(A, "pool in (x, y)"), &windows, t0);
+        let before = c.writes;
+        // a narrowed: y is no instance's for a moment, and a sets it False as its sole
+        // owner; b widened: it sets it True, taking the value from a.
+        let a = instance(A, "pool=x");
+        let t1 = t0 + SignedDuration::from_secs(60);
+        c.pass(&a, &windows, t1);
+        assert_eq!(
+            c.condition("y1", UNDER_MAINTENANCE),
+            Some((Status::False, REASON_OUT_OF_SCOPE.into()))
+        );
+        let b = instance(B, "pool in (y, z)");
+        let (writes, _) = run_for(&mut c, &[&b, &a], &windows, t1, 30);
+        assert_eq!(
+            c.writes - before - writes.get(&(B.into(), "z1".into())).unwrap(),
+            4
+        );
+        assert_eq!(y_writes(&writes), [1, 1], "b's True only: {writes:?}");
+        assert_eq!(
+            c.condition("y1", UNDER_MAINTENANCE).unwrap().0,
+            Status::True
+        );
+        assert_eq!(c.owners_of("y1", UNDER_MAINTENANCE), [B]);
+        steady(&mut c, &a, &windows, t1);
+        steady(&mut c, &b, &windows, t1);
+    }
+
+    #[test]
+    fn differing_opinions_are_rewritten_at_most_once_per_resync_each() {
+        // Two instances over the same nodes read different windows: a's is active, b
+        // has none. Each would undo the other at once; the bound leaves each one write
+        // per resync interval (5 min): over 20 minutes at most 5 each per node.
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let mut c = cluster(t0);
+        let a = instance(A, "pool=y");
+        let b = instance(B, "pool=y");
+        let a_windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let mut writes: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut flips = 0;
+        let mut last = None;
+        for s in 0..(20 * 60) {
+            let now = t0 + SignedDuration::from_secs(s);
+            c.live(A, now);
+            c.live(B, now);
+            *writes.entry(A).or_default() += c.pass(&a, &a_windows, now).writes.len();
+            let o = c.pass(&b, &[], now);
+            *writes.entry(B).or_default() += o.writes.len();
+            if s > 0 {
+                let reported: BTreeSet<String> = c
+                    .pass(&a, &a_windows, now)
+                    .contested
+                    .iter()
+                    .chain(&o.contested)
+                    .map(|c| c.node.clone())
+                    .collect();
+                assert_eq!(
+                    reported,
+                    ["y1".to_string(), "y2".to_string()].into(),
+                    "at {s}s, each node is reported contested by the instance held back"
+                );
+            }
+            let state = c.condition("y1", UNDER_MAINTENANCE).map(|x| x.0);
+            if last.is_some() && state != last {
+                flips += 1;
+            }
+            last = state;
+        }
+        // Per node: a's first write, b's, then one each per 5 minutes.
+        assert!(writes[A] <= 2 * 5 && writes[B] <= 2 * 5, "{writes:?}");
+        assert!(flips <= 10, "{flips} flips in 20 minutes");
+        // Without the bound this would be 2 writes per node per second.
+        assert!(writes[A] >= 2 && writes[B] >= 2, "{writes:?}");
+    }
+
+    #[test]
+    fn a_stale_co_owner_is_neither_deferred_to_nor_a_contest() {
+        // y1 is co-owned by a deleted instance (its Lease gone) and by the field manager
+        // of kumaco's earlier versions: a leaving the node sets it False.
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let deleted = "kumaco/gone/kumaco";
+        for stale in [deleted, peers::LEGACY_MANAGER] {
+            let mut c = cluster(t0);
+            c.peers.leases.insert(
+                peers::lease_of(deleted).unwrap(),
+                (peers::LeaseRead::Missing, t0),
+            );
+            let a = instance(A, "pool in (x, y)");
+            c.pass(&a, &windows, t0);
+            // The stale manager applied the same value (it ran once, with a's opinion).
+            let cond = c.nodes[1].conditions.clone();
+            c.node("y1").apply(stale, &cond, t0);
+            let mut both = vec![A.to_string(), stale.to_string()];
+            both.sort();
+            assert_eq!(c.owners_of("y1", UNDER_MAINTENANCE), both);
+            let o = c.pass(&a, &windows, t0 + SignedDuration::from_secs(1));
+            assert!(o.contested.is_empty(), "{stale}: {:?}", o.contested);
+            assert!(o.leases.iter().all(|l| l.namespace != "ops-a"));
+            let o = c.pass(
+                &instance(A, "pool=x"),
+                &windows,
+                t0 + SignedDuration::from_secs(2),
+            );
+            assert_eq!(o.writes.len(), 2, "{stale}");
+            assert_eq!(
+                c.condition("y1", UNDER_MAINTENANCE),
+                Some((Status::False, REASON_OUT_OF_SCOPE.into())),
+                "{stale}: no True is left that no live instance wants"
+            );
+        }
+    }
+
+    #[test]
+    fn a_co_owner_whose_lease_was_not_read_lately_holds_the_decision() {
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let mut c = cluster(t0);
+        let a = instance(A, "pool in (x, y)");
+        let b = instance(B, "pool in (y, z)");
+        c.pass(&a, &windows, t0);
+        c.pass(&b, &windows, t0);
+        let later = t0 + SignedDuration::from_secs(1);
+        // Read 10 s ago: live then, but the drop is final, so it waits for a fresh copy.
+        let b_lease = peers::lease_of(B).unwrap();
+        c.peers.leases.get_mut(&b_lease).unwrap().1 = later - SignedDuration::from_secs(10);
+        let o = c.pass(&instance(A, "pool=x"), &windows, later);
+        assert!(o.writes.is_empty(), "{:?}", o.writes);
+        assert!(
+            o.refresh.contains(&b_lease),
+            "the shell is asked to read it again"
+        );
+        c.peers.leases.clear();
+        let o = c.pass(&instance(A, "pool=x"), &windows, later);
+        assert!(o.writes.is_empty(), "never read: {:?}", o.writes);
+        assert!(o.refresh.contains(&b_lease) && o.leases.contains(&b_lease));
+        c.live(B, later);
+        let o = c.pass(&instance(A, "pool=x"), &windows, later);
+        assert!(o.writes.iter().all(|w| w.dropped == [UNDER_MAINTENANCE]));
+        assert_eq!(o.writes.len(), 2);
+    }
+
+    #[test]
+    fn after_an_upgrade_from_the_old_field_manager_the_new_one_co_owns_once() {
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let mut c = cluster(t0);
+        // The old version wrote as `kumaco`.
+        c.pass(
+            &instance(peers::LEGACY_MANAGER, "pool in (x, y)"),
+            &windows,
+            t0,
+        );
+        let a = instance(A, "pool in (x, y)");
+        let o = c.pass(&a, &windows, t0);
+        assert_eq!(o.writes.len(), 3, "one claim per node with a condition");
+        assert!(
+            o.contested.is_empty(),
+            "the old manager is no live instance"
+        );
+        steady(&mut c, &a, &windows, t0);
+        // Now the new instance can let y go: nothing True is left behind.
+        c.pass(&instance(A, "pool=x"), &windows, t0);
+        assert_eq!(
+            c.condition("y1", UNDER_MAINTENANCE).unwrap().0,
+            Status::False
+        );
+    }
+
+    #[test]
+    fn a_person_who_overrides_a_condition_is_rewritten_at_most_once_per_resync() {
+        let t0 = ts("2026-01-01T02:05:00Z");
+        let windows = [source("w", "0 2 * * *", "1h", "", false)];
+        let mut c = cluster(t0);
+        let a = instance(A, "");
+        c.pass(&a, &windows, t0);
+        // An operator's own apply, twice a minute (a script): kumaco puts it back once,
+        // then once per resync interval.
+        let mut writes = 0;
+        for s in 1..600 {
+            let now = t0 + SignedDuration::from_secs(s);
+            if s % 30 == 0 {
+                c.set_as("ops-script", "y1", UNDER_MAINTENANCE, false, now);
+            }
+            writes += c
+                .pass(&a, &windows, now)
+                .writes
+                .iter()
+                .filter(|w| w.node == "y1")
+                .count();
+        }
+        assert!((1..=2).contains(&writes), "{writes} rewrites in 10 minutes");
+    }
 }
