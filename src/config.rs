@@ -52,6 +52,9 @@ pub struct Settings {
     pub dry_run: bool,
     /// `--node-events`.
     pub node_events: bool,
+    /// Why other instances cannot tell that this one runs, if they cannot: its field
+    /// manager does not name a Lease it holds (`peers`).
+    pub invisible_to_peers: Option<&'static str>,
 }
 
 impl Settings {
@@ -173,7 +176,20 @@ impl Settings {
             ns.dedup();
             ns
         };
+        let invisible_to_peers = if args.dry_run {
+            None
+        } else if field_manager != default_field_manager(&home, &args.lease_name) {
+            Some(
+                "--field-manager is not kumaco/<namespace>/<lease name> of this instance's own \
+                 Lease",
+            )
+        } else if election.is_none() {
+            Some("--leader-elect=false: this instance holds no Lease")
+        } else {
+            None
+        };
         Ok(Settings {
+            invisible_to_peers,
             namespaces,
             window_selector: args.window_args.window_selector.clone(),
             node_selector,

@@ -217,6 +217,12 @@ pub async fn run(
             .unwrap_or(jiff::SignedDuration::MAX),
     };
     let peers = PeerLeases::start(client.clone(), wake.clone());
+    if let Some(why) = settings.invisible_to_peers {
+        warn!(field_manager = %settings.field_manager, why,
+              "other kumaco instances sharing nodes with this one cannot tell that it runs: they \
+               take its conditions for stale (never defer to them, report no contest with it); \
+               docs/operations.md, \"When instances meet\"");
+    }
     let events = Poster::new(client.clone(), metrics.clone());
     let node_events = settings
         .node_events
@@ -245,7 +251,7 @@ pub async fn run(
         pending: HashMap::new(),
         refused: HashMap::new(),
         peers,
-        contests: HashSet::new(),
+        contests: HashMap::new(),
         deferred: HashSet::new(),
         events,
         node_events,
@@ -551,7 +557,7 @@ struct Shell {
     peers: PeerLeases,
     /// The contests and deferred writes already logged (each is logged once while it
     /// lasts: a log's memory, not a decision's).
-    contests: HashSet<(String, String)>,
+    contests: HashMap<(String, String), Instant>,
     deferred: HashSet<(String, Timestamp)>,
     events: Poster,
     /// `Some` with `--node-events`.
@@ -727,19 +733,29 @@ impl Shell {
     fn report_contests(&mut self, contested: &[Contest], deferred: &[Deferred]) {
         self.metrics.nodes_contested.set(contested.len() as i64);
         self.metrics.writes_deferred.set(deferred.len() as i64);
-        let now: HashSet<(String, String)> = contested
-            .iter()
-            .flat_map(|c| c.with.iter().map(|m| (c.node.clone(), m.clone())))
-            .collect();
-        for (node, other) in now.difference(&self.contests) {
-            warn!(node = %node, other_field_manager = %other,
-                  "node contested: another live kumaco instance also manages its conditions; \
-                   each rewrites what the other changed at most once per --resync-interval");
+        // In a contest of differing opinions the report moves between the two instances
+        // with each rewrite (the one held back reports): a contest is logged as over
+        // only once it has not been seen for a resync interval.
+        let now = Instant::now();
+        for c in contested {
+            for other in &c.with {
+                let seen = self.contests.insert((c.node.clone(), other.clone()), now);
+                if seen.is_none() {
+                    warn!(node = %c.node, other_field_manager = %other,
+                          "node contested: another live kumaco instance also manages its \
+                           conditions; each rewrites what the other changed at most once per \
+                           --resync-interval");
+                }
+            }
         }
-        for (node, other) in self.contests.difference(&now) {
-            info!(node = %node, other_field_manager = %other, "node no longer contested");
-        }
-        self.contests = now;
+        let quiet = self.settings.resync_interval;
+        self.contests.retain(|(node, other), seen| {
+            let over = now.duration_since(*seen) > quiet;
+            if over {
+                info!(node = %node, other_field_manager = %other, "node no longer contested");
+            }
+            !over
+        });
         let held: HashSet<(String, Timestamp)> =
             deferred.iter().map(|d| (d.node.clone(), d.until)).collect();
         for d in deferred {

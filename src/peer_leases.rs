@@ -113,7 +113,9 @@ impl PeerLeases {
                     .read
                     .insert(lease.clone(), (read.clone(), Timestamp::now()))
                     .map(|(r, _)| r);
-                if before.as_ref() == Some(&read) {
+                // A renewal changes no verdict (the pass computes when the copy goes
+                // stale, and reads the newest copy): no pass for it.
+                if before.as_ref().map(verdict) == Some(verdict(&read)) {
                     continue;
                 }
                 changed = true;
@@ -138,9 +140,19 @@ impl PeerLeases {
     }
 }
 
+/// What of a read can change a verdict without the clock: whether the Lease exists, may
+/// be read and has a holder.
+fn verdict(read: &LeaseRead) -> (u8, bool) {
+    match read {
+        LeaseRead::Missing => (0, false),
+        LeaseRead::Forbidden => (1, false),
+        LeaseRead::Found { held, .. } => (2, *held),
+    }
+}
+
 /// A Lease as `peers` judges it: whether it has a holder, its last renewal (or, never
 /// renewed, acquisition) and its duration.
-fn lease_read(lease: &Lease) -> LeaseRead {
+pub fn lease_read(lease: &Lease) -> LeaseRead {
     let spec = lease.spec.as_ref();
     let renewed = spec
         .and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref()))

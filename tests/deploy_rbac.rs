@@ -236,10 +236,31 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
             )
             .await,
     );
+    // Another instance's Lease, by name, anywhere: read (is that instance running?),
+    // never written.
+    match Api::<Lease>::namespaced(sa.clone(), OTHER_NS)
+        .get_opt("another-instance")
+        .await
+    {
+        Ok(None) => {}
+        other => panic!("reading another instance's Lease: expected 404, got {other:?}"),
+    }
+    let mut someone_elses: Lease = serde_json::from_value(json!({
+        "metadata": { "name": "someone-else", "namespace": NS },
+        "spec": { "holderIdentity": "them" },
+    }))
+    .unwrap();
     forbidden(
-        "read another lease",
+        "update another lease",
         Api::<Lease>::namespaced(sa.clone(), NS)
-            .get("someone-else")
+            .replace("someone-else", &PostParams::default(), &someone_elses)
+            .await,
+    );
+    someone_elses.metadata.namespace = Some(OTHER_NS.into());
+    forbidden(
+        "create a lease in another namespace",
+        Api::<Lease>::namespaced(sa.clone(), OTHER_NS)
+            .create(&PostParams::default(), &someone_elses)
             .await,
     );
     forbidden(

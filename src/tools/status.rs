@@ -15,6 +15,8 @@ use serde_json::json;
 
 use crate::cli::{StatusArgs, StatusOutput};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::node::SlimNode;
+use crate::peers::{self, LeaseRead, Liveness, Peers};
 use crate::window::{InvalidWindow, Window, WindowId};
 
 /// How many node names a table cell lists before "(+N more)"; JSON lists them all.
@@ -105,6 +107,86 @@ pub fn next_maintenance(
             })
         })
         .min_by(|a, b| (!a.active, a.start, &a.window).cmp(&(!b.active, b.start, &b.window)))
+}
+
+/// The kumaco field managers owning a node's kumaco conditions (their `status`, from
+/// managedFields), each with whether its instance runs (`None`: its Lease could not be
+/// read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KumacoOwner {
+    pub manager: String,
+    pub conditions: Vec<String>,
+    pub live: Option<bool>,
+}
+
+/// Each node's kumaco owners, by node name.
+pub type Owners = BTreeMap<String, Vec<KumacoOwner>>;
+
+/// A node is contested when two live kumaco instances own its conditions (a move
+/// between instances half done, or two scopes that overlap).
+pub fn contested(owners: &[KumacoOwner]) -> bool {
+    owners.iter().filter(|o| o.live != Some(false)).count() > 1
+}
+
+/// The kumaco owners of each node, judged with `peers` (the Leases their managers name).
+pub fn kumaco_owners(nodes: &[Node], peers: &Peers, now: Timestamp) -> Owners {
+    nodes
+        .iter()
+        .map(|n| {
+            let owners = slim(n)
+                .status_owners
+                .into_iter()
+                .filter(|o| peers::is_kumaco(&o.manager))
+                .map(|mut o| {
+                    o.types
+                        .retain(|t| peers::KUMACO_TYPES.contains(&t.as_str()));
+                    o
+                })
+                .filter(|o| !o.types.is_empty())
+                .map(|o| KumacoOwner {
+                    live: match peers.liveness(&o.manager, now) {
+                        Liveness::Live => Some(true),
+                        Liveness::Stale => Some(false),
+                        Liveness::Unknown => None,
+                    },
+                    manager: o.manager,
+                    conditions: o.types,
+                })
+                .collect();
+            (n.metadata.name.clone().unwrap_or_default(), owners)
+        })
+        .collect()
+}
+
+/// A Node as kumaco's controller decodes it (ownership from managedFields).
+fn slim(node: &Node) -> SlimNode {
+    serde_json::to_value(node)
+        .and_then(serde_json::from_value)
+        .unwrap_or_default()
+}
+
+/// The contested nodes, one row each with the kumaco instances claiming them; empty
+/// when none is.
+pub fn contested_table(owners: &Owners) -> Option<String> {
+    let rows: Vec<Vec<String>> = owners
+        .iter()
+        .filter(|(_, o)| contested(o))
+        .map(|(node, o)| {
+            let managers: Vec<String> = o
+                .iter()
+                .map(|o| {
+                    let state = match o.live {
+                        Some(true) => "live",
+                        Some(false) => "stale",
+                        None => "unknown",
+                    };
+                    format!("{} ({state}: {})", o.manager, o.conditions.join(","))
+                })
+                .collect();
+            vec![node.clone(), managers.join(" ")]
+        })
+        .collect();
+    (!rows.is_empty()).then(|| render_table(&["NODE", "KUMACO-INSTANCES"], &rows))
 }
 
 /// `a,b,c (+N more)`: at most `max` names; `-` for none.
@@ -273,6 +355,7 @@ fn labels(n: &Node) -> &BTreeMap<String, String> {
 pub fn json_report(
     reports: &[WindowReport],
     nodes: Option<&[Node]>,
+    owners: &Owners,
     windows: &[&Window],
     now: Timestamp,
 ) -> serde_json::Value {
@@ -341,10 +424,29 @@ pub fn json_report(
                         "active": m.active,
                     })
                 });
+                let owners = n
+                    .metadata
+                    .name
+                    .as_ref()
+                    .and_then(|name| owners.get(name))
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let field_managers: Vec<serde_json::Value> = owners
+                    .iter()
+                    .map(|o| {
+                        json!({
+                            "name": o.manager,
+                            "conditions": o.conditions,
+                            "live": o.live,
+                        })
+                    })
+                    .collect();
                 json!({
                     "name": n.metadata.name,
                     "conditions": conditions,
                     "nextMaintenance": next,
+                    "kumacoFieldManagers": field_managers,
+                    "contested": contested(owners),
                 })
             })
             .collect::<Vec<_>>()
@@ -499,11 +601,18 @@ pub async fn run(
         .iter()
         .filter_map(|r| r.window.as_ref().ok())
         .collect();
+    let owners = match &nodes {
+        Some(nodes) => {
+            let peers = read_leases(&connection.client, nodes).await;
+            kumaco_owners(nodes, &peers, now)
+        }
+        None => Owners::new(),
+    };
     let wide = args.output == StatusOutput::Wide;
     let text = if args.output == StatusOutput::Json {
-        let mut text =
-            serde_json::to_string_pretty(&json_report(&reports, nodes.as_deref(), &windows, now))
-                .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
+        let report = json_report(&reports, nodes.as_deref(), &owners, &windows, now);
+        let mut text = serde_json::to_string_pretty(&report)
+            .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
         text.push('\n');
         text
     } else {
@@ -519,6 +628,13 @@ pub async fn run(
                     nodes.len(),
                     nodes_table(nodes, &windows, now, wide)
                 ));
+                if let Some(table) = contested_table(&owners) {
+                    let n = owners.values().filter(|o| contested(o)).count();
+                    text.push_str(&format!(
+                        "\nCONTESTED ({n}): two live kumaco instances own these nodes' \
+                         conditions (docs/operations.md, \"When instances meet\")\n{table}"
+                    ));
+                }
             }
             (None, Outcome::NodesForbidden) => text.push_str(
                 "\nNODES: not shown, nor how many nodes each window selects: this identity may \
@@ -530,6 +646,29 @@ pub async fn run(
     };
     out.write_all(text.as_bytes()).map_err(ToolError::Write)?;
     Ok(outcome)
+}
+
+/// The Leases the kumaco field managers on `nodes` name, read with the user's identity;
+/// one that cannot be read leaves its instance's liveness unknown.
+async fn read_leases(client: &kube::Client, nodes: &[Node]) -> Peers {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: std::collections::BTreeSet<_> = nodes
+        .iter()
+        .flat_map(|n| slim(n).status_owners)
+        .filter_map(|o| peers::lease_of(&o.manager))
+        .collect();
+    let mut peers = Peers::default();
+    let now = Timestamp::now();
+    for lease in leases {
+        let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
+        let read = match api.get_opt(&lease.name).await {
+            Ok(Some(l)) => crate::peer_leases::lease_read(&l),
+            Ok(None) => LeaseRead::Missing,
+            Err(_) => continue,
+        };
+        peers.leases.insert(lease, (read, now));
+    }
+    peers
 }
 
 #[cfg(test)]
@@ -700,7 +839,7 @@ mod tests {
             .iter()
             .filter_map(|r| r.window.as_ref().ok())
             .collect();
-        let v = json_report(&reports, Some(&[]), &windows, now);
+        let v = json_report(&reports, Some(&[]), &Owners::new(), &windows, now);
         assert_eq!(
             v["windows"][0]["selectedNodes"],
             json!(["n0", "n1", "n2", "n3", "n4"])
@@ -720,5 +859,91 @@ mod tests {
         assert_eq!(a(30 * 3600), "30h");
         assert_eq!(a(3 * 86400 + 4 * 3600), "3d4h");
         assert_eq!(a(30 * 86400), "30d");
+    }
+
+    #[test]
+    fn two_live_kumaco_owners_make_a_node_contested() {
+        let node = |name: &str, managers: &[(&str, &str)]| -> Node {
+            let fields: Vec<serde_json::Value> = managers
+                .iter()
+                .map(|(m, t)| {
+                    json!({ "manager": m, "operation": "Apply", "subresource": "status",
+                            "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:00Z",
+                            "fieldsV1": { "f:status": { "f:conditions": {
+                                format!("k:{{\"type\":\"{t}\"}}"): { ".": {}, "f:status": {} } } } } })
+                })
+                .collect();
+            serde_json::from_value(json!({
+                "metadata": { "name": name, "managedFields": fields }
+            }))
+            .unwrap()
+        };
+        let nodes = [
+            node(
+                "moving",
+                &[
+                    ("kumaco/a/a", UNDER_MAINTENANCE),
+                    ("kumaco/b/b", UNDER_MAINTENANCE),
+                ],
+            ),
+            node(
+                "stale-peer",
+                &[
+                    ("kumaco/a/a", UNDER_MAINTENANCE),
+                    ("kumaco", UNDER_MAINTENANCE),
+                ],
+            ),
+            node(
+                "alone",
+                &[
+                    ("kumaco/a/a", UNDER_MAINTENANCE),
+                    ("kured", "kured.dev/RebootRequired"),
+                ],
+            ),
+        ];
+        let now = ts("2026-01-01T00:00:10Z");
+        let mut peers = Peers::default();
+        for lease in ["kumaco/a/a", "kumaco/b/b"] {
+            peers.leases.insert(
+                peers::lease_of(lease).unwrap(),
+                (
+                    LeaseRead::Found {
+                        held: true,
+                        renewed: Some(now),
+                        duration: SignedDuration::from_secs(15),
+                    },
+                    now,
+                ),
+            );
+        }
+        let owners = kumaco_owners(&nodes, &peers, now);
+        assert!(contested(&owners["moving"]));
+        assert!(
+            !contested(&owners["stale-peer"]),
+            "{:?}",
+            owners["stale-peer"]
+        );
+        assert_eq!(
+            owners["alone"].len(),
+            1,
+            "kured's condition is not kumaco's"
+        );
+        let table = contested_table(&owners).unwrap();
+        assert_eq!(table.lines().count(), 2, "{table}");
+        assert!(
+            table.contains("moving")
+                && table.contains("kumaco/b/b (live: kured.dev/UnderMaintenance)")
+        );
+        let v = json_report(&[], Some(&nodes), &owners, &[], now);
+        assert_eq!(v["nodes"][1]["contested"], json!(true));
+        assert_eq!(
+            v["nodes"][1]["kumacoFieldManagers"][1]["name"],
+            json!("kumaco/b/b")
+        );
+        // Sorted by name: alone, moving, stale-peer; its managers: kumaco, kumaco/a/a.
+        assert_eq!(
+            v["nodes"][2]["kumacoFieldManagers"][0]["live"],
+            json!(false)
+        );
     }
 }

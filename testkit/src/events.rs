@@ -13,6 +13,17 @@ use kube::api::{Api, ListParams};
 /// The events in namespace `ns` about the ConfigMap `name`, oldest first (by
 /// `eventTime`, then creation).
 pub async fn events_about(client: &kube::Client, ns: &str, name: &str) -> Result<Vec<Event>> {
+    events_about_kind(client, ns, "ConfigMap", name).await
+}
+
+/// The events in namespace `ns` about the object of `kind` named `name` (a Node's are in
+/// `default`), oldest first.
+pub async fn events_about_kind(
+    client: &kube::Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+) -> Result<Vec<Event>> {
     let list = Api::<Event>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
@@ -21,9 +32,9 @@ pub async fn events_about(client: &kube::Client, ns: &str, name: &str) -> Result
         .items
         .into_iter()
         .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.kind.as_deref() == Some("ConfigMap") && r.name.as_deref() == Some(name)
-            })
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some(kind) && r.name.as_deref() == Some(name))
         })
         .collect();
     events.sort_by_key(|e| {

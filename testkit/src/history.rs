@@ -1,5 +1,6 @@
 //! The history of one node condition, recorded by a watch of its own.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,9 +15,11 @@ use crate::nodes::condition;
 const LIST_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Every distinct state of one condition type on one node, in order, from the moment
-/// [`History::start`] returns (its first entry is the state then; `None` = absent).
+/// [`History::start`] returns (its first entry is the state then; `None` = absent), and
+/// how many times the node changed since (any write that changed anything of it).
 pub struct History {
     states: Arc<Mutex<Vec<Option<NodeCondition>>>>,
+    changes: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -26,16 +29,24 @@ impl History {
         let api: Api<Node> = Api::all(client.clone());
         let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
         let states = Arc::new(Mutex::new(Vec::new()));
+        let changes = Arc::new(AtomicUsize::new(0));
         let (listed_tx, listed) = tokio::sync::oneshot::channel();
         let task = tokio::spawn({
             let states = states.clone();
+            let changes = changes.clone();
             let type_ = type_.to_string();
             async move {
                 let mut listed_tx = Some(listed_tx);
+                let mut last_version = None;
                 let mut events = watcher(api, config).boxed();
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
+                            let version = n.metadata.resource_version.clone();
+                            if listed_tx.is_none() && version != last_version {
+                                changes.fetch_add(1, Ordering::SeqCst);
+                            }
+                            last_version = version;
                             let cond = condition(&n, &type_).cloned();
                             let mut states = states.lock().unwrap_or_else(|e| e.into_inner());
                             if states.last() != Some(&cond) {
@@ -57,7 +68,11 @@ impl History {
             .await
             .unwrap_or_else(|_| panic!("listing node {node} for its history timed out"))
             .expect("history watch ended before listing");
-        History { states, task }
+        History {
+            states,
+            changes,
+            task,
+        }
     }
 
     /// One history per node.
@@ -73,6 +88,13 @@ impl History {
     pub async fn stop(mut self) {
         self.task.abort();
         let _ = (&mut self.task).await;
+    }
+
+    /// How many times the node changed since [`History::start`] (each write that changed
+    /// anything of it is one new version: without a kubelet, the writers of the test).
+    /// A re-list after a watch error counts nothing it did not see change.
+    pub fn changes(&self) -> usize {
+        self.changes.load(Ordering::SeqCst)
     }
 
     pub fn states(&self) -> Vec<Option<NodeCondition>> {
