@@ -35,30 +35,24 @@
 //! - [`tools`]: `kumaco validate`, `plan` and `status`, the tools for people.
 //! - [`tzdata`]: which time zone database zones are read from (`--tzdata`).
 
-pub mod announce;
 pub mod cli;
 pub mod clock;
-pub mod conditions;
 pub mod config;
 pub mod configmap;
 pub mod controller;
-pub mod decision;
-pub mod duration;
 pub mod events;
-pub mod fingerprint;
-pub mod in_progress;
 pub mod intern;
 pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod node;
-pub mod node_events;
-pub mod pass;
 pub mod peer_leases;
-pub mod peers;
-pub mod schedule;
-pub mod selector;
 pub mod telemetry;
 pub mod tools;
 pub mod tzdata;
-pub mod window;
+
+// The core's modules, under the paths the shell, the tests and the benches use.
+pub use kumaco_core::{
+    announce, conditions, decision, duration, fingerprint, in_progress, node_events, pass, peers,
+    schedule, selector, window,
+};

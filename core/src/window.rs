@@ -492,9 +492,10 @@ fn parse_bool(s: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests;
 
-/// A valid window for other modules' unit tests: namespace `ops`, zone UTC.
-#[cfg(test)]
-pub(crate) fn test_window(
+/// A valid window for unit tests (this crate's, and the shell's with the feature
+/// `testing`): namespace `ops`, zone UTC.
+#[cfg(any(test, feature = "testing"))]
+pub fn test_window(
     name: &str,
     start: &str,
     duration: &str,

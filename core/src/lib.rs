@@ -1,0 +1,40 @@
+//! kumaco's decision core: from what the cluster shows and the clock to what kumaco
+//! should write and post. Pure: no kube, k8s-openapi, tokio, HTTP or files; the `kumaco`
+//! crate (the shell) watches, writes and serves around it. Everything here is tested
+//! with plain `#[test]`s and property tests.
+//!
+//! The Go-compatible parsers, exact to the Go code they imitate (differential tests in
+//! `tests/diff_*.rs` run the Go originals as oracles):
+//! - [`duration`]: Go `time.ParseDuration` and `Duration.String()`.
+//! - [`selector`]: Kubernetes label selectors as `k8s.io/apimachinery/pkg/labels` parses
+//!   and matches them.
+//! - [`schedule`]: cron schedules as robfig/cron v3 `ParseStandard` and `Next` compute
+//!   them, plus kumaco's extensions (one-shots, epoch-anchored `@every`, DST anomalies).
+//!
+//! Windows and decisions:
+//! - [`window`]: a validated window ConfigMap; active occurrences, spans, next edges, lint.
+//! - [`conditions`]: kumaco's condition type and the `lastTransitionTime` rule;
+//!   [`reasons`]: every reason kumaco writes, defined once.
+//! - [`decision`]: a node's verdict from the windows; `UnderMaintenance`,
+//!   `MaintenancePlanned`, giving conditions up.
+//! - [`in_progress`]: which nodes may be disrupted now (`MaintenanceInProgress`).
+//! - [`peers`]: other kumaco instances on the same nodes: live or stale, claims, the
+//!   contest bound.
+//! - [`announce`]: which window events should exist, under names fixed by what they
+//!   report; [`node_events`]: the same for events on the Nodes; [`fingerprint`]: the
+//!   stable hashes behind those names.
+//! - [`pass`]: the whole pass, from windows, nodes, pending writes, peers and the clock
+//!   to the node writes and events due.
+
+pub mod announce;
+pub mod conditions;
+pub mod decision;
+pub mod duration;
+pub mod fingerprint;
+pub mod in_progress;
+pub mod node_events;
+pub mod pass;
+pub mod peers;
+pub mod schedule;
+pub mod selector;
+pub mod window;
