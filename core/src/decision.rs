@@ -6,29 +6,14 @@ use std::collections::HashMap;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::conditions::{Condition, Desired, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::reasons;
 use crate::selector::{Labels, Selector};
-use crate::window::{Span, Window, WindowId};
-
-/// Reasons kumaco writes on `kured.dev/UnderMaintenance`.
-pub const REASON_WINDOW: &str = "MaintenanceWindow";
-pub const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
-pub const REASON_BLACKOUT: &str = "MaintenanceBlackout";
-pub const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
-/// On a condition type this instance owns but no longer decides (its flag was removed).
-pub const REASON_NOT_MANAGED: &str = "ConditionNotManaged";
-
-/// Reasons kumaco writes on `MaintenancePlanned`.
-pub const REASON_PLANNED: &str = "MaintenanceScheduled";
-pub const REASON_PLANNED_STARTED: &str = "MaintenanceStarted";
-pub const REASON_NOT_PLANNED: &str = "NoMaintenancePlanned";
+use crate::window::{MAX_DESCRIPTION_BYTES, Span, Window, WindowId};
 
 /// How far back kumaco looks for the start of an active span (and for span ends) when
 /// deciding which window events are due; see `announce`. Also bounds the work of
 /// following chained occurrences backwards.
 pub const HORIZON: SignedDuration = SignedDuration::from_mins(30);
-
-/// Longest part of a window's description copied into a condition message, in bytes.
-pub const MAX_DESCRIPTION_BYTES: usize = 200;
 
 /// The windows active at one instant (and, with a lead time, the ones about to start),
 /// computed once per pass and asked per node.
@@ -211,7 +196,7 @@ pub fn under_maintenance(verdict: &Verdict, existing: Option<&Condition>) -> Opt
         };
         return Some(desired(
             true,
-            REASON_WINDOW,
+            reasons::MAINTENANCE_WINDOW,
             format!("in maintenance {}{until}", names(named)),
         ));
     }
@@ -221,13 +206,13 @@ pub fn under_maintenance(verdict: &Verdict, existing: Option<&Condition>) -> Opt
     Some(if verdict.blackouts.is_empty() {
         desired(
             false,
-            REASON_NO_WINDOW,
+            reasons::NO_ACTIVE_MAINTENANCE_WINDOW,
             "no active maintenance window selects this node".into(),
         )
     } else {
         desired(
             false,
-            REASON_BLACKOUT,
+            reasons::MAINTENANCE_BLACKOUT,
             format!(
                 "maintenance suspended by blackout {}",
                 verdict.blackout_names()
@@ -264,7 +249,7 @@ pub fn planned(
         (Progress::Waiting, _) if verdict.window_active() => {
             return Some(desired(
                 true,
-                REASON_PLANNED,
+                reasons::MAINTENANCE_SCHEDULED,
                 format!(
                     "in maintenance {}; waiting to start",
                     verdict.window_names()
@@ -274,7 +259,7 @@ pub fn planned(
         (Progress::Idle | Progress::Waiting, Some((w, start))) => {
             return Some(desired(
                 true,
-                REASON_PLANNED,
+                reasons::MAINTENANCE_SCHEDULED,
                 format!(
                     "maintenance window {} starts at {}",
                     w.id,
@@ -288,13 +273,13 @@ pub fn planned(
         Some(c) if c.is_true() => Some(if progress == Progress::Started {
             desired(
                 false,
-                REASON_PLANNED_STARTED,
+                reasons::MAINTENANCE_STARTED,
                 "maintenance has begun".into(),
             )
         } else {
             desired(
                 false,
-                REASON_NOT_PLANNED,
+                reasons::NO_MAINTENANCE_PLANNED,
                 "no maintenance is planned for this node".into(),
             )
         }),
@@ -379,7 +364,7 @@ mod tests {
         let v = active.verdict(&labels(&[("zone", "a")]));
         let d = under_maintenance(&v, None).unwrap();
         assert!(d.status);
-        assert_eq!(d.reason, REASON_WINDOW);
+        assert_eq!(d.reason, reasons::MAINTENANCE_WINDOW);
         assert_eq!(
             d.message,
             "in maintenance window ops/a until 2026-01-01T03:00:00Z"
@@ -393,12 +378,14 @@ mod tests {
         let ws: [Window; 0] = [];
         let v = ActiveWindows::at(&ws, ts("2026-01-01T00:00:00Z")).verdict(&labels(&[]));
         assert_eq!(under_maintenance(&v, None), None);
-        let d = under_maintenance(&v, Some(&um(Status::True, REASON_WINDOW))).unwrap();
+        let d =
+            under_maintenance(&v, Some(&um(Status::True, reasons::MAINTENANCE_WINDOW))).unwrap();
         assert!(!d.status);
-        assert_eq!(d.reason, REASON_NO_WINDOW);
+        assert_eq!(d.reason, reasons::NO_ACTIVE_MAINTENANCE_WINDOW);
         // Already False: kept as it is, whatever its reason.
-        let d = under_maintenance(&v, Some(&um(Status::False, REASON_BLACKOUT))).unwrap();
-        assert_eq!(d.reason, REASON_BLACKOUT);
+        let d =
+            under_maintenance(&v, Some(&um(Status::False, reasons::MAINTENANCE_BLACKOUT))).unwrap();
+        assert_eq!(d.reason, reasons::MAINTENANCE_BLACKOUT);
     }
 
     #[test]
@@ -460,8 +447,12 @@ mod tests {
             v.window_active(),
             "in-progress maintenance continues through it"
         );
-        let d = under_maintenance(&v, Some(&um(Status::True, REASON_WINDOW))).unwrap();
-        assert_eq!((d.status, d.reason.as_str()), (false, REASON_BLACKOUT));
+        let d =
+            under_maintenance(&v, Some(&um(Status::True, reasons::MAINTENANCE_WINDOW))).unwrap();
+        assert_eq!(
+            (d.status, d.reason.as_str()),
+            (false, reasons::MAINTENANCE_BLACKOUT)
+        );
         assert!(d.message.contains("ops/freeze"));
         assert_eq!(under_maintenance(&v, None), None);
         // Other nodes are unaffected.
@@ -470,16 +461,20 @@ mod tests {
 
     #[test]
     fn relinquish_turns_only_true_to_false() {
-        let a = um(Status::True, REASON_WINDOW);
-        let b = cond("MaintenanceInProgress", Status::False, REASON_NO_WINDOW);
-        let got = relinquish(&[&a, &b], REASON_OUT_OF_SCOPE, "left");
+        let a = um(Status::True, reasons::MAINTENANCE_WINDOW);
+        let b = cond(
+            "MaintenanceInProgress",
+            Status::False,
+            reasons::NO_ACTIVE_MAINTENANCE_WINDOW,
+        );
+        let got = relinquish(&[&a, &b], reasons::NODE_OUT_OF_SCOPE, "left");
         assert_eq!(
             (got[0].status, got[0].reason.as_str()),
-            (false, REASON_OUT_OF_SCOPE)
+            (false, reasons::NODE_OUT_OF_SCOPE)
         );
         assert_eq!(
             (got[1].status, got[1].reason.as_str()),
-            (false, REASON_NO_WINDOW)
+            (false, reasons::NO_ACTIVE_MAINTENANCE_WINDOW)
         );
     }
 
@@ -534,7 +529,7 @@ mod tests {
         let (status, reason, message) =
             plan("2026-01-01T01:45:00Z", "a", Progress::Idle, None).unwrap();
         assert!(status);
-        assert_eq!(reason, REASON_PLANNED);
+        assert_eq!(reason, reasons::MAINTENANCE_SCHEDULED);
         assert_eq!(
             message,
             "maintenance window ops/w starts at 2026-01-01T02:00:00Z"
@@ -545,7 +540,7 @@ mod tests {
             None
         );
         // In the window, waiting for a slot: still planned; started: over.
-        let t = um(Status::True, REASON_PLANNED);
+        let t = um(Status::True, reasons::MAINTENANCE_SCHEDULED);
         let t = Condition {
             type_: MAINTENANCE_PLANNED.into(),
             ..t
@@ -557,10 +552,16 @@ mod tests {
         );
         let (status, reason, _) =
             plan("2026-01-01T02:10:00Z", "a", Progress::Started, Some(&t)).unwrap();
-        assert_eq!((status, reason.as_str()), (false, REASON_PLANNED_STARTED));
+        assert_eq!(
+            (status, reason.as_str()),
+            (false, reasons::MAINTENANCE_STARTED)
+        );
         // Never after the window ends.
         let (status, reason, _) =
             plan("2026-01-01T03:00:00Z", "a", Progress::Waiting, Some(&t)).unwrap();
-        assert_eq!((status, reason.as_str()), (false, REASON_NOT_PLANNED));
+        assert_eq!(
+            (status, reason.as_str()),
+            (false, reasons::NO_MAINTENANCE_PLANNED)
+        );
     }
 }

@@ -20,16 +20,7 @@
 use jiff::{SignedDuration, Timestamp};
 
 use crate::conditions::{Condition, Desired, MAINTENANCE_IN_PROGRESS, find, is_true};
-
-pub const REASON_STARTED: &str = "MaintenanceWindow";
-pub const REASON_COMPLETED: &str = "MaintenanceCompleted";
-pub const REASON_WINDOW_ENDED: &str = "MaintenanceWindowEnded";
-pub const REASON_WAITING: &str = "WaitingForSlot";
-pub const REASON_BLOCKED: &str = "Blocked";
-pub const REASON_REQUIREMENT: &str = "RequirementNotMet";
-pub const REASON_CUTOFF: &str = "StartCutoff";
-pub const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
-pub const REASON_BLACKOUT: &str = "MaintenanceBlackout";
+use crate::reasons;
 
 /// The concurrency ceiling: a count, or a percentage of the nodes in scope.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,13 +85,17 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             .find(|t| !is_true(node.conditions, t));
         if let Some(current) = existing.filter(|c| c.is_true()) {
             out[i] = Some(if let Some(t) = missing {
-                desired(false, REASON_COMPLETED, format!("{t} is no longer True"))
+                desired(
+                    false,
+                    reasons::MAINTENANCE_COMPLETED,
+                    format!("{t} is no longer True"),
+                )
             } else if !node.window_active
                 && (policy.stop_at_window_end || policy.required.is_empty())
             {
                 desired(
                     false,
-                    REASON_WINDOW_ENDED,
+                    reasons::MAINTENANCE_WINDOW_ENDED,
                     "the maintenance window ended".into(),
                 )
             } else {
@@ -114,14 +109,16 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             out[i] = match (existing, &node.blackout) {
                 (Some(c), Some(b)) if is_why_not(c) => Some(why_not(
                     existing,
-                    REASON_BLACKOUT,
+                    reasons::MAINTENANCE_BLACKOUT,
                     format!("new starts suspended by blackout {b}"),
                 )),
-                (Some(c), None) if is_why_not(c) || c.reason == REASON_BLACKOUT => Some(desired(
-                    false,
-                    REASON_NO_WINDOW,
-                    "no active maintenance window selects this node".into(),
-                )),
+                (Some(c), None) if is_why_not(c) || c.reason == reasons::MAINTENANCE_BLACKOUT => {
+                    Some(desired(
+                        false,
+                        reasons::NO_ACTIVE_MAINTENANCE_WINDOW,
+                        "no active maintenance window selects this node".into(),
+                    ))
+                }
                 (other, _) => other.map(Desired::keep),
             };
             continue;
@@ -131,19 +128,25 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             // A completed maintenance is a better answer than "requirement not met" for a
             // node that no longer needs one.
             Some(match existing {
-                Some(c) if !c.is_true() && c.reason == REASON_COMPLETED => Desired::keep(c),
+                Some(c) if !c.is_true() && c.reason == reasons::MAINTENANCE_COMPLETED => {
+                    Desired::keep(c)
+                }
                 _ => why_not(
                     existing,
-                    REASON_REQUIREMENT,
+                    reasons::REQUIREMENT_NOT_MET,
                     format!("waiting for {t} to be True"),
                 ),
             })
         } else if let Some(t) = blocker {
-            Some(why_not(existing, REASON_BLOCKED, format!("blocked by {t}")))
+            Some(why_not(
+                existing,
+                reasons::BLOCKED,
+                format!("blocked by {t}"),
+            ))
         } else if until.is_some_and(|u| u.duration_since(now) < policy.start_cutoff) {
             Some(why_not(
                 existing,
-                REASON_CUTOFF,
+                reasons::START_CUTOFF,
                 format!(
                     "less than {} of the window left",
                     fmt_duration(policy.start_cutoff)
@@ -180,13 +183,13 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Optio
             };
             desired(
                 true,
-                REASON_STARTED,
+                reasons::MAINTENANCE_WINDOW,
                 format!("maintenance started in {windows}{because}"),
             )
         } else {
             why_not(
                 existing,
-                REASON_WAITING,
+                reasons::WAITING_FOR_SLOT,
                 format!("{used}/{slots} slots in use"),
             )
         });
@@ -211,7 +214,10 @@ fn is_why_not(c: &Condition) -> bool {
     !c.is_true()
         && matches!(
             c.reason.as_str(),
-            REASON_WAITING | REASON_BLOCKED | REASON_REQUIREMENT | REASON_CUTOFF
+            reasons::WAITING_FOR_SLOT
+                | reasons::BLOCKED
+                | reasons::REQUIREMENT_NOT_MET
+                | reasons::START_CUTOFF
         )
 }
 

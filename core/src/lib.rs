@@ -35,6 +35,7 @@ pub mod in_progress;
 pub mod node_events;
 pub mod pass;
 pub mod peers;
+pub mod reasons;
 pub mod schedule;
 pub mod selector;
 pub mod window;

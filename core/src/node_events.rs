@@ -22,9 +22,9 @@ use jiff::Timestamp;
 use crate::conditions::{
     self, Condition, MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, Status, UNDER_MAINTENANCE,
 };
-use crate::decision::{self, HORIZON};
+use crate::decision::HORIZON;
 use crate::fingerprint::Fnv;
-use crate::in_progress;
+use crate::reasons;
 
 /// The namespace of events about cluster-scoped objects: the API server refuses any other
 /// for an event whose `regarding` has no namespace, and kubectl finds them there.
@@ -66,21 +66,21 @@ pub fn reason_for(c: &Condition) -> Option<&'static str> {
     Some(match (ty, status) {
         (UNDER_MAINTENANCE, Status::True) => "MaintenanceWindowStarted",
         // kumaco writes UnderMaintenance=False only over a True one: this is an end.
-        (UNDER_MAINTENANCE, Status::False) if reason == decision::REASON_NO_WINDOW => {
+        (UNDER_MAINTENANCE, Status::False) if reason == reasons::NO_ACTIVE_MAINTENANCE_WINDOW => {
             "MaintenanceWindowEnded"
         }
-        (UNDER_MAINTENANCE, Status::False) if reason == decision::REASON_BLACKOUT => {
+        (UNDER_MAINTENANCE, Status::False) if reason == reasons::MAINTENANCE_BLACKOUT => {
             "MaintenanceBlocked"
         }
         (MAINTENANCE_IN_PROGRESS, Status::True) => "MaintenanceStarted",
         (MAINTENANCE_IN_PROGRESS, Status::False) => match reason {
-            in_progress::REASON_COMPLETED | in_progress::REASON_WINDOW_ENDED => {
+            reasons::MAINTENANCE_COMPLETED | reasons::MAINTENANCE_WINDOW_ENDED => {
                 "MaintenanceCompleted"
             }
-            in_progress::REASON_WAITING => "WaitingForSlot",
-            in_progress::REASON_BLOCKED
-            | in_progress::REASON_BLACKOUT
-            | in_progress::REASON_CUTOFF => "MaintenanceBlocked",
+            reasons::WAITING_FOR_SLOT => "WaitingForSlot",
+            reasons::BLOCKED | reasons::MAINTENANCE_BLACKOUT | reasons::START_CUTOFF => {
+                "MaintenanceBlocked"
+            }
             _ => return None,
         },
         (MAINTENANCE_PLANNED, Status::True) => "MaintenancePlanned",
@@ -215,20 +215,20 @@ mod tests {
             cond(
                 UNDER_MAINTENANCE,
                 Status::True,
-                decision::REASON_WINDOW,
+                reasons::MAINTENANCE_WINDOW,
                 "2026-01-01T02:00:00Z",
             ),
             cond(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_WAITING,
+                reasons::WAITING_FOR_SLOT,
                 "2026-01-01T02:00:00Z",
             ),
             // Not ours: a node agent's condition of the same family is not reported.
             cond(
                 MAINTENANCE_PLANNED,
                 Status::True,
-                decision::REASON_PLANNED,
+                reasons::MAINTENANCE_SCHEDULED,
                 "2026-01-01T02:00:00Z",
             ),
         ];
@@ -276,25 +276,20 @@ mod tests {
             cond(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_WAITING,
+                reasons::WAITING_FOR_SLOT,
                 at,
             ),
         );
         let blocked = name(
             "u",
-            cond(
-                MAINTENANCE_IN_PROGRESS,
-                Status::False,
-                in_progress::REASON_BLOCKED,
-                at,
-            ),
+            cond(MAINTENANCE_IN_PROGRESS, Status::False, reasons::BLOCKED, at),
         );
         let other_node = name(
             "v",
             cond(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_WAITING,
+                reasons::WAITING_FOR_SLOT,
                 at,
             ),
         );
@@ -303,7 +298,7 @@ mod tests {
             cond(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_WAITING,
+                reasons::WAITING_FOR_SLOT,
                 "2026-01-01T02:05:00Z",
             ),
         );
@@ -317,7 +312,7 @@ mod tests {
             cond(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_REQUIREMENT,
+                reasons::REQUIREMENT_NOT_MET,
                 at,
             ),
         );
@@ -331,7 +326,7 @@ mod tests {
         let conditions = [cond(
             UNDER_MAINTENANCE,
             Status::True,
-            decision::REASON_WINDOW,
+            reasons::MAINTENANCE_WINDOW,
             "2026-01-01T02:00:00Z",
         )];
         let node = NodeRef {

@@ -22,6 +22,7 @@ use crate::conditions::{
 use crate::decision::{self, ActiveWindows, Progress, Verdict};
 use crate::in_progress::{self, NodeState, Policy};
 use crate::peers::{self, LeaseRef, Liveness, Owner, Peers};
+use crate::reasons;
 use crate::selector::{Labels, Selector};
 use crate::window::{Window, WindowId};
 
@@ -145,7 +146,7 @@ pub struct Counts {
 }
 
 /// A condition as counted in [`Counts::conditions`]. `reason` is one of kumaco's own
-/// reasons or `Other` (a reason written by someone else), so the set of states, and the
+/// reasons ([`reasons::ALL`]) or `Other` (a reason written by someone else), so the set of states, and the
 /// metric series built from it, is bounded whatever the nodes carry.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConditionState {
@@ -154,23 +155,7 @@ pub struct ConditionState {
     pub reason: &'static str,
 }
 
-/// The reasons kumaco writes; any other is counted as [`OTHER_REASON`].
-pub const REASONS: [&str; 14] = [
-    decision::REASON_WINDOW,
-    decision::REASON_NO_WINDOW,
-    decision::REASON_BLACKOUT,
-    decision::REASON_OUT_OF_SCOPE,
-    decision::REASON_NOT_MANAGED,
-    decision::REASON_PLANNED,
-    decision::REASON_PLANNED_STARTED,
-    decision::REASON_NOT_PLANNED,
-    in_progress::REASON_COMPLETED,
-    in_progress::REASON_WINDOW_ENDED,
-    in_progress::REASON_WAITING,
-    in_progress::REASON_BLOCKED,
-    in_progress::REASON_REQUIREMENT,
-    in_progress::REASON_CUTOFF,
-];
+/// How a reason kumaco does not write is counted ([`reasons::ALL`] are its own).
 pub const OTHER_REASON: &str = "Other";
 
 /// One window ConfigMap as the pass saw it, for per-window metrics.
@@ -307,7 +292,7 @@ pub fn run<'a>(
                 rules,
                 (peers, &mut outcome.refresh),
                 now,
-                decision::REASON_NOT_MANAGED,
+                reasons::CONDITION_NOT_MANAGED,
                 "this kumaco instance no longer decides this condition",
             );
             desired.extend(given_up);
@@ -332,7 +317,7 @@ pub fn run<'a>(
                 rules,
                 (peers, &mut outcome.refresh),
                 now,
-                decision::REASON_OUT_OF_SCOPE,
+                reasons::NODE_OUT_OF_SCOPE,
                 "the node no longer matches this kumaco instance's --node-selector",
             );
             plans.push(Plan {
@@ -458,7 +443,7 @@ fn tally(counts: &mut Counts, plan: &Plan, write: Option<&Write>, required: &[St
         .find(|t| *t == c.type_) else {
             continue;
         };
-        let reason = REASONS
+        let reason = reasons::ALL
             .into_iter()
             .find(|r| *r == c.reason)
             .unwrap_or(OTHER_REASON);
@@ -489,7 +474,7 @@ fn tally(counts: &mut Counts, plan: &Plan, write: Option<&Write>, required: &[St
     if progress.is_true() {
         counts.oldest_in_progress =
             min_some(counts.oldest_in_progress, since(MAINTENANCE_IN_PROGRESS));
-    } else if progress.reason == in_progress::REASON_WAITING {
+    } else if progress.reason == reasons::WAITING_FOR_SLOT {
         // Waiting implies UnderMaintenance=True and every required condition True.
         let required = required
             .iter()
@@ -546,10 +531,7 @@ fn decide_in_progress(rules: &Rules, plans: &mut [Plan], now: Timestamp) -> Vec<
     for (i, d) in scoped.into_iter().zip(decided) {
         progress[i] = Some(match &d {
             Some(d) if d.status => Progress::Started,
-            Some(d)
-                if d.reason == in_progress::REASON_WAITING
-                    || d.reason == in_progress::REASON_BLOCKED =>
-            {
+            Some(d) if d.reason == reasons::WAITING_FOR_SLOT || d.reason == reasons::BLOCKED => {
                 Progress::Waiting
             }
             _ => Progress::Idle,

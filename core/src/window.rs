@@ -37,6 +37,10 @@ pub const MAX_VALUE_BYTES: usize = 4096;
 /// node at every pass.
 pub const MAX_SELECTOR_REQUIREMENTS: usize = 64;
 
+/// Longest part of a window's description copied into a condition message, in bytes
+/// (longer ones are cut, and linted).
+pub const MAX_DESCRIPTION_BYTES: usize = 200;
+
 /// `namespace/name` of the window's ConfigMap.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct WindowId {
@@ -388,10 +392,10 @@ impl Window {
     /// author meant.
     pub fn lint(&self, now: Timestamp) -> Vec<String> {
         let mut warnings = Vec::new();
-        if self.description_bytes > crate::decision::MAX_DESCRIPTION_BYTES {
+        if self.description_bytes > MAX_DESCRIPTION_BYTES {
             warnings.push(format!(
                 "{KEY_DESCRIPTION}: longer than {max} bytes; node conditions show only its first {max} bytes",
-                max = crate::decision::MAX_DESCRIPTION_BYTES
+                max = MAX_DESCRIPTION_BYTES
             ));
         }
         for key in &self.unknown_keys {

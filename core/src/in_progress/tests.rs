@@ -65,10 +65,10 @@ fn oldest_requirement_first_then_by_name_up_to_the_ceiling() {
     ];
     let out = decide(&policy(2), &nodes, now());
     // b and c are oldest (tie broken by name), then d, then a.
-    assert_eq!(status(&out[2]), Some((true, REASON_STARTED))); // b
-    assert_eq!(status(&out[1]), Some((true, REASON_STARTED))); // c
-    assert_eq!(status(&out[3]), Some((false, REASON_WAITING))); // d
-    assert_eq!(status(&out[0]), Some((false, REASON_WAITING))); // a
+    assert_eq!(status(&out[2]), Some((true, reasons::MAINTENANCE_WINDOW))); // b
+    assert_eq!(status(&out[1]), Some((true, reasons::MAINTENANCE_WINDOW))); // c
+    assert_eq!(status(&out[3]), Some((false, reasons::WAITING_FOR_SLOT))); // d
+    assert_eq!(status(&out[0]), Some((false, reasons::WAITING_FOR_SLOT))); // a
     assert_eq!(out[0].as_ref().unwrap().message, "2/2 slots in use");
     assert!(out[1].as_ref().unwrap().message.contains("window ops/w"));
     assert!(out[1].as_ref().unwrap().message.contains(REBOOT));
@@ -80,23 +80,26 @@ fn why_not_reasons() {
     let blocked = [cond(REBOOT, true, 1), cond(BLOCK, true, 1)];
     let nodes = [node("m", &missing, true), node("b", &blocked, true)];
     let out = decide(&policy(5), &nodes, now());
-    assert_eq!(status(&out[0]), Some((false, REASON_REQUIREMENT)));
+    assert_eq!(status(&out[0]), Some((false, reasons::REQUIREMENT_NOT_MET)));
     assert!(out[0].as_ref().unwrap().message.contains(REBOOT));
-    assert_eq!(status(&out[1]), Some((false, REASON_BLOCKED)));
+    assert_eq!(status(&out[1]), Some((false, reasons::BLOCKED)));
     assert!(out[1].as_ref().unwrap().message.contains(BLOCK));
 }
 
 #[test]
 fn completed_stays_completed_while_the_requirement_is_gone() {
     let mut done = cond(MAINTENANCE_IN_PROGRESS, false, 5);
-    done.reason = REASON_COMPLETED.into();
+    done.reason = reasons::MAINTENANCE_COMPLETED.into();
     let conds = [cond(REBOOT, false, 5), done];
     let out = decide(&policy(1), &[node("n", &conds, true)], now());
-    assert_eq!(status(&out[0]), Some((false, REASON_COMPLETED)));
+    assert_eq!(
+        status(&out[0]),
+        Some((false, reasons::MAINTENANCE_COMPLETED))
+    );
     // Needing a reboot again in the window makes it a candidate again.
     let conds = [cond(REBOOT, true, 6), conds[1].clone()];
     let out = decide(&policy(1), &[node("n", &conds, true)], now());
-    assert_eq!(status(&out[0]), Some((true, REASON_STARTED)));
+    assert_eq!(status(&out[0]), Some((true, reasons::MAINTENANCE_WINDOW)));
 }
 
 #[test]
@@ -105,11 +108,11 @@ fn start_cutoff() {
     let mut p = policy(5);
     p.start_cutoff = SignedDuration::from_hours(3);
     let out = decide(&p, &[node("n", &ok, true)], now());
-    assert_eq!(status(&out[0]), Some((false, REASON_CUTOFF)));
+    assert_eq!(status(&out[0]), Some((false, reasons::START_CUTOFF)));
     assert!(out[0].as_ref().unwrap().message.contains("3h0m0s"));
     p.start_cutoff = SignedDuration::from_hours(2);
     let out = decide(&p, &[node("n", &ok, true)], now());
-    assert_eq!(status(&out[0]), Some((true, REASON_STARTED)));
+    assert_eq!(status(&out[0]), Some((true, reasons::MAINTENANCE_WINDOW)));
 }
 
 #[test]
@@ -133,7 +136,10 @@ fn in_progress_continues_past_window_end_and_blockers_until_requirement_clears()
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
     ];
     let out = decide(&policy(1), &[node("n", &done, true)], now());
-    assert_eq!(status(&out[0]), Some((false, REASON_COMPLETED)));
+    assert_eq!(
+        status(&out[0]),
+        Some((false, reasons::MAINTENANCE_COMPLETED))
+    );
 }
 
 #[test]
@@ -145,21 +151,30 @@ fn stop_at_window_end_and_no_requirements_end_with_the_window() {
     let mut p = policy(1);
     p.stop_at_window_end = true;
     let out = decide(&p, &[node("n", &running, false)], now());
-    assert_eq!(status(&out[0]), Some((false, REASON_WINDOW_ENDED)));
+    assert_eq!(
+        status(&out[0]),
+        Some((false, reasons::MAINTENANCE_WINDOW_ENDED))
+    );
     let mut p = policy(1);
     p.required.clear();
     let out = decide(&p, &[node("n", &running, false)], now());
-    assert_eq!(status(&out[0]), Some((false, REASON_WINDOW_ENDED)));
+    assert_eq!(
+        status(&out[0]),
+        Some((false, reasons::MAINTENANCE_WINDOW_ENDED))
+    );
 }
 
 #[test]
 fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
     let mut waiting = cond(MAINTENANCE_IN_PROGRESS, false, 1);
-    waiting.reason = REASON_WAITING.into();
+    waiting.reason = reasons::WAITING_FOR_SLOT.into();
     waiting.message = "1/1 slots in use".into();
     let conds = [cond(REBOOT, true, 1), waiting.clone()];
     let out = decide(&policy(1), &[node("n", &conds, false)], now());
-    assert_eq!(status(&out[0]), Some((false, REASON_NO_WINDOW)));
+    assert_eq!(
+        status(&out[0]),
+        Some((false, reasons::NO_ACTIVE_MAINTENANCE_WINDOW))
+    );
     // In the window, still waiting (another node holds the slot): kept verbatim.
     let other = [
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
@@ -191,7 +206,7 @@ fn a_blackout_stops_new_starts_but_not_maintenance_in_progress() {
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
     ];
     let mut waiting = cond(MAINTENANCE_IN_PROGRESS, false, 1);
-    waiting.reason = REASON_WAITING.into();
+    waiting.reason = reasons::WAITING_FOR_SLOT.into();
     let ready = [cond(REBOOT, true, 1), waiting];
     for required in [true, false] {
         let mut p = policy(2);
@@ -206,7 +221,7 @@ fn a_blackout_stops_new_starts_but_not_maintenance_in_progress() {
         assert_eq!(status(&out[0]), Some((true, "R")), "required: {required}");
         assert_eq!(
             status(&out[1]),
-            Some((false, REASON_BLACKOUT)),
+            Some((false, reasons::MAINTENANCE_BLACKOUT)),
             "required: {required}"
         );
         assert!(out[1].as_ref().unwrap().message.contains("ops/freeze"));
@@ -217,7 +232,7 @@ fn a_blackout_stops_new_starts_but_not_maintenance_in_progress() {
         let expected = if required {
             (true, "R")
         } else {
-            (false, REASON_WINDOW_ENDED)
+            (false, reasons::MAINTENANCE_WINDOW_ENDED)
         };
         assert_eq!(status(&out[0]), Some(expected));
     }
@@ -238,7 +253,7 @@ fn lowered_ceiling_adds_nobody_and_preempts_nobody() {
     let out = decide(&policy(1), &nodes, now());
     assert_eq!(status(&out[0]), Some((true, "R")));
     assert_eq!(status(&out[1]), Some((true, "R")));
-    assert_eq!(status(&out[2]), Some((false, REASON_WAITING)));
+    assert_eq!(status(&out[2]), Some((false, reasons::WAITING_FOR_SLOT)));
     assert_eq!(out[2].as_ref().unwrap().message, "2/1 slots in use");
 }
 

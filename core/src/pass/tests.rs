@@ -3,9 +3,9 @@ use std::collections::BTreeSet;
 use std::collections::BTreeMap;
 
 use super::*;
-use crate::decision::{REASON_BLACKOUT, REASON_NOT_MANAGED, REASON_OUT_OF_SCOPE};
 use crate::in_progress::Ceiling;
 use crate::peers;
+use crate::reasons;
 use crate::selector;
 use crate::window::test_window;
 
@@ -246,6 +246,13 @@ impl Cluster {
             .collect();
         let sources: Vec<&WindowSource> = windows.iter().collect();
         let outcome = run(rules, &sources, &[], views, &pending, &self.peers, now);
+        for c in outcome.writes.iter().flat_map(|w| &w.conditions) {
+            // Whatever kumaco writes, in every table test, is a reason it lists.
+            assert!(
+                reasons::is_kumacos(&c.reason) || c.reason == "Agent",
+                "{c:?}: a reason missing from reasons::ALL"
+            );
+        }
         for w in &outcome.writes {
             self.node(&w.node)
                 .apply(&rules.instance, &w.conditions, now);
@@ -341,7 +348,7 @@ fn a_node_that_left_the_scope_while_kumaco_was_down_loses_its_true_conditions() 
     for type_ in [UNDER_MAINTENANCE, MAINTENANCE_IN_PROGRESS] {
         assert_eq!(
             c.condition("n1", type_),
-            Some((Status::False, REASON_OUT_OF_SCOPE.into()))
+            Some((Status::False, reasons::NODE_OUT_OF_SCOPE.into()))
         );
     }
     assert_eq!(c.condition("other", UNDER_MAINTENANCE).unwrap().1, "Agent");
@@ -399,7 +406,7 @@ fn a_blackout_suspends_new_starts_but_not_maintenance_in_progress() {
                 assert_eq!(n1.0, Status::True, "minute {minute}, required {required}");
                 assert_eq!(
                     c.condition("n1", UNDER_MAINTENANCE),
-                    Some((Status::False, REASON_BLACKOUT.into()))
+                    Some((Status::False, reasons::MAINTENANCE_BLACKOUT.into()))
                 );
             }
             if minute < 60 {
@@ -455,7 +462,7 @@ fn owned_conditions_no_longer_decided_go_false() {
     c.pass(&without, &windows, ts("2026-01-01T02:06:00Z"));
     assert_eq!(
         c.condition("n", MAINTENANCE_IN_PROGRESS),
-        Some((Status::False, REASON_NOT_MANAGED.into()))
+        Some((Status::False, reasons::CONDITION_NOT_MANAGED.into()))
     );
     assert_eq!(c.condition("n", UNDER_MAINTENANCE).unwrap().0, Status::True);
     steady(&mut c, &without, &windows, ts("2026-01-01T02:07:00Z"));
@@ -486,7 +493,7 @@ fn planned_runs_from_the_lead_time_to_the_start_of_maintenance() {
     c.pass(&r, &windows, ts("2026-01-01T02:00:00Z"));
     assert_eq!(
         c.condition("a", MAINTENANCE_PLANNED),
-        Some((Status::False, decision::REASON_PLANNED_STARTED.into()))
+        Some((Status::False, reasons::MAINTENANCE_STARTED.into()))
     );
     assert_eq!(planned(&c, "b"), Some(Status::True), "waiting for the slot");
     c.set("a", REBOOT, false, ts("2026-01-01T02:10:00Z"));
@@ -615,14 +622,14 @@ fn nodes_are_counted_by_the_conditions_they_will_show_and_the_oldest_waits_are_r
     );
     let expected: BTreeMap<ConditionState, usize> = [
         (
-            state(UNDER_MAINTENANCE, Status::True, decision::REASON_WINDOW),
+            state(UNDER_MAINTENANCE, Status::True, reasons::MAINTENANCE_WINDOW),
             4,
         ),
         (
             state(
                 MAINTENANCE_IN_PROGRESS,
                 Status::True,
-                decision::REASON_WINDOW,
+                reasons::MAINTENANCE_WINDOW,
             ),
             1,
         ),
@@ -630,7 +637,7 @@ fn nodes_are_counted_by_the_conditions_they_will_show_and_the_oldest_waits_are_r
             state(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_WAITING,
+                reasons::WAITING_FOR_SLOT,
             ),
             2,
         ),
@@ -638,7 +645,7 @@ fn nodes_are_counted_by_the_conditions_they_will_show_and_the_oldest_waits_are_r
             state(
                 MAINTENANCE_IN_PROGRESS,
                 Status::False,
-                in_progress::REASON_REQUIREMENT,
+                reasons::REQUIREMENT_NOT_MET,
             ),
             1,
         ),
@@ -796,7 +803,7 @@ mod instances {
         assert_eq!(c.owners_of("y1", UNDER_MAINTENANCE), [B]);
         assert_eq!(
             states,
-            [Some((Status::True, decision::REASON_WINDOW.into()))],
+            [Some((Status::True, reasons::MAINTENANCE_WINDOW.into()))],
             "y1 never left UnderMaintenance=True"
         );
         assert!(c.pass(&a, &windows, t1).contested.is_empty());
@@ -827,7 +834,7 @@ mod instances {
         c.pass(&a, &windows, t1);
         assert_eq!(
             c.condition("y1", UNDER_MAINTENANCE),
-            Some((Status::False, REASON_OUT_OF_SCOPE.into()))
+            Some((Status::False, reasons::NODE_OUT_OF_SCOPE.into()))
         );
         let b = instance(B, "pool in (y, z)");
         let (writes, _) = run_for(&mut c, &[&b, &a], &windows, t1, 30);
@@ -924,7 +931,7 @@ mod instances {
             assert_eq!(o.writes.len(), 2, "{stale}");
             assert_eq!(
                 c.condition("y1", UNDER_MAINTENANCE),
-                Some((Status::False, REASON_OUT_OF_SCOPE.into())),
+                Some((Status::False, reasons::NODE_OUT_OF_SCOPE.into())),
                 "{stale}: no True is left that no live instance wants"
             );
         }
