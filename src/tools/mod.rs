@@ -4,6 +4,7 @@
 //! and a thin I/O part (reading files, listing from the API server, printing). The pure
 //! parts are what the unit tests exercise; the I/O parts are tested by running the binary.
 
+pub mod nodes;
 pub mod plan;
 pub mod status;
 pub mod validate;

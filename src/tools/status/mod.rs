@@ -1,0 +1,203 @@
+//! `kumaco status`: the live cluster as kumaco sees it: each window ConfigMap (valid or
+//! not, active now, next occurrence, nodes selected) and each in-scope node's kumaco
+//! conditions, in `kubectl get` style columns. [`report`] computes, [`render`] prints,
+//! this module lists from the API server.
+
+pub mod render;
+pub mod report;
+#[cfg(test)]
+mod tests;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, ListParams};
+
+pub use render::{
+    NAMES_IN_TABLE, NAMES_IN_WIDE_TABLE, age, contested_table, json_report, nodes_table,
+    windows_table,
+};
+pub use report::{
+    KumacoOwner, NextMaintenance, Owners, WindowReport, contested, kumaco_owners, next_maintenance,
+    window_reports,
+};
+
+use super::nodes::{from_api, in_scope};
+use super::{ToolError, WindowRules, format_time};
+use crate::cli::{StatusArgs, StatusOutput};
+use crate::peers::{self, LeaseRead, Peers};
+use crate::window::Window;
+use report::slim;
+
+/// How a `kumaco status` that printed its report went.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Everything asked for is shown.
+    Complete,
+    /// The windows are shown, the nodes not: listing them was forbidden.
+    NodesForbidden,
+}
+
+impl Outcome {
+    /// 0, or 3 when the nodes could not be shown: distinct from 1 (nothing shown) so that
+    /// a script can tell a partial report from a failure; `--no-nodes` makes it 0.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Outcome::Complete => 0,
+            Outcome::NodesForbidden => 3,
+        }
+    }
+}
+
+/// Runs `kumaco status` against the API server: the report on `out`, a warning on `err`
+/// when it is partial.
+pub async fn run(
+    args: &StatusArgs,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> Result<Outcome, ToolError> {
+    let rules = WindowRules::from_args(&args.window_args)?;
+    let node_selector = super::node_selector(&args.node_selector)?;
+    let connection = crate::kubeclient::connect(&args.client).await?;
+    let api_error = |action: String, error: kube::Error, hint: &str| ToolError::Api {
+        action,
+        server: connection.server.clone(),
+        hint: if crate::kubeclient::is_forbidden(&error) {
+            hint.to_string()
+        } else {
+            String::new()
+        },
+        error: Box::new(error),
+    };
+    let mut configmaps = Vec::new();
+    for ns in &args.namespaces {
+        let list = Api::<ConfigMap>::namespaced(connection.client.clone(), ns)
+            .list(&ListParams::default().labels(&args.window_args.window_selector))
+            .await
+            .map_err(|e| {
+                api_error(
+                    format!("list ConfigMaps in namespace {ns}"),
+                    e,
+                    ". kumaco status needs `list configmaps` in every --namespace it is \
+                     given: ask that namespace's admin for it, or leave the namespace out",
+                )
+            })?;
+        configmaps.extend(list.items);
+    }
+    let mut outcome = Outcome::Complete;
+    let nodes: Option<Vec<Node>> = if args.no_nodes {
+        None
+    } else {
+        let listed = Api::<Node>::all(connection.client.clone())
+            .list(&ListParams::default().labels(&args.node_selector))
+            .await;
+        match listed {
+            Ok(list) => Some(
+                list.items
+                    .into_iter()
+                    // kumaco's own matching is the reference; the server-side filter only
+                    // trims.
+                    .filter(|n| {
+                        node_selector
+                            .matches(n.metadata.labels.as_ref().unwrap_or(&Default::default()))
+                    })
+                    .collect(),
+            ),
+            // A maintenance manager often may read windows but not nodes: the windows are
+            // still worth showing, with what is missing and why said plainly.
+            Err(e) if crate::kubeclient::is_forbidden(&e) => {
+                let warning = api_error(
+                    "list nodes".into(),
+                    e,
+                    ". kumaco status needs `list nodes` (cluster-wide) to show the nodes \
+                     each window selects and their conditions: ask your cluster admin for \
+                     it, or pass --no-nodes to show the windows only",
+                );
+                let _ = writeln!(err, "kumaco status: {warning}");
+                outcome = Outcome::NodesForbidden;
+                None
+            }
+            Err(e) => return Err(api_error("list nodes".into(), e, "")),
+        }
+    };
+    let listed = nodes.as_ref().map(|nodes| {
+        in_scope(
+            &nodes.iter().cloned().map(from_api).collect::<Vec<_>>(),
+            &node_selector,
+        )
+    });
+    let now = Timestamp::now();
+    let reports = window_reports(&configmaps, &rules, listed.as_deref());
+    let windows: Vec<&Window> = reports
+        .iter()
+        .filter_map(|r| r.window.as_ref().ok())
+        .collect();
+    let owners = match &nodes {
+        Some(nodes) => {
+            let peers = read_leases(&connection.client, nodes).await;
+            kumaco_owners(nodes, &peers, now)
+        }
+        None => Owners::new(),
+    };
+    let wide = args.output == StatusOutput::Wide;
+    let text = if args.output == StatusOutput::Json {
+        let report = json_report(&reports, nodes.as_deref(), &owners, &windows, now);
+        let mut text = serde_json::to_string_pretty(&report)
+            .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
+        text.push('\n');
+        text
+    } else {
+        let mut text = format!(
+            "WINDOWS (as of {})\n{}",
+            format_time(now, &TimeZone::UTC),
+            windows_table(&reports, now, wide, nodes.is_some()),
+        );
+        match (&nodes, &outcome) {
+            (Some(nodes), _) => {
+                text.push_str(&format!(
+                    "\nNODES ({})\n{}",
+                    nodes.len(),
+                    nodes_table(nodes, &windows, now, wide)
+                ));
+                if let Some(table) = contested_table(&owners) {
+                    let n = owners.values().filter(|o| contested(o)).count();
+                    text.push_str(&format!(
+                        "\nCONTESTED ({n}): two live kumaco instances own these nodes' \
+                         conditions (docs/operations.md, \"When instances meet\")\n{table}"
+                    ));
+                }
+            }
+            (None, Outcome::NodesForbidden) => text.push_str(
+                "\nNODES: not shown, nor how many nodes each window selects: this identity may \
+                 not list nodes (see the message on standard error)\n",
+            ),
+            (None, Outcome::Complete) => {}
+        }
+        text
+    };
+    out.write_all(text.as_bytes()).map_err(ToolError::Write)?;
+    Ok(outcome)
+}
+
+/// The Leases the kumaco field managers on `nodes` name, read with the user's identity;
+/// one that cannot be read leaves its instance's liveness unknown.
+async fn read_leases(client: &kube::Client, nodes: &[Node]) -> Peers {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: std::collections::BTreeSet<_> = nodes
+        .iter()
+        .flat_map(|n| slim(n).status_owners)
+        .filter_map(|o| peers::lease_of(&o.manager))
+        .collect();
+    let mut peers = Peers::default();
+    let now = Timestamp::now();
+    for lease in leases {
+        let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
+        let read = match api.get_opt(&lease.name).await {
+            Ok(Some(l)) => crate::peer_leases::lease_read(&l),
+            Ok(None) => LeaseRead::Missing,
+            Err(_) => continue,
+        };
+        peers.leases.insert(lease, (read, now));
+    }
+    peers
+}

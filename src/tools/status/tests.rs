@@ -1,0 +1,277 @@
+use super::*;
+use crate::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::peers::LeaseRead;
+use crate::tools::nodes::ListedNode;
+use jiff::SignedDuration;
+use k8s_openapi::api::core::v1::NodeCondition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn cm(name: &str, data: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ops"},
+        "data": data,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn windows_table_shows_valid_and_invalid() {
+    let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+    let nodes = [ListedNode {
+        name: "a1".into(),
+        labels: [("zone".to_string(), "a".to_string())].into(),
+    }];
+    let cms = [
+        cm(
+            "weekly",
+            json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": "zone=a"}),
+        ),
+        cm("broken", json!({"startTime": "0 2 * *", "duration": "3h"})),
+    ];
+    let reports = window_reports(&cms, &rules, Some(&nodes));
+    let t = windows_table(&reports, ts("2026-01-01T03:00:00Z"), false, true);
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].starts_with("NAMESPACE   NAME"), "{t}");
+    assert!(lines[1].starts_with("ops         broken   false"), "{t}");
+    assert!(lines[1].contains("startTime: expected 5 fields"), "{t}");
+    assert!(lines[1].contains("nodeSelector: missing"), "{t}");
+    assert!(
+        lines[2].contains(
+            "until 2026-01-01T05:00:00Z   2026-01-02T02:00:00Z   2026-01-02T05:00:00Z   1       a1"
+        ),
+        "{t}"
+    );
+}
+
+#[test]
+fn windows_table_without_nodes_has_no_nodes_column() {
+    let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+    let cms = [cm(
+        "weekly",
+        json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": "zone=a",
+               "description": "nightly"}),
+    )];
+    let reports = window_reports(&cms, &rules, None);
+    let t = windows_table(&reports, ts("2026-01-01T03:00:00Z"), false, false);
+    let expected = [
+        "NAMESPACE   NAME     VALID   KIND     ACTIVE                       NEXT-START             NEXT-END               MESSAGE",
+        "ops         weekly   true    window   until 2026-01-01T05:00:00Z   2026-01-02T02:00:00Z   2026-01-02T05:00:00Z   nightly",
+    ];
+    assert_eq!(t.lines().collect::<Vec<_>>(), expected);
+}
+
+#[test]
+fn nodes_table_shows_conditions_and_ages() {
+    let mut node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    node.status = Some(Default::default());
+    node.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
+        type_: UNDER_MAINTENANCE.into(),
+        status: "True".into(),
+        reason: Some("MaintenanceWindow".into()),
+        last_transition_time: Some(Time(ts("2026-01-01T02:00:00Z"))),
+        ..Default::default()
+    }]);
+    let mut planned: Node = serde_json::from_value(json!({"metadata": {"name": "n2"}})).unwrap();
+    planned.status = Some(Default::default());
+    planned.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
+        type_: MAINTENANCE_PLANNED.into(),
+        status: "True".into(),
+        reason: Some("MaintenanceScheduled".into()),
+        last_transition_time: Some(Time(ts("2026-01-01T01:45:00Z"))),
+        ..Default::default()
+    }]);
+    let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n0"}})).unwrap();
+    let t = nodes_table(
+        &[planned, node, bare],
+        &[],
+        ts("2026-01-01T02:05:30Z"),
+        false,
+    );
+    let expected = [
+        "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   NEXT-MAINTENANCE",
+        "n0     -                   -                   -       -             -        -     -         -                      -     -",
+        "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -     -",
+        "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m   -",
+    ];
+    assert_eq!(t.lines().collect::<Vec<_>>(), expected);
+}
+
+fn window(name: &str, data: serde_json::Value) -> Window {
+    let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+    rules.window(&cm(name, data)).unwrap()
+}
+
+#[test]
+fn next_maintenance_is_the_active_window_else_the_earliest_start() {
+    let daily = window(
+        "daily",
+        json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": "zone=a"}),
+    );
+    let hourly = window(
+        "hourly",
+        json!({"startTime": "30 * * * *", "duration": "10m", "nodeSelector": "zone=a"}),
+    );
+    let freeze = window(
+        "freeze",
+        json!({"startTime": "0 * * * *", "duration": "1m", "nodeSelector": "",
+               "blackout": "true"}),
+    );
+    let windows = [&daily, &hourly, &freeze];
+    let a: BTreeMap<String, String> = [("zone".to_string(), "a".to_string())].into();
+    // 03:00: daily is active (until 05:00) though hourly starts sooner.
+    let m = next_maintenance(&windows, &a, ts("2026-01-01T03:00:00Z")).unwrap();
+    assert_eq!(
+        (m.window.name.as_str(), m.active, m.end),
+        ("daily", true, ts("2026-01-01T05:00:00Z"))
+    );
+    // 06:00: the next hourly, 06:30; blackouts are not maintenance.
+    let m = next_maintenance(&windows, &a, ts("2026-01-01T06:00:00Z")).unwrap();
+    assert_eq!(
+        (m.window.name.as_str(), m.active, m.start),
+        ("hourly", false, ts("2026-01-01T06:30:00Z"))
+    );
+    assert_eq!(
+        next_maintenance(&windows, &BTreeMap::new(), ts("2026-01-01T06:00:00Z")),
+        None
+    );
+}
+
+#[test]
+fn names_are_cut_in_tables_and_whole_in_json() {
+    let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+    let nodes: Vec<ListedNode> = (0..5)
+        .map(|i| ListedNode {
+            name: format!("n{i}"),
+            labels: BTreeMap::new(),
+        })
+        .collect();
+    let cms = [cm(
+        "all",
+        json!({"startTime": "0 2 * * *", "duration": "3h", "nodeSelector": ""}),
+    )];
+    let reports = window_reports(&cms, &rules, Some(&nodes));
+    let now = ts("2026-01-01T00:00:00Z");
+    let t = windows_table(&reports, now, false, true);
+    assert!(t.contains("   5       n0,n1,n2 (+2 more)"), "{t}");
+    let wide = windows_table(&reports, now, true, true);
+    assert!(
+        wide.contains("   n0,n1,n2,n3,n4   0 2 * * *   3h0m0s"),
+        "{wide}"
+    );
+    assert!(wide.lines().nth(1).unwrap().ends_with("<all>"), "{wide}");
+    let windows: Vec<&Window> = reports
+        .iter()
+        .filter_map(|r| r.window.as_ref().ok())
+        .collect();
+    let v = json_report(&reports, Some(&[]), &Owners::new(), &windows, now);
+    assert_eq!(
+        v["windows"][0]["selectedNodes"],
+        json!(["n0", "n1", "n2", "n3", "n4"])
+    );
+    assert_eq!(v["windows"][0]["nextStart"], "2026-01-01T02:00:00Z");
+    assert_eq!(v["windows"][0]["activeUntil"], serde_json::Value::Null);
+    assert_eq!(v["kind"], "KumacoStatus");
+}
+
+#[test]
+fn ages_read_like_kubectl() {
+    let a = |s| age(SignedDuration::from_secs(s));
+    assert_eq!(a(45), "45s");
+    assert_eq!(a(200), "3m20s");
+    assert_eq!(a(3600), "60m");
+    assert_eq!(a(4 * 3600 + 300), "4h5m");
+    assert_eq!(a(30 * 3600), "30h");
+    assert_eq!(a(3 * 86400 + 4 * 3600), "3d4h");
+    assert_eq!(a(30 * 86400), "30d");
+}
+
+#[test]
+fn two_live_kumaco_owners_make_a_node_contested() {
+    let node = |name: &str, managers: &[(&str, &str)]| -> Node {
+        let fields: Vec<serde_json::Value> = managers
+            .iter()
+            .map(|(m, t)| {
+                json!({ "manager": m, "operation": "Apply", "subresource": "status",
+                        "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:00Z",
+                        "fieldsV1": { "f:status": { "f:conditions": {
+                            format!("k:{{\"type\":\"{t}\"}}"): { ".": {}, "f:status": {} } } } } })
+            })
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "managedFields": fields }
+        }))
+        .unwrap()
+    };
+    let nodes = [
+        node(
+            "moving",
+            &[
+                ("kumaco/a/a", UNDER_MAINTENANCE),
+                ("kumaco/b/b", UNDER_MAINTENANCE),
+            ],
+        ),
+        node(
+            "stale-peer",
+            &[
+                ("kumaco/a/a", UNDER_MAINTENANCE),
+                ("kumaco", UNDER_MAINTENANCE),
+            ],
+        ),
+        node(
+            "alone",
+            &[
+                ("kumaco/a/a", UNDER_MAINTENANCE),
+                ("kured", "kured.dev/RebootRequired"),
+            ],
+        ),
+    ];
+    let now = ts("2026-01-01T00:00:10Z");
+    let mut peers = Peers::default();
+    for lease in ["kumaco/a/a", "kumaco/b/b"] {
+        peers.leases.insert(
+            peers::lease_of(lease).unwrap(),
+            (
+                LeaseRead::Found {
+                    held: true,
+                    renewed: Some(now),
+                    duration: SignedDuration::from_secs(15),
+                },
+                now,
+            ),
+        );
+    }
+    let owners = kumaco_owners(&nodes, &peers, now);
+    assert!(contested(&owners["moving"]));
+    assert!(
+        !contested(&owners["stale-peer"]),
+        "{:?}",
+        owners["stale-peer"]
+    );
+    assert_eq!(
+        owners["alone"].len(),
+        1,
+        "kured's condition is not kumaco's"
+    );
+    let table = contested_table(&owners).unwrap();
+    assert_eq!(table.lines().count(), 2, "{table}");
+    assert!(
+        table.contains("moving") && table.contains("kumaco/b/b (live: kured.dev/UnderMaintenance)")
+    );
+    let v = json_report(&[], Some(&nodes), &owners, &[], now);
+    assert_eq!(v["nodes"][1]["contested"], json!(true));
+    assert_eq!(
+        v["nodes"][1]["kumacoFieldManagers"][1]["name"],
+        json!("kumaco/b/b")
+    );
+    // Sorted by name: alone, moving, stale-peer; its managers: kumaco, kumaco/a/a.
+    assert_eq!(
+        v["nodes"][2]["kumacoFieldManagers"][0]["live"],
+        json!(false)
+    );
+}
