@@ -10,7 +10,6 @@ use jiff::tz::TimeZone;
 use crate::cli::RunArgs;
 use crate::duration;
 use crate::in_progress::{Ceiling, Policy};
-use crate::leader::Election;
 use crate::schedule;
 use crate::selector::{self, Selector};
 
@@ -27,6 +26,20 @@ fn flag_err(flag: &'static str, message: impl ToString) -> FlagError {
         flag,
         message: message.to_string(),
     }
+}
+
+/// Timings and identity of one candidate.
+#[derive(Clone, Debug)]
+pub struct Election {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+    /// `--watch-timeout`, for the watch on the Lease: a swallowed one is replaced after
+    /// this plus 5 s.
+    pub watch_timeout_secs: u32,
 }
 
 /// Validated settings of one kumaco instance.

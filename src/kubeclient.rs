@@ -281,7 +281,7 @@ fn read(path: &Path, via: &'static str) -> Result<Kubeconfig, ClientError> {
             error,
         },
         KubeconfigError::Parse(error) => {
-            let (at, message) = crate::tools::yaml_error(&path.display().to_string(), &error);
+            let (at, message) = crate::yaml::error_at(&path.display().to_string(), &error);
             ClientError::Parse { at, message }
         }
         // Nothing else comes out of reading and parsing; said as kube says it.

@@ -30,21 +30,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
+use crate::config::Election;
 use crate::metrics::Metrics;
-
-/// Timings and identity of one candidate.
-#[derive(Clone, Debug)]
-pub struct Election {
-    pub namespace: String,
-    pub name: String,
-    pub identity: String,
-    pub lease_duration: Duration,
-    pub renew_deadline: Duration,
-    pub retry_period: Duration,
-    /// `--watch-timeout`, for the watch on the Lease: a swallowed one is replaced after
-    /// this plus 5 s.
-    pub watch_timeout_secs: u32,
-}
 
 /// Whether this process may write now, and since when. Cheap to clone and to ask.
 #[derive(Clone, Debug)]

@@ -50,6 +50,7 @@ pub mod peer_leases;
 pub mod telemetry;
 pub mod tools;
 pub mod tzdata;
+pub mod yaml;
 
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{

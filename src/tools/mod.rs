@@ -64,21 +64,6 @@ impl ToolError {
     }
 }
 
-/// A YAML error as `FILE:LINE:COLUMN` and a one-line message, the way compilers and
-/// linters print them (editors jump to it). serde-saphyr's own `Display` adds a
-/// multi-line source excerpt headed `<input>`, which names no file.
-pub(crate) fn yaml_error(path: &str, e: &serde_saphyr::Error) -> (String, String) {
-    use serde_saphyr::MessageFormatter;
-    let at = match e.location() {
-        Some(l) if l.line() > 0 => format!("{path}:{}:{}", l.line(), l.column()),
-        _ => path.to_string(),
-    };
-    let message = serde_saphyr::UserMessageFormatter
-        .format_message(e.without_snippet())
-        .replace('\n', " ");
-    (at, message)
-}
-
 pub(crate) fn flag_err(flag: &'static str, message: impl ToString) -> ToolError {
     ToolError::Flag {
         flag,
@@ -142,7 +127,7 @@ fn display_path(path: &Path) -> String {
 /// The pure part of [`read_documents`].
 pub fn parse_documents(source: &str, text: &str) -> Result<Vec<Document>, ToolError> {
     let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
-        let (at, message) = yaml_error(source, &e);
+        let (at, message) = crate::yaml::error_at(source, &e);
         ToolError::Yaml { at, message }
     })?;
     let mut out = Vec::new();
