@@ -163,6 +163,7 @@ fn bench(c: &mut Criterion) {
     let first = {
         let views = nodes.iter().map(|n| NodeView {
             name: n.metadata.name.as_deref().unwrap_or_default(),
+            uid: n.metadata.uid.as_deref().unwrap_or_default(),
             labels: &n.labels,
             resource_version: n.resource_version(),
             conditions: &n.conditions,
@@ -197,6 +198,7 @@ fn bench(c: &mut Criterion) {
     let views = || {
         nodes.iter().map(|n| NodeView {
             name: n.metadata.name.as_deref().unwrap_or_default(),
+            uid: n.metadata.uid.as_deref().unwrap_or_default(),
             labels: &n.labels,
             resource_version: n.resource_version(),
             conditions: &n.conditions,

@@ -67,6 +67,15 @@ impl Leadership {
         }
     }
 
+    /// A candidate that has not won yet (the campaign runs its rounds).
+    fn candidate() -> Self {
+        Leadership {
+            term: Arc::new(Mutex::new(None)),
+            changed: Arc::new(Notify::new()),
+            first_round: Arc::new(tokio::sync::watch::Sender::new(false)),
+        }
+    }
+
     /// Resolves after leadership was gained or lost (a stored wake-up: one waiter).
     pub async fn changed(&self) {
         self.changed.notified().await
@@ -199,11 +208,7 @@ pub fn spawn(
     election: Election,
     metrics: Arc<Metrics>,
 ) -> (Leadership, Campaign) {
-    let leadership = Leadership {
-        term: Arc::new(Mutex::new(None)),
-        changed: Arc::new(Notify::new()),
-        first_round: Arc::new(tokio::sync::watch::Sender::new(false)),
-    };
+    let leadership = Leadership::candidate();
     let api: Api<Lease> = Api::namespaced(client, &election.namespace);
     let released = Arc::new(Notify::new());
     let watch = tokio::spawn(watch_released(
@@ -333,5 +338,37 @@ async fn try_acquire_or_renew(
         }
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_term_begins_when_won_lasts_while_renewed_and_ends() {
+        let l = Leadership::candidate();
+        assert_eq!(l.term(), None);
+        let now = Instant::now();
+        l.won(now + Duration::from_secs(10));
+        let began = l.term().expect("leading");
+        // A renewal keeps the term: writes derived in it stay valid.
+        l.won(now + Duration::from_secs(20));
+        assert_eq!(l.term(), Some(began));
+        l.end();
+        assert_eq!(l.term(), None);
+        // Winning again is a new term: the fence asks for new lists.
+        l.won(Instant::now() + Duration::from_secs(10));
+        assert!(l.term().is_some_and(|t| t >= began));
+    }
+
+    #[test]
+    fn a_term_runs_out_at_its_renew_deadline() {
+        let l = Leadership::candidate();
+        l.won(Instant::now() - Duration::from_millis(1));
+        assert_eq!(l.term(), None, "past its deadline, even without an end");
+        assert!(!l.is_leader());
+        let always = Leadership::always();
+        assert!(always.is_leader());
     }
 }

@@ -93,10 +93,13 @@ fn modules(src: &Path) -> BTreeSet<String> {
             }
             let path = format!("{prefix}{name}");
             out.insert(path.clone());
+            // `name/mod.rs`, or `name.rs` with its submodules in `name/`.
             let sub_dir = dir.join(name);
-            let sub = sub_dir.join("mod.rs");
-            if sub.exists() {
-                walk(&sub_dir, &sub, &format!("{path}::"), out);
+            for file in [sub_dir.join("mod.rs"), dir.join(format!("{name}.rs"))] {
+                if file.exists() {
+                    walk(&sub_dir, &file, &format!("{path}::"), out);
+                    break;
+                }
             }
         }
     }

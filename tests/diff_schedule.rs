@@ -146,7 +146,7 @@ fn schedules_agree_with_go() {
 /// Around the whole days some zones skipped (Samoa 2011-12-30, Kiribati 1994-12-31), we
 /// agree with Go wherever Go answers. Specs that must walk past the missing day make
 /// robfig's Next loop for ever, so those are not asked here; kumaco's answers for them
-/// are pinned in `a_skipped_day_is_stepped_over` (src/schedule/tests.rs).
+/// are pinned in `a_skipped_day_is_stepped_over` (core/src/schedule/tests.rs).
 #[test]
 fn around_a_skipped_day_we_agree_with_go_where_go_answers() {
     let cases = [

@@ -53,6 +53,34 @@ pub struct Deleted {
     pub blackout: bool,
 }
 
+impl Deleted {
+    /// A window ConfigMap deleted at `at`, from its last data (`zone`: the default time
+    /// zone): whether it was active then, and a blackout.
+    pub fn of(
+        id: WindowId,
+        uid: String,
+        data: &std::collections::BTreeMap<String, String>,
+        at: Timestamp,
+        zone: &jiff::tz::TimeZone,
+    ) -> Deleted {
+        let window = Window::from_data(id.clone(), data, zone).ok();
+        Deleted {
+            id,
+            uid,
+            at,
+            was_active: window.as_ref().is_some_and(|w| w.is_active(at)),
+            blackout: window.as_ref().is_some_and(|w| w.blackout),
+        }
+    }
+}
+
+/// Forgets the deleted windows whose `WindowEnded` is no longer due (deleted more than
+/// [`HORIZON`] before `now`).
+pub fn forget_old(deleted: &mut Vec<Deleted>, now: Timestamp) {
+    let horizon = now.checked_sub(HORIZON).unwrap_or(Timestamp::MIN);
+    deleted.retain(|d| d.at >= horizon);
+}
+
 /// Normal or Warning.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Severity {
@@ -243,13 +271,9 @@ fn event_name(source: &WindowSource, instance: &str, what: &What, stamp: &str) -
     name_for(&source.id.name, h.finish())
 }
 
-/// `<configmap>.<hash>`, a valid object name (DNS subdomain, at most 253 characters).
+/// `<configmap>.<hash>`.
 fn name_for(configmap: &str, hash: u64) -> String {
-    let mut prefix: String = configmap.chars().take(253 - 17).collect();
-    while prefix.ends_with(['.', '-']) {
-        prefix.pop();
-    }
-    format!("{prefix}.{hash:016x}")
+    crate::fingerprint::object_name(configmap, hash)
 }
 
 #[cfg(test)]
@@ -443,5 +467,50 @@ mod tests {
             reasons(&due_at(&s, ts("2026-01-01T00:00:26Z"))),
             ["WindowLoaded"]
         );
+    }
+
+    #[test]
+    fn a_deleted_window_is_read_from_its_last_data_and_kept_for_the_horizon() {
+        let id = WindowId {
+            namespace: "ops".into(),
+            name: "gone".into(),
+        };
+        let data: std::collections::BTreeMap<String, String> = [
+            ("startTime", "0 2 * * *"),
+            ("duration", "1h"),
+            ("nodeSelector", ""),
+            ("blackout", "true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let utc = jiff::tz::TimeZone::UTC;
+        let during = Deleted::of(
+            id.clone(),
+            "u".into(),
+            &data,
+            ts("2026-01-01T02:10:00Z"),
+            &utc,
+        );
+        assert!(during.was_active && during.blackout);
+        let after = Deleted::of(
+            id.clone(),
+            "u".into(),
+            &data,
+            ts("2026-01-01T03:10:00Z"),
+            &utc,
+        );
+        assert!(!after.was_active);
+        let broken = Deleted::of(
+            id,
+            "u".into(),
+            &Default::default(),
+            ts("2026-01-01T02:10:00Z"),
+            &utc,
+        );
+        assert!(!broken.was_active && !broken.blackout);
+        let mut kept = vec![during, after];
+        forget_old(&mut kept, ts("2026-01-01T03:30:00Z"));
+        assert_eq!(kept.len(), 1, "the first is more than 30 minutes old");
     }
 }

@@ -14,9 +14,9 @@ use jiff::Timestamp;
 
 /// True while the node is selected by an active maintenance window.
 pub const UNDER_MAINTENANCE: &str = "kured.dev/UnderMaintenance";
-/// Standard (KEP-5683): the node may be disrupted now.
+/// KEP-5683 (alpha in Kubernetes 1.37): the node may be disrupted now.
 pub const MAINTENANCE_IN_PROGRESS: &str = "MaintenanceInProgress";
-/// Standard (KEP-5683): maintenance will start soon.
+/// KEP-5683 (alpha in Kubernetes 1.37): maintenance will start soon.
 pub const MAINTENANCE_PLANNED: &str = "MaintenancePlanned";
 
 /// Longest condition message kumaco writes, in bytes. A window's description is copied

@@ -37,6 +37,17 @@ impl Fnv {
     }
 }
 
+/// `<base>.<hash>`: an object name fixed by what it names (an event about `base`, a window
+/// ConfigMap or a Node), valid as a DNS subdomain: at most 253 characters, `base` cut to
+/// leave room for the hash, and a cut never ending in a separator.
+pub fn object_name(base: &str, hash: u64) -> String {
+    let mut prefix: String = base.chars().take(253 - 17).collect();
+    while prefix.ends_with(['.', '-']) {
+        prefix.pop();
+    }
+    format!("{prefix}.{hash:016x}")
+}
+
 /// The hash of one window ConfigMap's identity and data.
 pub fn window_data(id: &WindowId, data: &BTreeMap<String, String>) -> u64 {
     let mut h = Fnv::default();

@@ -24,6 +24,10 @@ use crate::conditions::{
 };
 use crate::decision::HORIZON;
 use crate::fingerprint::Fnv;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use crate::pass::{Contest, NodeView, Pending, overlay};
 use crate::reasons;
 
 /// The namespace of events about cluster-scoped objects: the API server refuses any other
@@ -166,6 +170,55 @@ pub fn contested(name: &str, uid: &str, with: &[String], instance: &str) -> Vec<
         .collect()
 }
 
+/// The node events due now over the nodes as this instance sees them, the contested
+/// ones' warnings included. A live instance reads the cluster's record of what it wrote
+/// (the cache); a shadow (`pending` given, `--dry-run`) reads its own view instead, the
+/// cache overlaid with the writes it would have made.
+pub fn due_now<'a>(
+    nodes: impl IntoIterator<Item = NodeView<'a>>,
+    pending: Option<&HashMap<String, Pending>>,
+    contested: &[Contest],
+    instance: &str,
+    now: Timestamp,
+) -> Vec<NodeEvent> {
+    let nodes: Vec<NodeView> = nodes.into_iter().collect();
+    let seen: Vec<(Cow<[Condition]>, Vec<String>)> = nodes
+        .iter()
+        .map(|n| {
+            let mut owned = n.owned.to_vec();
+            let Some(pending) = pending else {
+                return (Cow::Borrowed(n.conditions), owned);
+            };
+            let mine = pending.get(n.name);
+            if let Some(p) = mine {
+                owned.extend(p.conditions.iter().map(|c| c.type_.clone()));
+            }
+            (overlay(mine, n, now).0, owned)
+        })
+        .collect();
+    let mut out = due(
+        nodes
+            .iter()
+            .zip(&seen)
+            .map(|(n, (conditions, owned))| NodeRef {
+                name: n.name,
+                uid: n.uid,
+                conditions,
+                owned,
+            }),
+        instance,
+        now,
+    );
+    for c in contested {
+        let uid = nodes
+            .iter()
+            .find(|n| n.name == c.node)
+            .map_or("", |n| n.uid);
+        out.extend(self::contested(&c.node, uid, &c.with, instance));
+    }
+    out
+}
+
 fn event_name(instance: &str, node: NodeRef, c: &Condition, at: Timestamp) -> String {
     let mut h = Fnv::default();
     for part in [instance, node.uid, &c.type_, c.status.as_str(), &c.reason] {
@@ -175,14 +228,9 @@ fn event_name(instance: &str, node: NodeRef, c: &Condition, at: Timestamp) -> St
     name_for(node.name, h.finish())
 }
 
-/// `<node>.<hash>`. An object name is at most 253 characters: the node's name is cut to
-/// leave room for the hash, and a cut must not end in a separator.
+/// `<node>.<hash>`.
 fn name_for(node: &str, hash: u64) -> String {
-    let mut prefix: String = node.chars().take(253 - 17).collect();
-    while prefix.ends_with(['.', '-']) {
-        prefix.pop();
-    }
-    format!("{prefix}.{hash:016x}")
+    crate::fingerprint::object_name(node, hash)
 }
 
 #[cfg(test)]

@@ -59,6 +59,9 @@ impl Rules {
 #[derive(Clone, Copy, Debug)]
 pub struct NodeView<'a> {
     pub name: &'a str,
+    /// Names the node's events (`node_events`): a node re-created under the same name is
+    /// another node.
+    pub uid: &'a str,
     pub labels: &'a dyn Labels,
     pub resource_version: Option<u64>,
     pub conditions: &'a [Condition],
@@ -101,6 +104,34 @@ pub struct Write {
     pub dropped: Vec<String>,
     /// Types applied unchanged to become a co-owner next to another kumaco instance.
     pub claimed: Vec<String>,
+}
+
+impl Write {
+    /// The conditions of this write whose status, reason or message differ from what
+    /// `current` shows: what a shadow (`--dry-run`) reports it would change.
+    pub fn changes(&self, current: &[Condition]) -> Vec<&Condition> {
+        self.conditions
+            .iter()
+            .filter(|c| {
+                find(current, &c.type_).is_none_or(|e| {
+                    (e.status, &e.reason, &e.message) != (c.status, &c.reason, &c.message)
+                })
+            })
+            .collect()
+    }
+
+    /// Identifies the write by its content (the node and the conditions it applies): an
+    /// apply the API server refused for good is not sent again, a different one is.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = crate::fingerprint::Fnv::default();
+        h.write_str(&self.node);
+        for c in &self.conditions {
+            for part in [c.type_.as_str(), c.status.as_str(), &c.reason, &c.message] {
+                h.write_str(part);
+            }
+        }
+        h.finish()
+    }
 }
 
 /// A node in this instance's scope whose kumaco conditions a live kumaco instance also

@@ -2,7 +2,7 @@
 //! (as Go's `Duration.String()`) to a string that parses back to the same value.
 #![no_main]
 
-use kumaco::duration;
+use kumaco_core::duration;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &str| {

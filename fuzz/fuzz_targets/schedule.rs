@@ -3,7 +3,7 @@
 //! asked about, on ordinary instants and at the edges of jiff's range.
 #![no_main]
 
-use kumaco::schedule::{self, TimeZone, Timestamp};
+use kumaco_core::schedule::{self, TimeZone, Timestamp};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &str| {

@@ -2,7 +2,7 @@
 //! (as Go's `Selector.String()`) to a string that parses back to an equal selector.
 #![no_main]
 
-use kumaco::selector;
+use kumaco_core::selector;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: &str| {

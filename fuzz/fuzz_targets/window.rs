@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use kumaco::schedule::{TimeZone, Timestamp};
-use kumaco::window::{Window, WindowId};
+use kumaco_core::schedule::{TimeZone, Timestamp};
+use kumaco_core::window::{Window, WindowId};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|input: (String, String, String, Option<String>, i64)| {

@@ -235,6 +235,7 @@ impl Cluster {
                 let ours = owners.iter().find(|o| o.manager == rules.instance);
                 NodeView {
                     name: &n.name,
+                    uid: &n.name,
                     labels: &n.labels,
                     resource_version: Some(n.rv),
                     conditions: &n.conditions,
@@ -516,6 +517,7 @@ fn pending_writes_cover_a_lagging_cache_until_it_catches_up() {
     let labels = BTreeMap::new();
     let view = |rv| NodeView {
         name: "n",
+        uid: "uid-n",
         labels: &labels,
         resource_version: Some(rv),
         conditions: &[],
@@ -1017,4 +1019,81 @@ mod instances {
         }
         assert!((1..=2).contains(&writes), "{writes} rewrites in 10 minutes");
     }
+}
+
+#[test]
+fn a_write_changes_what_differs_and_is_known_by_its_content() {
+    let r = rules("");
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let mut c = Cluster::new(&[("n", &[])]);
+    let o = c.clone().pass(&r, &windows, ts("2026-01-01T02:05:00Z"));
+    let w = &o.writes[0];
+    assert_eq!(w.changes(&[]).len(), 1);
+    c.pass(&r, &windows, ts("2026-01-01T02:05:00Z"));
+    let now_shown = &c.nodes[0].conditions;
+    assert!(w.changes(now_shown).is_empty(), "the node shows it");
+    let mut other = w.clone();
+    assert_eq!(other.fingerprint(), w.fingerprint());
+    other.conditions[0].message.push('!');
+    assert_ne!(other.fingerprint(), w.fingerprint());
+    assert_eq!(other.changes(now_shown).len(), 1);
+}
+
+#[test]
+fn node_events_read_the_cluster_or_a_shadow_its_own_writes() {
+    let r = rules("");
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let now = ts("2026-01-01T02:05:00Z");
+    let mut c = Cluster::new(&[("n", &[])]);
+    // A shadow's would-be write, never applied: only a shadow's view shows it.
+    let o = c.clone().pass(&r, &windows, now);
+    let pending = HashMap::from([(
+        "n".to_string(),
+        Pending {
+            conditions: o.writes[0].conditions.clone(),
+            resource_version: Some(u64::MAX),
+            written_at: now,
+            dropped: vec![],
+        },
+    )]);
+    let labels = BTreeMap::new();
+    fn view<'a>(c: &'a Cluster, labels: &'a BTreeMap<String, String>) -> NodeView<'a> {
+        let n = &c.nodes[0];
+        NodeView {
+            name: &n.name,
+            uid: "uid-n",
+            labels,
+            resource_version: Some(n.rv),
+            conditions: &n.conditions,
+            owned: &[],
+            owned_since: None,
+            owners: &[],
+        }
+    }
+    let contest = [Contest {
+        node: "n".into(),
+        with: vec!["kumaco/b/b".into()],
+    }];
+    let live = crate::node_events::due_now([view(&c, &labels)], None, &contest, &r.instance, now);
+    let reasons: Vec<&str> = live.iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        ["NodeContested"],
+        "nothing written yet: only the contest"
+    );
+    let shadow =
+        crate::node_events::due_now([view(&c, &labels)], Some(&pending), &[], &r.instance, now);
+    let reasons: Vec<&str> = shadow.iter().map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        ["MaintenanceWindowStarted"],
+        "what the shadow would have written"
+    );
+    // Once written, a live instance reads it from the cluster, under the same name.
+    c.pass(&r, &windows, now);
+    let owned = c.nodes[0].owner_views()[0].types.clone();
+    let mut v = view(&c, &labels);
+    v.owned = &owned;
+    let written = crate::node_events::due_now([v], None, &[], &r.instance, now);
+    assert_eq!(written[0].name, shadow[0].name);
 }

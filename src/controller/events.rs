@@ -1,5 +1,5 @@
-//! Posting the window events the pass says should exist (`announce`), by name, with
-//! events.k8s.io/v1.
+//! Posting the events the pass says should exist (`announce`, `node_events`), by name,
+//! with events.k8s.io/v1, through the one writer's classification and backoff.
 //!
 //! Each event is created under the name `announce` gives it; AlreadyExists means another
 //! replica or an earlier run posted it. What this module keeps, the names it knows to
@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -18,17 +17,14 @@ use kube::Client;
 use kube::api::{Api, ObjectMeta, PostParams};
 use tracing::{debug, info, warn};
 
+use super::writer::{self, Answer, Retry};
 use crate::announce::{Announcement, Severity, WindowSource};
 use crate::metrics::{Metrics, WriteResult};
 use crate::node_events::{self, NodeEvent};
 use crate::window::{Window, WindowId};
 
-/// Each creation gets this long before it counts as failed and is retried.
-const CREATE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Creations in flight at once.
 const CONCURRENCY: usize = 8;
-/// Longest wait before retrying failed creations.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(4);
 
 /// Creates due events and remembers which exist.
 pub struct Poster {
@@ -38,8 +34,7 @@ pub struct Poster {
     instance: String,
     /// Names known to exist (created, answered AlreadyExists) or given up on.
     known: HashMap<String, Timestamp>,
-    retry_at: Option<Timestamp>,
-    failures: u32,
+    retry: Retry,
 }
 
 /// An event to create, and what to say about it in logs.
@@ -49,16 +44,6 @@ struct Creation {
     event: Event,
 }
 
-/// How a creation ended.
-enum Outcome {
-    Posted,
-    AlreadyThere,
-    /// An answer that will not change (400, 404, 409 other than AlreadyExists, 422, ...).
-    Refused(String),
-    /// 401/403 (RBAC can be fixed), 429, 5xx, timeouts: retried with backoff.
-    Failed(String),
-}
-
 impl Poster {
     pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
         Poster {
@@ -66,8 +51,7 @@ impl Poster {
             metrics,
             instance: reporting_instance(),
             known: HashMap::new(),
-            retry_at: None,
-            failures: 0,
+            retry: Retry::default(),
         }
     }
 
@@ -78,7 +62,7 @@ impl Poster {
 
     /// When failed creations are to be retried, if some failed.
     pub fn retry_at(&self) -> Option<Timestamp> {
-        self.retry_at
+        self.retry.at()
     }
 
     /// Creates the `due` events not known to exist; `sources` give the notes their
@@ -124,19 +108,23 @@ impl Poster {
 
     async fn create_all(&mut self, missing: Vec<Creation>, now: Timestamp) {
         if missing.is_empty() {
-            (self.failures, self.retry_at) = (0, None);
+            self.retry.record(false, now);
             return;
         }
-        if self.retry_at.is_some_and(|t| t > now) {
+        if !self.retry.due(now) {
             return;
         }
-        let results: Vec<(Creation, Outcome)> = futures::stream::iter(missing)
+        let results: Vec<(Creation, Answer<Event>)> = futures::stream::iter(missing)
             .map(|c| {
                 let ns = c.event.metadata.namespace.clone().unwrap_or_default();
                 let api: Api<Event> = Api::namespaced(self.client.clone(), &ns);
                 async move {
-                    let outcome = create(&api, &c.event).await;
-                    (c, outcome)
+                    let created = tokio::time::timeout(
+                        writer::TIMEOUT,
+                        api.create(&PostParams::default(), &c.event),
+                    )
+                    .await;
+                    (c, writer::answer(created))
                 }
             })
             .buffer_unordered(CONCURRENCY)
@@ -147,18 +135,23 @@ impl Poster {
             let (about, reason) = (&c.about, c.reason);
             let name = c.event.metadata.name.clone().unwrap_or_default();
             match outcome {
-                Outcome::Posted => {
+                Answer::Done(_) => {
                     self.metrics.write("event", WriteResult::Ok);
                     info!(%about, reason, event = %name, "event posted");
                 }
-                Outcome::AlreadyThere => {
+                Answer::AlreadyExists => {
                     debug!(%about, reason, event = %name, "event already posted");
                 }
-                Outcome::Refused(e) => {
+                Answer::Refused(e) => {
                     self.metrics.write("event", WriteResult::Error);
                     warn!(%about, reason, error = %e, "posting event refused; not retrying");
                 }
-                Outcome::Failed(e) => {
+                // A conflict on a creation is no precondition a retry could meet.
+                Answer::Conflict => {
+                    self.metrics.write("event", WriteResult::Error);
+                    warn!(%about, reason, "posting event refused (409 conflict); not retrying");
+                }
+                Answer::Retry(e) => {
                     self.metrics.write("event", WriteResult::Error);
                     warn!(%about, reason, error = %e, "posting event failed; will retry");
                     retry = true;
@@ -167,13 +160,7 @@ impl Poster {
             }
             self.known.insert(name, now);
         }
-        if retry {
-            self.failures = (self.failures + 1).min(7);
-            let delay = Duration::from_millis(500 << (self.failures - 1)).min(MAX_RETRY_DELAY);
-            self.retry_at = now.checked_add(delay).ok();
-        } else {
-            (self.failures, self.retry_at) = (0, None);
-        }
+        self.retry.record(retry, now);
     }
 
     fn node_event(&self, e: &NodeEvent, now: Timestamp) -> Event {
@@ -234,21 +221,6 @@ impl Poster {
     }
 }
 
-async fn create(api: &Api<Event>, event: &Event) -> Outcome {
-    match tokio::time::timeout(CREATE_TIMEOUT, api.create(&PostParams::default(), event)).await {
-        Ok(Ok(_)) => Outcome::Posted,
-        Ok(Err(kube::Error::Api(e))) if e.code == 409 && e.reason == "AlreadyExists" => {
-            Outcome::AlreadyThere
-        }
-        Ok(Err(kube::Error::Api(e))) if matches!(e.code, 401 | 403 | 429) || e.code >= 500 => {
-            Outcome::Failed(format!("{} ({})", e.message, e.code))
-        }
-        Ok(Err(kube::Error::Api(e))) => Outcome::Refused(format!("{} ({})", e.message, e.code)),
-        Ok(Err(e)) => Outcome::Failed(e.to_string()),
-        Err(_) => Outcome::Failed(format!("no answer within {CREATE_TIMEOUT:?}")),
-    }
-}
-
 /// The pod's name (events.k8s.io wants a reporting instance), else the host name.
 fn reporting_instance() -> String {
     let name = std::env::var("POD_NAME").ok().or_else(|| {
@@ -261,4 +233,59 @@ fn reporting_instance() -> String {
         .unwrap_or_else(|| "kumaco".into());
     name.truncate(128);
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::announce::What;
+
+    fn poster() -> Poster {
+        // Building events needs no connection: a client that could reach nothing.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        Poster::new(Client::try_from(config).unwrap(), Arc::new(Metrics::new()))
+    }
+
+    #[tokio::test]
+    async fn window_events_regard_their_configmap_and_invalid_ones_warn() {
+        let p = poster();
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let a = Announcement {
+            name: "w.0123456789abcdef".into(),
+            window: WindowId {
+                namespace: "ops".into(),
+                name: "w".into(),
+            },
+            uid: "uid-w".into(),
+            blackout: false,
+            what: What::Invalid("duration: bad".into()),
+        };
+        let e = p.event(&a, None, now);
+        assert_eq!(e.metadata.namespace.as_deref(), Some("ops"));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.reason.as_deref(), Some("WindowInvalid"));
+        let regarding = e.regarding.unwrap();
+        assert_eq!(
+            (regarding.kind.as_deref(), regarding.uid.as_deref()),
+            (Some("ConfigMap"), Some("uid-w"))
+        );
+        assert_eq!(e.reporting_controller.as_deref(), Some("kumaco"));
+    }
+
+    #[tokio::test]
+    async fn node_events_are_in_default_and_a_contest_is_a_warning() {
+        let p = poster();
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let contest =
+            &node_events::contested("n1", "uid-1", &["kumaco/b/b".into()], "kumaco/a/a")[0];
+        let e = p.node_event(contest, now);
+        assert_eq!(
+            e.metadata.namespace.as_deref(),
+            Some(node_events::NAMESPACE)
+        );
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.action.as_deref(), Some("Contest"));
+        assert_eq!(e.regarding.unwrap().kind.as_deref(), Some("Node"));
+        assert!(reporting_instance().len() <= 128);
+    }
 }

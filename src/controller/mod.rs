@@ -1,0 +1,399 @@
+//! The controller: the I/O around [`crate::pass`]. It watches window ConfigMaps and
+//! Nodes, calls the pass on what the watches show and the clock, applies the node writes
+//! it returns, creates the events it says should exist, and records its own writes until
+//! the cache shows them.
+//!
+//! One loop, no per-object workers: every wake-up (a watch event, the timer at the next
+//! window edge, a leadership change, the periodic resync) runs one pass. Nothing decided
+//! here depends on what this process saw before; what it keeps between passes is a cache
+//! of the cluster and retry timers. Its parts:
+//!
+//! - [`watch`]: the watches and their caches, lists, resumes and relevance;
+//! - [`windows`]: the window cache (parsed windows, the configuration hash, deletions);
+//! - [`fence`]: a new leader writes only from lists asked for in its term;
+//! - [`writer`]: the one writer (node applies; the classification and backoff every
+//!   write shares), and [`events`]: creating the events due, by name;
+//! - [`shadow`]: `--dry-run`, the pass executed by logging;
+//! - [`report`]: the pass's counts and contests, as metrics and log lines.
+
+pub mod events;
+pub mod fence;
+pub mod report;
+pub mod shadow;
+pub mod watch;
+pub mod windows;
+pub mod writer;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use kube::Client;
+use kube::runtime::reflector::Store;
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use crate::clock::ClockSteps;
+use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::config::Settings;
+use crate::leader::Leadership;
+use crate::metrics::Metrics;
+use crate::node::SlimNode;
+use crate::node_events;
+use crate::pass::{self, NodeView, Rules};
+use crate::peer_leases::PeerLeases;
+use events::Poster;
+use fence::{Fence, Gate};
+use shadow::Shadow;
+use watch::{LabelKeys, Tombstones};
+use windows::WindowCache;
+use writer::NodeWriter;
+
+/// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
+/// once by [`ClockSteps`]).
+const MAX_SLEEP: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error("{0}")]
+    Client(String),
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("serving metrics/health: {0}")]
+    Http(#[from] std::io::Error),
+    #[error("watch stream ended unexpectedly")]
+    WatchEnded,
+}
+
+/// Makes a client on connections of its own. The controller starts with one, and a new
+/// leader whose caches predate its term lists again on a new one: connections the
+/// network swallowed, which kept those caches behind, must not hold up the lists meant
+/// to catch up.
+pub type Connect = Box<dyn Fn() -> Result<Client, crate::kubeclient::ClientError> + Send>;
+
+/// Why `run` returned without an error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// SIGTERM or SIGINT.
+    Signal,
+    /// The window configuration changed and `--exit-on-config-change` is set.
+    ConfigChanged,
+}
+
+/// Runs the controller until a signal (or a config change, if so configured).
+pub async fn run(
+    connect: Connect,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    leadership: Leadership,
+) -> Result<Exit, ControllerError> {
+    let client = connect().map_err(|e| ControllerError::Client(e.to_string()))?;
+    let wake = Arc::new(Notify::new());
+    // Lists start after the campaign's first round: a replica leading from its start
+    // writes from its first lists instead of listing twice (`fence`).
+    leadership.first_round().await;
+
+    let label_keys = LabelKeys::default();
+    let (nodes, node_lists) = watch::spawn_nodes(
+        &client,
+        &settings,
+        condition_types_read(&settings),
+        label_keys.clone(),
+        wake.clone(),
+        metrics.clone(),
+    );
+    let tombstones = Tombstones::default();
+    let (window_stores, window_lists): (Vec<_>, Vec<_>) =
+        watch::spawn_windows(&client, &settings, &tombstones, wake.clone())
+            .into_iter()
+            .unzip();
+    info!(namespaces = ?settings.namespaces, node_selector = %settings.node_selector,
+          field_manager = %settings.field_manager,
+          "waiting for the initial lists of nodes and window ConfigMaps");
+    let windows = WindowCache::new(
+        window_stores,
+        tombstones,
+        label_keys,
+        settings.node_selector.clone(),
+        settings.default_zone.clone(),
+    );
+    if nodes.wait_until_ready().await.is_err() || !windows.ready().await {
+        return Err(ControllerError::WatchEnded);
+    }
+
+    if let Some(why) = settings.invisible_to_peers {
+        warn!(field_manager = %settings.field_manager, why,
+              "other kumaco instances sharing nodes with this one cannot tell that it runs: they \
+               take its conditions for stale (never defer to them, report no contest with it); \
+               docs/operations.md, \"When instances meet\"");
+    }
+    if settings.dry_run {
+        info!(
+            "dry run (shadow mode): decisions are logged and exported as kumaco_dry_run_*; nothing is written"
+        );
+    }
+    let mut lists = vec![node_lists];
+    lists.extend(window_lists);
+    let mut shell = Shell {
+        rules: rules(&settings),
+        writer: NodeWriter::new(
+            client.clone(),
+            settings.field_manager.clone(),
+            metrics.clone(),
+        ),
+        events: Poster::new(client.clone(), metrics.clone()),
+        node_events: settings
+            .node_events
+            .then(|| Poster::new(client.clone(), metrics.clone())),
+        peers: PeerLeases::start(client, wake.clone()),
+        fence: Fence::new(lists),
+        shadow: Shadow::default(),
+        contests: report::Contests::default(),
+        connect,
+        leadership,
+        settings,
+        metrics,
+        nodes,
+        windows,
+    };
+
+    let (mut clock, no_timerfd) = ClockSteps::new();
+    if let Some(e) = no_timerfd {
+        warn!(error = %e, "no timerfd on the realtime clock: steps of the wall clock are \
+                           noticed within a second, by sampling");
+    }
+    let mut shutdown = std::pin::pin!(shutdown_signal());
+    let mut first = true;
+    loop {
+        let started = Instant::now();
+        let next_edge = match shell.reconcile().await {
+            Step::ConfigChangedExit => return Ok(Exit::ConfigChanged),
+            Step::Next(t) => t,
+        };
+        shell
+            .metrics
+            .reconcile_duration
+            .observe(started.elapsed().as_secs_f64());
+        if first {
+            shell.metrics.set_ready();
+            info!("ready");
+            first = false;
+        }
+        let mut sleep = shell.settings.resync_interval.min(MAX_SLEEP);
+        if let Some(t) = next_edge {
+            sleep = sleep.min(until(t));
+        }
+        debug!(?sleep, ?next_edge, "sleeping");
+        tokio::select! {
+            _ = wake.notified() => {
+                // Watch events come in bursts (kumaco's own writes echo back); one pass
+                // for the burst is enough.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            _ = tokio::time::sleep(sleep) => {}
+            _ = shell.leadership.changed() => {}
+            step = clock.stepped() => {
+                // Every edge moved relative to the monotonic timer the sleep runs on.
+                info!(step_seconds = step.as_secs_f64(),
+                      "the wall clock was stepped: re-deriving the conditions now");
+                shell.metrics.clock_steps.inc();
+            }
+            _ = &mut shutdown => {
+                info!("signal received, stopping");
+                return Ok(Exit::Signal);
+            }
+        }
+    }
+}
+
+/// The condition types any decision reads; the node cache keeps no others.
+fn condition_types_read(settings: &Settings) -> Vec<String> {
+    let mut read: Vec<String> = [
+        UNDER_MAINTENANCE,
+        MAINTENANCE_IN_PROGRESS,
+        MAINTENANCE_PLANNED,
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(policy) = &settings.in_progress {
+        read.extend(policy.required.iter().chain(&policy.blocking).cloned());
+    }
+    read
+}
+
+/// The pass's rules, from the settings.
+fn rules(settings: &Settings) -> Rules {
+    Rules {
+        node_selector: settings.node_selector.clone(),
+        instance: settings.field_manager.clone(),
+        in_progress: settings.in_progress.clone(),
+        planned_lead_time: settings.planned_lead_time,
+        resync: jiff::SignedDuration::try_from(settings.resync_interval)
+            .unwrap_or(jiff::SignedDuration::MAX),
+    }
+}
+
+enum Step {
+    Next(Option<Timestamp>),
+    ConfigChangedExit,
+}
+
+struct Shell {
+    connect: Connect,
+    leadership: Leadership,
+    settings: Settings,
+    rules: Rules,
+    metrics: Arc<Metrics>,
+    nodes: Store<SlimNode>,
+    windows: WindowCache,
+    fence: Fence,
+    writer: NodeWriter,
+    events: Poster,
+    /// `Some` with `--node-events`.
+    node_events: Option<Poster>,
+    peers: PeerLeases,
+    shadow: Shadow,
+    contests: report::Contests,
+}
+
+impl Shell {
+    /// One pass: from the caches and the clock to the writes and events, executed if
+    /// this replica may write. Returns when to wake up next by the clock.
+    async fn reconcile(&mut self) -> Step {
+        let now = Timestamp::now();
+        if self.windows.load(&self.metrics, now) && self.settings.exit_on_config_change {
+            return Step::ConfigChangedExit;
+        }
+        let cached = self.nodes.state();
+        let manager = self.settings.field_manager.clone();
+        let sources: Vec<_> = self.windows.sources.values().collect();
+        let peers = self.peers.snapshot();
+        let outcome = pass::run(
+            &self.rules,
+            &sources,
+            &self.windows.deleted,
+            views(&cached, &manager),
+            &self.writer.pending,
+            &peers,
+            now,
+        );
+        self.peers.want(&outcome.leases, &outcome.refresh);
+        let existing: HashSet<&str> = cached
+            .iter()
+            .filter_map(|n| n.metadata.name.as_deref())
+            .collect();
+        self.writer.forget(&outcome.settled, &existing);
+        report::counts(&self.metrics, &outcome);
+        self.contests.log(
+            &outcome.contested,
+            &outcome.deferred,
+            self.settings.resync_interval,
+        );
+
+        if self.settings.dry_run {
+            self.shadow.would_write(
+                outcome.writes,
+                views(&cached, &manager),
+                &mut self.writer.pending,
+                &self.metrics,
+                now,
+            );
+            // After the would-be writes: no watch echo will wake another pass to see them.
+            let node_events = if self.node_events.is_some() {
+                node_events::due_now(
+                    views(&cached, &manager),
+                    Some(&self.writer.pending),
+                    &outcome.contested,
+                    &manager,
+                    now,
+                )
+            } else {
+                Vec::new()
+            };
+            self.shadow
+                .would_post(&outcome.events, &node_events, &self.metrics);
+        } else if let Some(term) = self.writing_term() {
+            // From the cluster as the cache shows it: this pass's writes get their events
+            // in the pass their watch echo wakes.
+            let node_events = self.node_events.is_some().then(|| {
+                let views = views(&cached, &manager);
+                node_events::due_now(views, None, &outcome.contested, &manager, now)
+            });
+            self.writer
+                .apply(outcome.writes, &self.leadership, term, now)
+                .await;
+            self.events
+                .post(&outcome.events, &self.windows.sources, now)
+                .await;
+            if let (Some(poster), Some(due)) = (&mut self.node_events, &node_events) {
+                poster.post_node_events(due, now).await;
+            }
+        }
+        let node_retry = self.node_events.as_ref().and_then(Poster::retry_at);
+        let retry = [self.writer.retry.at(), self.events.retry_at(), node_retry]
+            .into_iter()
+            .flatten()
+            .min();
+        Step::Next(outcome.next_edge.into_iter().chain(retry).min())
+    }
+
+    /// The current term if this replica may write ([`fence`]); a new client made for the
+    /// lists that catch up is the writers' from now on.
+    fn writing_term(&mut self) -> Option<Instant> {
+        match self.fence.check(&self.leadership, &self.connect) {
+            Gate::Open(term) => Some(term),
+            Gate::Closed => None,
+            Gate::Relisting(client) => {
+                self.writer.use_client(client.clone());
+                self.events.use_client(client.clone());
+                if let Some(poster) = &mut self.node_events {
+                    poster.use_client(client);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// The cached nodes as the pass reads them.
+fn views<'a>(cached: &'a [Arc<SlimNode>], manager: &'a str) -> impl Iterator<Item = NodeView<'a>> {
+    cached.iter().map(move |n| view(n, manager))
+}
+
+/// A cached node as the pass reads it.
+fn view<'a>(n: &'a SlimNode, manager: &str) -> NodeView<'a> {
+    NodeView {
+        name: n.metadata.name.as_deref().unwrap_or_default(),
+        uid: n.metadata.uid.as_deref().unwrap_or_default(),
+        labels: &n.labels,
+        resource_version: n.resource_version(),
+        conditions: &n.conditions,
+        owned: n.owned_by(manager),
+        owned_since: n.owner(manager).and_then(|o| o.time),
+        owners: &n.status_owners,
+    }
+}
+
+fn until(t: Timestamp) -> Duration {
+    let d = t.duration_since(Timestamp::now());
+    Duration::try_from(d).unwrap_or(Duration::ZERO)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return ctrl_c.await.unwrap_or(()),
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await.unwrap_or(());
+}

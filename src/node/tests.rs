@@ -1,0 +1,192 @@
+use super::*;
+use serde_json::json;
+use std::sync::Arc;
+
+fn full_node() -> serde_json::Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "n",
+            "resourceVersion": "42",
+            "uid": "u",
+            "labels": { "zone": "a" },
+            "annotations": { "big": "x" },
+            "managedFields": [
+                { "manager": "kumaco", "operation": "Apply", "subresource": "status",
+                  "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:07Z",
+                  "fieldsV1": { "f:status": { "f:conditions": {
+                      "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {}, "f:status": {} },
+                      "k:{\"type\":\"MaintenanceInProgress\"}": { ".": {}, "f:status": {} },
+                      "k:{\"type\":\"MaintenancePlanned\"}": { ".": {}, "f:type": {} } } } } },
+                { "manager": "agent", "operation": "Apply", "subresource": "status",
+                  "fieldsType": "FieldsV1",
+                  "fieldsV1": { "f:status": { "f:conditions": {
+                      "k:{\"type\":\"kured.dev/RebootRequired\"}": { ".": {}, "f:status": {} } } } } },
+                { "manager": "kumaco/other/x", "operation": "Apply", "subresource": "status",
+                  "fieldsType": "FieldsV1", "time": "2026-01-01T00:00:09Z",
+                  "fieldsV1": { "f:status": { "f:conditions": {
+                      "k:{\"type\":\"kured.dev/UnderMaintenance\"}": { ".": {}, "f:status": {} } } } } },
+                { "manager": "kumaco", "operation": "Update",
+                  "fieldsType": "FieldsV1",
+                  "fieldsV1": { "f:metadata": { "f:labels": {} } } }
+            ]
+        },
+        "spec": { "podCIDR": "10.0.0.0/24", "taints": [{ "key": "k", "effect": "NoSchedule" }] },
+        "status": {
+            "conditions": [
+                { "type": "Ready", "status": "True", "reason": "KubeletReady",
+                  "lastTransitionTime": "2026-01-01T00:00:00Z" }
+            ],
+            "images": [{ "names": ["a", "b"], "sizeBytes": 1 }],
+            "nodeInfo": { "kubeletVersion": "v1.37.2" }
+        }
+    })
+}
+
+#[test]
+fn keeps_what_kumaco_reads_and_nothing_else() {
+    let node: SlimNode = serde_json::from_value(full_node()).unwrap();
+    assert_eq!(node.metadata.name.as_deref(), Some("n"));
+    assert_eq!(node.resource_version(), Some(42));
+    assert_eq!(node.labels.label("zone"), Some("a"));
+    assert_eq!(node.labels.len(), 1);
+    assert_eq!(node.metadata.uid.as_deref(), Some("u"));
+    assert!(node.metadata.annotations.is_none());
+    assert_eq!(node.conditions.len(), 1);
+    assert_eq!(node.conditions[0].type_, "Ready");
+    // Owning a condition is owning its status: MaintenancePlanned's entry alone is
+    // what a manager keeps after another overwrote its value.
+    assert_eq!(
+        node.owned_by("kumaco"),
+        ["MaintenanceInProgress", "kured.dev/UnderMaintenance"]
+    );
+    assert_eq!(
+        node.owner("kumaco").unwrap().time,
+        Some("2026-01-01T00:00:07Z".parse().unwrap())
+    );
+    assert_eq!(node.owned_by("agent"), ["kured.dev/RebootRequired"]);
+    assert!(node.owned_by("nobody").is_empty());
+}
+
+#[test]
+fn keep_only_drops_other_managers_and_unread_conditions() {
+    let mut node: SlimNode = serde_json::from_value(full_node()).unwrap();
+    for type_ in ["kured.dev/UnderMaintenance", "kured.dev/RebootRequired"] {
+        node.conditions.push(Condition {
+            type_: type_.into(),
+            status: Status::True,
+            reason: String::new(),
+            message: String::new(),
+            last_transition_time: None,
+        });
+    }
+    node.keep_only("kumaco", &["kured.dev/RebootRequired".to_string()]);
+    // The agent owns none of kumaco's conditions; another kumaco instance does.
+    assert!(node.owned_by("agent").is_empty());
+    let others: Vec<&str> = node.others("kumaco").map(|o| o.manager.as_str()).collect();
+    assert_eq!(others, ["kumaco/other/x"]);
+    assert_eq!(node.status_owners.len(), 2);
+    let types: Vec<&str> = node.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(
+        types,
+        ["kured.dev/UnderMaintenance", "kured.dev/RebootRequired"]
+    );
+}
+
+#[test]
+fn only_changes_a_pass_reads_count() {
+    let keys: HashSet<String> = ["zone".to_string()].into();
+    let mut base: SlimNode = serde_json::from_value(full_node()).unwrap();
+    base.keep_only("kumaco", &[]);
+    let changed = |edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut v = full_node();
+        edit(&mut v);
+        let mut node: SlimNode = serde_json::from_value(v).unwrap();
+        node.keep_only("kumaco", &[]);
+        base.differs_for_pass(&node, &keys)
+    };
+    // A kubelet heartbeat, new images, an annotation, a label no selector names.
+    assert!(!changed(&|v| {
+        v["metadata"]["resourceVersion"] = "43".into();
+        v["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-01-01T00:01:00Z".into();
+        v["status"]["images"][0]["names"][0] = "c".into();
+        v["metadata"]["annotations"]["big"] = "y".into();
+        v["metadata"]["labels"]["other"] = "x".into();
+    }));
+    // A label a selector names, a condition kumaco owns, its ownership.
+    assert!(changed(&|v| v["metadata"]["labels"]["zone"] = "b".into()));
+    assert!(changed(&|v| {
+        v["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({ "type": "kured.dev/UnderMaintenance", "status": "True" }))
+    }));
+    assert!(changed(
+        &|v| v["metadata"]["managedFields"][0]["manager"] = "someone".into()
+    ));
+}
+
+#[test]
+fn labels_are_shared_between_nodes_and_decoded_from_text_as_written() {
+    // From text (as the watch decodes), with an escaped value and a repeated key.
+    let text =
+        r#"{"metadata":{"name":"a","labels":{"zone":"eu\u002d1","os":"linux","zone":"eu-2"}}}"#;
+    let a: SlimNode = serde_json::from_str(text).unwrap();
+    assert_eq!(a.labels.label("zone"), Some("eu-2"));
+    assert_eq!(a.labels.label("os"), Some("linux"));
+    assert_eq!(a.labels.label("arch"), None);
+    let b: SlimNode =
+        serde_json::from_str(r#"{"metadata":{"name":"b","labels":{"os":"linux"}}}"#).unwrap();
+    let value = |n: &SlimNode| n.labels.0[0].1.clone();
+    assert!(Arc::ptr_eq(&value(&a), &value(&b)));
+    let none: SlimNode =
+        serde_json::from_str(r#"{"metadata":{"name":"c","labels":null}}"#).unwrap();
+    assert!(none.labels.is_empty());
+}
+
+#[test]
+fn a_bare_node_decodes() {
+    let node: SlimNode = serde_json::from_value(json!({ "metadata": { "name": "n" } })).unwrap();
+    assert!(node.conditions.is_empty() && node.status_owners.is_empty());
+    assert_eq!(node.resource_version(), None);
+}
+
+#[test]
+fn agrees_with_the_full_node_on_conditions_and_labels() {
+    let full: k8s_openapi::api::core::v1::Node = serde_json::from_value(full_node()).unwrap();
+    let slim: SlimNode = serde_json::from_value(full_node()).unwrap();
+    let full_conditions = full.status.unwrap().conditions.unwrap();
+    assert_eq!(slim.conditions.len(), full_conditions.len());
+    for (s, f) in slim.conditions.iter().zip(&full_conditions) {
+        assert_eq!(s.type_, f.type_);
+        assert_eq!(s.status.as_str(), f.status);
+        assert_eq!(Some(&s.reason), f.reason.as_ref());
+        assert_eq!(
+            s.last_transition_time,
+            f.last_transition_time.as_ref().map(|t| t.0)
+        );
+    }
+    let full_labels = full.metadata.labels.unwrap();
+    assert!(
+        slim.labels
+            .iter()
+            .eq(full_labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    );
+}
+
+#[test]
+fn conditions_round_trip_through_the_api_form() {
+    let c = Condition {
+        type_: "kured.dev/UnderMaintenance".into(),
+        status: Status::False,
+        reason: "R".into(),
+        message: "m".into(),
+        last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+    };
+    let wire: WireCondition = serde_json::from_value(condition_json(&c)).unwrap();
+    assert_eq!(Condition::from(wire), c);
+    let api: k8s_openapi::api::core::v1::NodeCondition =
+        serde_json::from_value(condition_json(&c)).unwrap();
+    assert_eq!(api.status, "False");
+}
