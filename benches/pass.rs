@@ -17,10 +17,11 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kumaco::announce::WindowSource;
-use kumaco::in_progress::{Ceiling, Policy};
+use kumaco::in_progress::{BlockingPod, Ceiling, GroupCeiling, Policy};
 use kumaco::node::SlimNode;
 use kumaco::pass::{self, NodeView, Rules};
 use kumaco::peers::Peers;
+use kumaco::selector;
 use kumaco::window::{Window, WindowId};
 use serde_json::{Value, json};
 use testkit::Scope;
@@ -142,27 +143,98 @@ fn bench(c: &mut Criterion) {
         .collect();
     let sources = windows();
     let windows: Vec<&WindowSource> = sources.iter().collect();
-    let rules = Rules {
-        node_selector: scope.selector().parse().unwrap(),
-        instance: MANAGER.into(),
-        in_progress: Some(Policy {
-            required: vec![REBOOT_REQUIRED.into()],
-            blocking: vec![],
-            ceiling: Ceiling::Count(2),
-            stop_at_window_end: false,
-            start_cutoff: jiff::SignedDuration::ZERO,
-        }),
-        planned_lead_time: None,
-        resync: jiff::SignedDuration::from_mins(5),
-    };
-    let pending = HashMap::new();
     let now: Timestamp = "2026-03-03T03:10:00Z".parse().unwrap();
-    let mut nodes = nodes;
-    // The steady state: what kumaco wrote is on the nodes, so the measured pass decides
-    // every node and writes nothing, as one woken by a relevant change does.
-    let first = {
-        let views = nodes.iter().map(|n| NodeView {
-            name: n.metadata.name.as_deref().unwrap_or_default(),
+    let plain = Policy {
+        required: vec![REBOOT_REQUIRED.into()],
+        ..Policy::with_ceiling(Ceiling::Count(2))
+    };
+    // Every rule of the brain at once (issue 21): a blocking label, blocking pods, a
+    // ceiling per zone, pacing, and nodes down (every 100th NotReady, every 250th
+    // cordoned) counted against the ceilings.
+    let every_rule = Policy {
+        block_node_selectors: vec![selector::parse("bench.kumaco.dev/rack=r13").unwrap()],
+        block_pod_selectors: vec![selector::parse("app=postgres").unwrap()],
+        group_ceilings: vec![GroupCeiling {
+            key: "topology.kubernetes.io/zone".into(),
+            ceiling: Ceiling::Count(1),
+        }],
+        start_interval: Some(jiff::SignedDuration::from_mins(15)),
+        ..plain.clone()
+    };
+    let mut down = nodes.clone();
+    for (i, n) in down.iter_mut().enumerate() {
+        if i % 100 == 0 {
+            n.availability.ready = Some(kumaco::conditions::Status::False);
+        }
+        if i % 250 == 0 {
+            n.availability.unschedulable = true;
+        }
+    }
+    // 200 blocking pods, on every 25th node.
+    let pods: HashMap<String, Vec<BlockingPod>> = (0..NODES)
+        .step_by(NODES / 200)
+        .map(|i| {
+            let name = node_name(&scope, i);
+            (
+                name,
+                vec![BlockingPod {
+                    name: format!("db/postgres-{i}"),
+                    selector: 0,
+                }],
+            )
+        })
+        .collect();
+    let mut g = c.benchmark_group("pass");
+    g.sample_size(20).measurement_time(Duration::from_secs(10));
+    for (name, policy, nodes, pods) in [
+        (
+            "one pass, 200 windows x 5000 nodes, --in-progress",
+            plain,
+            nodes,
+            HashMap::new(),
+        ),
+        (
+            "one pass, 200 windows x 5000 nodes, every rule of the brain",
+            every_rule,
+            down,
+            pods,
+        ),
+    ] {
+        let rules = Rules {
+            node_selector: scope.selector().parse().unwrap(),
+            instance: MANAGER.into(),
+            in_progress: Some(policy),
+            planned_lead_time: None,
+            resync: jiff::SignedDuration::from_mins(5),
+        };
+        let nodes = at_fixpoint(&rules, &windows, nodes, &pods, now);
+        let pending = HashMap::new();
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                pass::run(
+                    &rules,
+                    &windows,
+                    &[],
+                    views(&nodes, &pods),
+                    &pending,
+                    &Peers::default(),
+                    black_box(now),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+/// The nodes as the pass reads them.
+fn views<'a>(
+    nodes: &'a [SlimNode],
+    pods: &'a HashMap<String, Vec<BlockingPod>>,
+) -> impl Iterator<Item = NodeView<'a>> {
+    nodes.iter().map(|n| {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        NodeView {
+            name,
             uid: n.metadata.uid.as_deref().unwrap_or_default(),
             labels: &n.labels,
             resource_version: n.resource_version(),
@@ -170,79 +242,69 @@ fn bench(c: &mut Criterion) {
             owned: n.owned_by(MANAGER),
             owned_since: None,
             owners: &n.status_owners,
-        });
-        pass::run(
-            &rules,
-            &windows,
+            availability: n.availability,
+            pods: pods.get(name).map_or(&[][..], Vec::as_slice),
+        }
+    })
+}
+
+/// The steady state: what kumaco wrote is on the nodes, so the measured pass decides
+/// every node and writes nothing, as one woken by a relevant change does.
+fn at_fixpoint(
+    rules: &Rules,
+    windows: &[&WindowSource],
+    mut nodes: Vec<SlimNode>,
+    pods: &HashMap<String, Vec<BlockingPod>>,
+    now: Timestamp,
+) -> Vec<SlimNode> {
+    let pending = HashMap::new();
+    for _ in 0..3 {
+        let writes = pass::run(
+            rules,
+            windows,
             &[],
-            views,
+            views(&nodes, pods),
             &pending,
             &Peers::default(),
             now,
         )
-    };
-    for write in first.writes {
-        let node = nodes
-            .iter_mut()
-            .find(|n| n.metadata.name.as_deref() == Some(&write.node))
-            .unwrap();
-        for c in write.conditions {
-            node.conditions.retain(|old| old.type_ != c.type_);
-            node.status_owners[0].types.push(c.type_.clone());
-            node.conditions.push(c);
+        .writes;
+        for write in writes {
+            let node = nodes
+                .iter_mut()
+                .find(|n| n.metadata.name.as_deref() == Some(&write.node))
+                .unwrap();
+            for c in write.conditions {
+                node.conditions.retain(|old| old.type_ != c.type_);
+                node.status_owners[0].types.push(c.type_.clone());
+                node.conditions.push(c);
+            }
+            node.status_owners[0].types.sort();
+            node.status_owners[0].types.dedup();
         }
-        node.status_owners[0].types.sort();
-        node.status_owners[0].types.dedup();
     }
-    let nodes = nodes;
-    let views = || {
-        nodes.iter().map(|n| NodeView {
-            name: n.metadata.name.as_deref().unwrap_or_default(),
-            uid: n.metadata.uid.as_deref().unwrap_or_default(),
-            labels: &n.labels,
-            resource_version: n.resource_version(),
-            conditions: &n.conditions,
-            owned: n.owned_by(MANAGER),
-            owned_since: None,
-            owners: &n.status_owners,
-        })
-    };
     let outcome = pass::run(
-        &rules,
-        &windows,
+        rules,
+        windows,
         &[],
-        views(),
+        views(&nodes, pods),
         &pending,
         &Peers::default(),
         now,
     );
     eprintln!(
-        "a pass at {now}: {} windows active, {} of {} nodes under maintenance, {} writes left",
+        "a pass at {now}: {} windows active, {} of {} nodes under maintenance, {} unavailable, {} writes left",
         outcome.counts.active_windows,
         outcome.counts.under_maintenance,
         outcome.counts.in_scope,
+        outcome.counts.unavailable,
         outcome.writes.len()
     );
     assert!(
         outcome.writes.is_empty(),
         "the measured pass is not at the fixpoint"
     );
-    let mut g = c.benchmark_group("pass");
-    g.sample_size(20).measurement_time(Duration::from_secs(10));
-    g.bench_function("one pass, 200 windows x 5000 nodes, --in-progress", |b| {
-        b.iter(|| {
-            pass::run(
-                &rules,
-                &windows,
-                &[],
-                views(),
-                &pending,
-                &Peers::default(),
-                black_box(now),
-            )
-        })
-    });
-    g.finish();
+    nodes
 }
 
 criterion_group!(benches, bench);

@@ -178,6 +178,35 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION")]
     pub start_cutoff: Option<String>,
 
+    /// Count unavailable nodes (NotReady, Ready Unknown, cordoned) against the ceilings
+    /// with the nodes in progress: a node that completed holds its slot until it is back.
+    /// Default true. Only with --in-progress.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub count_unavailable: Option<bool>,
+
+    /// A node matching this label selector does not start maintenance (repeatable).
+    /// Only with --in-progress.
+    #[arg(long = "block-node-selector", value_name = "SEL")]
+    pub block_node_selectors: Vec<String>,
+
+    /// A node where a pod matching this label selector is scheduled and not finished
+    /// does not start maintenance (repeatable; needs `list watch` on pods). Only with
+    /// --in-progress.
+    #[arg(long = "block-pod-selector", value_name = "SEL")]
+    pub block_pod_selectors: Vec<String>,
+
+    /// A ceiling per value of a node label, e.g. topology.kubernetes.io/zone=1 (a number
+    /// or a percentage of the group, at least 1), in addition to --max-in-progress;
+    /// nodes without the label form one group (repeatable for several keys). Only with
+    /// --in-progress.
+    #[arg(long = "max-in-progress-per", value_name = "KEY=N|P%")]
+    pub max_in_progress_per: Vec<String>,
+
+    /// The least time between a start or an end of maintenance and the next start in
+    /// this instance's scope (Go duration). Only with --in-progress.
+    #[arg(long, value_name = "DURATION")]
+    pub start_interval: Option<String>,
+
     /// Set MaintenancePlanned=True on the nodes a window will select this long before it
     /// starts, until their maintenance begins (Go duration, e.g. 1h).
     #[arg(long, value_name = "DURATION")]

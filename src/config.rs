@@ -3,13 +3,15 @@
 //! Go-syntax flags (selectors, durations, zones) go through kumaco's own Go-compatible
 //! parsers, so a flag is accepted exactly when the same text would be in a window.
 
+mod policy;
+
 use std::time::Duration;
 
 use jiff::tz::TimeZone;
 
 use crate::cli::RunArgs;
 use crate::duration;
-use crate::in_progress::{Ceiling, Policy};
+use crate::in_progress::Policy;
 use crate::schedule;
 use crate::selector::{self, Selector};
 
@@ -21,7 +23,7 @@ pub struct FlagError {
     pub message: String,
 }
 
-fn flag_err(flag: &'static str, message: impl ToString) -> FlagError {
+pub(crate) fn flag_err(flag: &'static str, message: impl ToString) -> FlagError {
     FlagError {
         flag,
         message: message.to_string(),
@@ -120,36 +122,7 @@ impl Settings {
                 Some(d)
             }
         };
-        let ceiling = parse_max_in_progress(args.max_in_progress.as_deref().unwrap_or("1"))?;
-        let start_cutoff =
-            go_duration("start-cutoff", args.start_cutoff.as_deref().unwrap_or("0s"))?;
-        if start_cutoff.is_negative() {
-            return Err(flag_err("start-cutoff", "must not be negative"));
-        }
-        let in_progress = if args.in_progress {
-            Some(Policy {
-                required: args.require_conditions.clone(),
-                blocking: args.block_conditions.clone(),
-                ceiling,
-                stop_at_window_end: args.stop_at_window_end,
-                start_cutoff,
-            })
-        } else {
-            // Refused rather than ignored: a deployer who sets a ceiling and forgets
-            // --in-progress should learn it at start-up, not from a reboot storm.
-            for (set, flag) in [
-                (!args.require_conditions.is_empty(), "require-condition"),
-                (!args.block_conditions.is_empty(), "block-condition"),
-                (args.stop_at_window_end, "stop-at-window-end"),
-                (args.max_in_progress.is_some(), "max-in-progress"),
-                (args.start_cutoff.is_some(), "start-cutoff"),
-            ] {
-                if set {
-                    return Err(flag_err(flag, "only has an effect with --in-progress"));
-                }
-            }
-            None
-        };
+        let in_progress = policy::from_args(args)?;
         // A shadow must not take the Lease of the live instance it shadows (that would
         // stop the live one writing), nor need a Lease of its own: it writes nothing.
         let election = if args.leader_elect && !args.dry_run {
@@ -220,7 +193,7 @@ impl Settings {
     }
 }
 
-fn go_duration(flag: &'static str, s: &str) -> Result<jiff::SignedDuration, FlagError> {
+pub(crate) fn go_duration(flag: &'static str, s: &str) -> Result<jiff::SignedDuration, FlagError> {
     Ok(duration::parse(s)
         .map_err(|e| flag_err(flag, e))?
         .to_signed())
@@ -249,31 +222,13 @@ pub fn default_field_manager(namespace: &str, lease_name: &str) -> String {
     format!("kumaco/{namespace}/{lease_name}")
 }
 
-pub fn parse_max_in_progress(s: &str) -> Result<Ceiling, FlagError> {
-    let bad = || {
-        flag_err(
-            "max-in-progress",
-            format!(
-                "{s:?} is not a ceiling; expected a whole number of nodes (\"2\") or a percentage of the nodes in scope (\"10%\")"
-            ),
-        )
-    };
-    match s.strip_suffix('%') {
-        Some(p) => match p.parse::<u32>() {
-            Ok(p) if (1..=100).contains(&p) => Ok(Ceiling::Percent(p)),
-            _ => Err(bad()),
-        },
-        None => match s.parse::<u32>() {
-            Ok(n) if n >= 1 => Ok(Ceiling::Count(n)),
-            _ => Err(bad()),
-        },
-    }
-}
+pub use policy::{parse_group_ceiling, parse_max_in_progress};
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
+    use crate::in_progress::Ceiling;
     use clap::Parser;
 
     fn settings(extra: &[&str]) -> Result<Settings, FlagError> {

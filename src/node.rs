@@ -20,6 +20,10 @@ use serde::{Deserialize, Deserializer};
 pub use labels::NodeLabels;
 
 use crate::conditions::{Condition, Status};
+use crate::in_progress::Availability;
+
+/// The kubelet's condition: whether the node is ready for pods.
+pub const READY: &str = "Ready";
 use crate::peers::{KUMACO_TYPES, Owner};
 use crate::selector::Labels;
 
@@ -33,6 +37,10 @@ pub struct SlimNode {
     /// Who owns which conditions' `status`, from the managedFields of the status
     /// subresource, sorted by manager.
     pub status_owners: Vec<Owner>,
+    /// Its `Ready` status and `spec.unschedulable`, kept apart from the conditions so
+    /// that the Ready condition itself (a kubelet rewrites its message and heartbeat) need
+    /// not be cached.
+    pub availability: Availability,
 }
 
 impl SlimNode {
@@ -85,6 +93,7 @@ impl SlimNode {
     pub fn differs_for_pass(&self, other: &SlimNode, label_keys: &HashSet<String>) -> bool {
         self.conditions != other.conditions
             || self.status_owners != other.status_owners
+            || self.availability != other.availability
             || label_keys
                 .iter()
                 .any(|k| self.labels.label(k) != other.labels.label(k))
@@ -127,7 +136,15 @@ impl kube::Resource for SlimNode {
 struct Wire {
     metadata: WireMeta,
     #[serde(default)]
+    spec: Option<WireSpec>,
+    #[serde(default)]
     status: Option<WireStatus>,
+}
+
+#[derive(Deserialize)]
+struct WireSpec {
+    #[serde(default)]
+    unschedulable: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -263,6 +280,20 @@ impl<'de> Deserialize<'de> for SlimNode {
             owner.types.sort();
             owner.types.dedup();
         }
+        let conditions: Vec<Condition> = wire
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .map(Condition::from)
+            .collect();
+        let availability = Availability {
+            ready: conditions
+                .iter()
+                .find(|c| c.type_ == READY)
+                .map(|c| c.status),
+            unschedulable: wire.spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        };
         Ok(SlimNode {
             metadata: ObjectMeta {
                 name: wire.metadata.name,
@@ -271,14 +302,9 @@ impl<'de> Deserialize<'de> for SlimNode {
                 ..ObjectMeta::default()
             },
             labels: wire.metadata.labels.unwrap_or_default(),
-            conditions: wire
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .map(Condition::from)
-                .collect(),
+            conditions,
             status_owners: owners.into_values().collect(),
+            availability,
         })
     }
 }

@@ -20,7 +20,7 @@ use crate::conditions::{
     UNDER_MAINTENANCE, find,
 };
 use crate::decision::{self, ActiveWindows, Progress, Verdict};
-use crate::in_progress::{self, NodeState, Policy};
+use crate::in_progress::{self, Availability, BlockingPod, Group, NodeState, Policy, Usage};
 use crate::peers::{self, LeaseRef, Liveness, Owner, Peers};
 use crate::reasons;
 use crate::selector::{Labels, Selector};
@@ -73,6 +73,10 @@ pub struct NodeView<'a> {
     /// The field managers owning kumaco's condition types on the node (this instance's
     /// own entry, if listed, is skipped).
     pub owners: &'a [Owner],
+    /// Its `Ready` status and `spec.unschedulable`.
+    pub availability: Availability,
+    /// The pods keeping it from starting (`--block-pod-selector`), sorted.
+    pub pods: &'a [BlockingPod],
 }
 
 /// A write of this instance that the node cache may not show yet.
@@ -174,6 +178,16 @@ pub struct Counts {
     /// later. The condition's own lastTransitionTime cannot say: it stays at the last
     /// status change, and waiting is a reason, not a status.
     pub oldest_waiting: Option<Timestamp>,
+    /// In-scope nodes unavailable (NotReady, Ready Unknown, cordoned).
+    pub unavailable: usize,
+    /// The slots overall once this pass's starts are written; `None` without
+    /// `--in-progress`.
+    pub usage: Option<Usage>,
+    /// The same per group of `--max-in-progress-per`.
+    pub groups: BTreeMap<Group, Usage>,
+    /// When the maintenance of the longest-unrecovered node completed: among the nodes
+    /// still unavailable after `MaintenanceCompleted`, the earliest completion.
+    pub oldest_unrecovered: Option<Timestamp>,
 }
 
 /// A condition as counted in [`Counts::conditions`]. `reason` is one of kumaco's own
@@ -299,6 +313,7 @@ pub fn run<'a>(
         }
         if in_scope {
             outcome.counts.in_scope += 1;
+            outcome.counts.unavailable += usize::from(node.availability.unavailable().is_some());
             for (w, _) in active.iter() {
                 if w.selector.matches(node.labels) {
                     *selected.entry(&w.id).or_default() += 1;
@@ -363,7 +378,15 @@ pub fn run<'a>(
         }
     }
 
-    let progress = decide_in_progress(rules, &mut plans, now);
+    let (progress, decided) = decide_in_progress(rules, &mut plans, now);
+    if let Some(d) = decided {
+        outcome.next_edge = [outcome.next_edge, d.next_start]
+            .into_iter()
+            .flatten()
+            .min();
+        outcome.counts.usage = Some(d.overall);
+        outcome.counts.groups = d.groups;
+    }
     for (plan, progress) in plans.iter_mut().zip(progress) {
         if progress == Some(Progress::Started) && rules.in_progress.is_some() {
             outcome.counts.in_progress += 1;
@@ -505,6 +528,11 @@ fn tally(counts: &mut Counts, plan: &Plan, write: Option<&Write>, required: &[St
     if progress.is_true() {
         counts.oldest_in_progress =
             min_some(counts.oldest_in_progress, since(MAINTENANCE_IN_PROGRESS));
+    } else if progress.reason == reasons::MAINTENANCE_COMPLETED
+        && plan.node.availability.unavailable().is_some()
+    {
+        counts.oldest_unrecovered =
+            min_some(counts.oldest_unrecovered, since(MAINTENANCE_IN_PROGRESS));
     } else if progress.reason == reasons::WAITING_FOR_SLOT {
         // Waiting implies UnderMaintenance=True and every required condition True.
         let required = required
@@ -523,10 +551,15 @@ fn min_some(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
 }
 
 /// `MaintenanceInProgress` for the in-scope nodes (with `--in-progress`), added to their
-/// plans; returns where each plan's maintenance stands (`None` out of scope).
-fn decide_in_progress(rules: &Rules, plans: &mut [Plan], now: Timestamp) -> Vec<Option<Progress>> {
+/// plans; returns where each plan's maintenance stands (`None` out of scope), and the
+/// decision's slots and pacing (`None` without `--in-progress`).
+fn decide_in_progress(
+    rules: &Rules,
+    plans: &mut [Plan],
+    now: Timestamp,
+) -> (Vec<Option<Progress>>, Option<in_progress::Decisions>) {
     let Some(policy) = &rules.in_progress else {
-        return plans
+        let progress = plans
             .iter()
             .map(|p| {
                 p.verdict.as_ref().map(|v| {
@@ -538,46 +571,67 @@ fn decide_in_progress(rules: &Rules, plans: &mut [Plan], now: Timestamp) -> Vec<
                 })
             })
             .collect();
+        return (progress, None);
     };
     let scoped: Vec<usize> = (0..plans.len())
         .filter(|&i| plans[i].verdict.is_some())
         .collect();
-    let decided = {
-        let states: Vec<NodeState> = scoped
+    let mut decided = {
+        let names: Vec<(String, Option<String>)> = scoped
             .iter()
             .map(|&i| {
                 let v = plans[i].verdict.as_ref().expect("in scope");
+                let blackouts = (!v.blackouts.is_empty()).then(|| v.blackout_names());
+                (v.window_names(), blackouts)
+            })
+            .collect();
+        let states: Vec<NodeState> = scoped
+            .iter()
+            .zip(&names)
+            .map(|(&i, (windows, blackouts))| {
+                let v = plans[i].verdict.as_ref().expect("in scope");
                 NodeState {
                     name: plans[i].node.name,
-                    window: v.is_maintenance().then(|| (v.window_names(), v.until)),
+                    window: v.is_maintenance().then_some((windows.as_str(), v.until)),
                     window_active: v.window_active(),
-                    blackout: (!v.blackouts.is_empty()).then(|| v.blackout_names()),
+                    blackout: blackouts.as_deref(),
                     conditions: &plans[i].current,
+                    labels: plans[i].node.labels,
+                    availability: plans[i].node.availability,
+                    pods: plans[i].node.pods,
                 }
             })
             .collect();
         in_progress::decide(policy, &states, now)
     };
     let mut progress = vec![None; plans.len()];
-    for (i, d) in scoped.into_iter().zip(decided) {
+    let conditions = std::mem::take(&mut decided.conditions);
+    for (i, d) in scoped.into_iter().zip(conditions) {
         progress[i] = Some(match &d {
             Some(d) if d.status => Progress::Started,
-            Some(d) if d.reason == reasons::WAITING_FOR_SLOT || d.reason == reasons::BLOCKED => {
+            Some(d)
+                if matches!(
+                    d.reason.as_str(),
+                    reasons::WAITING_FOR_SLOT
+                        | reasons::BLOCKED
+                        | reasons::NODE_UNAVAILABLE
+                        | reasons::START_INTERVAL
+                ) =>
+            {
                 Progress::Waiting
             }
             _ => Progress::Idle,
         });
         plans[i].desired.extend(d);
     }
-    progress
+    (progress, Some(decided))
 }
 
 /// The other field managers owning kumaco's conditions on `node`.
 fn others<'n>(node: &NodeView<'n>, rules: &Rules) -> impl Iterator<Item = &'n Owner> {
-    let instance = rules.instance.clone();
     node.owners
         .iter()
-        .filter(move |o| o.manager != instance && !o.types.is_empty())
+        .filter(move |o| o.manager != rules.instance && !o.types.is_empty())
 }
 
 /// Whether the in-scope node of `plan` is contested: a live kumaco instance owns one of

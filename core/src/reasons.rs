@@ -37,9 +37,13 @@ pub const BLOCKED: &str = "Blocked";
 pub const REQUIREMENT_NOT_MET: &str = "RequirementNotMet";
 /// Why not started: too little of the window is left.
 pub const START_CUTOFF: &str = "StartCutoff";
+/// Why not started: the node is NotReady, its Ready is Unknown, or it is cordoned.
+pub const NODE_UNAVAILABLE: &str = "NodeUnavailable";
+/// Why not started: `--start-interval` has not passed since the last start or end.
+pub const START_INTERVAL: &str = "StartInterval";
 
 /// Every reason kumaco writes.
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 16] = [
     MAINTENANCE_WINDOW,
     NO_ACTIVE_MAINTENANCE_WINDOW,
     MAINTENANCE_BLACKOUT,
@@ -54,6 +58,8 @@ pub const ALL: [&str; 14] = [
     BLOCKED,
     REQUIREMENT_NOT_MET,
     START_CUTOFF,
+    NODE_UNAVAILABLE,
+    START_INTERVAL,
 ];
 
 /// Whether kumaco writes `reason`.

@@ -10,6 +10,7 @@
 //!
 //! - [`watch`]: the watches and their caches, lists, resumes and relevance;
 //! - [`windows`]: the window cache (parsed windows, the configuration hash, deletions);
+//! - [`pods`]: the pods that keep a node from starting (`--block-pod-selector`);
 //! - [`fence`]: a new leader writes only from lists asked for in its term;
 //! - [`writer`]: the one writer (node applies; the classification and backoff every
 //!   write shares), and [`events`]: creating the events due, by name;
@@ -18,13 +19,14 @@
 
 pub mod events;
 pub mod fence;
+pub mod pods;
 pub mod report;
 pub mod shadow;
 pub mod watch;
 pub mod windows;
 pub mod writer;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,7 @@ use tracing::{debug, info, warn};
 use crate::clock::ClockSteps;
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
+use crate::in_progress::BlockingPod;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
 use crate::node::SlimNode;
@@ -103,6 +106,13 @@ pub async fn run(
         wake.clone(),
         metrics.clone(),
     );
+    let policy = settings.in_progress.as_ref();
+    let pod_watches = pods::spawn(
+        &client,
+        policy.map_or(&[][..], |p| &p.block_pod_selectors),
+        settings.watch_timeout_secs,
+        wake.clone(),
+    );
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =
         watch::spawn_windows(&client, &settings, &tombstones, wake.clone())
@@ -115,11 +125,18 @@ pub async fn run(
         window_stores,
         tombstones,
         label_keys,
+        policy_label_keys(&settings),
         settings.node_selector.clone(),
         settings.default_zone.clone(),
     );
+    let (pods, pod_lists): (Vec<_>, Vec<_>) = pod_watches.into_iter().unzip();
     if nodes.wait_until_ready().await.is_err() || !windows.ready().await {
         return Err(ControllerError::WatchEnded);
+    }
+    for p in &pods {
+        p.wait_until_ready()
+            .await
+            .map_err(|_| ControllerError::WatchEnded)?;
     }
 
     if let Some(why) = settings.invisible_to_peers {
@@ -135,6 +152,7 @@ pub async fn run(
     }
     let mut lists = vec![node_lists];
     lists.extend(window_lists);
+    lists.extend(pod_lists);
     let mut shell = Shell {
         rules: rules(&settings),
         writer: NodeWriter::new(
@@ -156,6 +174,7 @@ pub async fn run(
         metrics,
         nodes,
         windows,
+        pods,
     };
 
     let (mut clock, no_timerfd) = ClockSteps::new();
@@ -222,6 +241,19 @@ fn condition_types_read(settings: &Settings) -> Vec<String> {
     read
 }
 
+/// The label keys the policy reads on nodes (`--block-node-selector`,
+/// `--max-in-progress-per`): a change under one of them wakes a pass.
+fn policy_label_keys(settings: &Settings) -> Vec<String> {
+    let Some(policy) = &settings.in_progress else {
+        return Vec::new();
+    };
+    let selectors = policy.block_node_selectors.iter();
+    selectors
+        .flat_map(|s| s.requirements().iter().map(|r| r.key().to_string()))
+        .chain(policy.group_ceilings.iter().map(|g| g.key.clone()))
+        .collect()
+}
+
 /// The pass's rules, from the settings.
 fn rules(settings: &Settings) -> Rules {
     Rules {
@@ -247,6 +279,8 @@ struct Shell {
     metrics: Arc<Metrics>,
     nodes: Store<SlimNode>,
     windows: WindowCache,
+    /// One store per `--block-pod-selector`.
+    pods: Vec<Store<pods::SlimPod>>,
     fence: Fence,
     writer: NodeWriter,
     events: Poster,
@@ -267,13 +301,14 @@ impl Shell {
         }
         let cached = self.nodes.state();
         let manager = self.settings.field_manager.clone();
+        let pods = pods::by_node(&self.pods);
         let sources: Vec<_> = self.windows.sources.values().collect();
         let peers = self.peers.snapshot();
         let outcome = pass::run(
             &self.rules,
             &sources,
             &self.windows.deleted,
-            views(&cached, &manager),
+            views(&cached, &manager, &pods),
             &self.writer.pending,
             &peers,
             now,
@@ -294,7 +329,7 @@ impl Shell {
         if self.settings.dry_run {
             self.shadow.would_write(
                 outcome.writes,
-                views(&cached, &manager),
+                views(&cached, &manager, &pods),
                 &mut self.writer.pending,
                 &self.metrics,
                 now,
@@ -302,7 +337,7 @@ impl Shell {
             // After the would-be writes: no watch echo will wake another pass to see them.
             let node_events = if self.node_events.is_some() {
                 node_events::due_now(
-                    views(&cached, &manager),
+                    views(&cached, &manager, &pods),
                     Some(&self.writer.pending),
                     &outcome.contested,
                     &manager,
@@ -317,7 +352,7 @@ impl Shell {
             // From the cluster as the cache shows it: this pass's writes get their events
             // in the pass their watch echo wakes.
             let node_events = self.node_events.is_some().then(|| {
-                let views = views(&cached, &manager);
+                let views = views(&cached, &manager, &pods);
                 node_events::due_now(views, None, &outcome.contested, &manager, now)
             });
             self.writer
@@ -356,13 +391,21 @@ impl Shell {
     }
 }
 
-/// The cached nodes as the pass reads them.
-fn views<'a>(cached: &'a [Arc<SlimNode>], manager: &'a str) -> impl Iterator<Item = NodeView<'a>> {
-    cached.iter().map(move |n| view(n, manager))
+/// The cached nodes as the pass reads them, with the pods keeping each from starting.
+fn views<'a>(
+    cached: &'a [Arc<SlimNode>],
+    manager: &'a str,
+    pods: &'a HashMap<String, Vec<BlockingPod>>,
+) -> impl Iterator<Item = NodeView<'a>> {
+    cached.iter().map(move |n| {
+        let name = n.metadata.name.as_deref().unwrap_or_default();
+        let pods = pods.get(name).map_or(&[][..], Vec::as_slice);
+        view(n, manager, pods)
+    })
 }
 
 /// A cached node as the pass reads it.
-fn view<'a>(n: &'a SlimNode, manager: &str) -> NodeView<'a> {
+fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) -> NodeView<'a> {
     NodeView {
         name: n.metadata.name.as_deref().unwrap_or_default(),
         uid: n.metadata.uid.as_deref().unwrap_or_default(),
@@ -372,6 +415,8 @@ fn view<'a>(n: &'a SlimNode, manager: &str) -> NodeView<'a> {
         owned: n.owned_by(manager),
         owned_since: n.owner(manager).and_then(|o| o.time),
         owners: &n.status_owners,
+        availability: n.availability,
+        pods,
     }
 }
 

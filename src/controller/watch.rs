@@ -194,19 +194,19 @@ impl ListState {
 }
 
 /// What [`drive`] needs besides the stream and the cache.
-struct Watch {
-    what: &'static str,
-    lists: ListState,
-    wake: Arc<Notify>,
+pub(super) struct Watch {
+    pub what: &'static str,
+    pub lists: ListState,
+    pub wake: Arc<Notify>,
     /// Where node events are counted (`kumaco_node_events_total`).
-    metrics: Option<Arc<Metrics>>,
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// Drives one watch: applies each event to the cache, and wakes the loop when
 /// `relevant` says the event (judged against the cache before it) changes what a pass
 /// reads. A list wakes it once, when complete. On request ([`ListState`]) it drops the
 /// watch and lists again, with a stream `make` builds on the client given.
-async fn drive<K, S>(
+pub(super) async fn drive<K, S>(
     watch: Watch,
     make: impl Fn(Client) -> S,
     client: Client,

@@ -23,6 +23,8 @@ pub struct WindowCache {
     tombstones: Tombstones,
     /// What label changes matter to a pass (read by the node watch).
     label_keys: LabelKeys,
+    /// The keys the policy reads (`--block-node-selector`, `--max-in-progress-per`).
+    policy_keys: Vec<String>,
     node_selector: Selector,
     default_zone: TimeZone,
     /// The window ConfigMaps as last parsed, by id (parsed again when their data
@@ -39,6 +41,7 @@ impl WindowCache {
         stores: Vec<Store<ConfigMap>>,
         tombstones: Tombstones,
         label_keys: LabelKeys,
+        policy_keys: Vec<String>,
         node_selector: Selector,
         default_zone: TimeZone,
     ) -> Self {
@@ -46,6 +49,7 @@ impl WindowCache {
             stores,
             tombstones,
             label_keys,
+            policy_keys,
             node_selector,
             default_zone,
             sources: BTreeMap::new(),
@@ -153,6 +157,7 @@ impl WindowCache {
         std::iter::once(&self.node_selector)
             .chain(windows.map(|w| &w.selector))
             .flat_map(|s| s.requirements().iter().map(|r| r.key().to_string()))
+            .chain(self.policy_keys.iter().cloned())
             .collect()
     }
 

@@ -34,7 +34,20 @@ struct Exported {
     windows: HashSet<WindowLabels>,
     next_starts: HashSet<WindowLabels>,
     conditions: HashSet<ConditionLabels>,
+    groups: HashSet<GroupLabels>,
 }
+
+/// A group of `--max-in-progress-per`: the label key and its value (`""` for the nodes
+/// without the label).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    pub key: String,
+    pub group: String,
+}
+
+/// Most groups exported per label key: a label with a value per node (a hostname) must
+/// not make a series per node. The rest are counted in `kumaco_groups_not_exported`.
+pub const MAX_GROUPS_PER_KEY: usize = 32;
 
 /// The gauges filled from each pass's per-window summaries and condition counts.
 /// Cardinality: 4 series per window ConfigMap, and at most one per (condition, status,
@@ -48,6 +61,12 @@ pub struct PassMetrics {
     pub in_progress_slots: Gauge,
     pub oldest_in_progress: Gauge,
     pub oldest_waiting: Gauge,
+    pub nodes_unavailable: Gauge,
+    pub nodes_disrupted: Gauge,
+    pub oldest_unrecovered: Gauge,
+    pub group_slots: Family<GroupLabels, Gauge>,
+    pub group_disrupted: Family<GroupLabels, Gauge>,
+    pub groups_not_exported: Gauge,
     exported: Mutex<Exported>,
 }
 
@@ -62,6 +81,12 @@ impl PassMetrics {
             in_progress_slots: Gauge::default(),
             oldest_in_progress: Gauge::default(),
             oldest_waiting: Gauge::default(),
+            nodes_unavailable: Gauge::default(),
+            nodes_disrupted: Gauge::default(),
+            oldest_unrecovered: Gauge::default(),
+            group_slots: Family::default(),
+            group_disrupted: Family::default(),
+            groups_not_exported: Gauge::default(),
             exported: Mutex::default(),
         };
         registry.register(
@@ -103,6 +128,36 @@ impl PassMetrics {
             "oldest_waiting_timestamp_seconds",
             "Unix time the longest-waiting node began waiting for a MaintenanceInProgress slot; 0 when none waits",
             m.oldest_waiting.clone(),
+        );
+        registry.register(
+            "nodes_unavailable",
+            "In-scope nodes unavailable: Ready False or Unknown, or cordoned",
+            m.nodes_unavailable.clone(),
+        );
+        registry.register(
+            "nodes_disrupted",
+            "In-scope nodes taking MaintenanceInProgress slots: in progress, or unavailable with --count-unavailable (0 without --in-progress)",
+            m.nodes_disrupted.clone(),
+        );
+        registry.register(
+            "oldest_unrecovered_timestamp_seconds",
+            "Unix time the maintenance of the longest-unrecovered node completed (MaintenanceCompleted, still unavailable); 0 when none",
+            m.oldest_unrecovered.clone(),
+        );
+        registry.register(
+            "group_slots",
+            "MaintenanceInProgress slots per group of --max-in-progress-per (key, value; at most 32 groups per key)",
+            m.group_slots.clone(),
+        );
+        registry.register(
+            "group_disrupted",
+            "Nodes taking slots per group of --max-in-progress-per (at most 32 groups per key)",
+            m.group_disrupted.clone(),
+        );
+        registry.register(
+            "groups_not_exported",
+            "Groups of --max-in-progress-per beyond the 32 per key exported",
+            m.groups_not_exported.clone(),
         );
         m
     }
@@ -162,6 +217,39 @@ impl PassMetrics {
         exported.conditions = seen;
 
         self.in_progress_slots.set(counts.slots.unwrap_or(0) as i64);
+        self.nodes_unavailable.set(counts.unavailable as i64);
+        self.nodes_disrupted
+            .set(counts.usage.as_ref().map_or(0, |u| u.disrupted()) as i64);
+        self.oldest_unrecovered
+            .set(counts.oldest_unrecovered.map_or(0, |t| t.as_second()));
+        let mut seen = HashSet::new();
+        let mut per_key: std::collections::HashMap<&str, usize> = Default::default();
+        let mut not_exported = 0;
+        for (group, usage) in &counts.groups {
+            let n = per_key.entry(group.key.as_str()).or_default();
+            *n += 1;
+            if *n > MAX_GROUPS_PER_KEY {
+                not_exported += 1;
+                continue;
+            }
+            let labels = GroupLabels {
+                key: group.key.clone(),
+                group: group.value.clone().unwrap_or_default(),
+            };
+            self.group_slots
+                .get_or_create(&labels)
+                .set(usage.slots as i64);
+            self.group_disrupted
+                .get_or_create(&labels)
+                .set(usage.disrupted() as i64);
+            seen.insert(labels);
+        }
+        for gone in exported.groups.difference(&seen) {
+            self.group_slots.remove(gone);
+            self.group_disrupted.remove(gone);
+        }
+        exported.groups = seen;
+        self.groups_not_exported.set(not_exported);
         self.oldest_in_progress
             .set(counts.oldest_in_progress.map_or(0, |t| t.as_second()));
         self.oldest_waiting

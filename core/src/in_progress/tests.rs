@@ -23,18 +23,20 @@ fn policy(n: u32) -> Policy {
     Policy {
         required: vec![REBOOT.into()],
         blocking: vec![BLOCK.into()],
-        ceiling: Ceiling::Count(n),
-        stop_at_window_end: false,
-        start_cutoff: SignedDuration::ZERO,
+        ..Policy::with_ceiling(Ceiling::Count(n))
     }
 }
+
+/// No labels: the nodes of these tests are told apart by their conditions.
+static NO_LABELS: std::sync::LazyLock<std::collections::BTreeMap<String, String>> =
+    std::sync::LazyLock::new(Default::default);
 
 fn now() -> Timestamp {
     ts("2026-01-01T03:00:00Z")
 }
 
-fn window() -> Option<(String, Option<Timestamp>)> {
-    Some(("window ops/w".into(), Some(ts("2026-01-01T05:00:00Z"))))
+fn window() -> Option<(&'static str, Option<Timestamp>)> {
+    Some(("window ops/w", Some(ts("2026-01-01T05:00:00Z"))))
 }
 
 fn node<'a>(name: &'a str, conds: &'a [Condition], in_window: bool) -> NodeState<'a> {
@@ -44,6 +46,9 @@ fn node<'a>(name: &'a str, conds: &'a [Condition], in_window: bool) -> NodeState
         window_active: in_window,
         blackout: None,
         conditions: conds,
+        labels: &*NO_LABELS,
+        availability: Availability::default(),
+        pods: &[],
     }
 }
 
@@ -63,7 +68,7 @@ fn oldest_requirement_first_then_by_name_up_to_the_ceiling() {
         node("b", &b, true),
         node("d", &d, true),
     ];
-    let out = decide(&policy(2), &nodes, now());
+    let out = decide_conditions(&policy(2), &nodes, now());
     // b and c are oldest (tie broken by name), then d, then a.
     assert_eq!(status(&out[2]), Some((true, reasons::MAINTENANCE_WINDOW))); // b
     assert_eq!(status(&out[1]), Some((true, reasons::MAINTENANCE_WINDOW))); // c
@@ -79,7 +84,7 @@ fn why_not_reasons() {
     let missing: [Condition; 0] = [];
     let blocked = [cond(REBOOT, true, 1), cond(BLOCK, true, 1)];
     let nodes = [node("m", &missing, true), node("b", &blocked, true)];
-    let out = decide(&policy(5), &nodes, now());
+    let out = decide_conditions(&policy(5), &nodes, now());
     assert_eq!(status(&out[0]), Some((false, reasons::REQUIREMENT_NOT_MET)));
     assert!(out[0].as_ref().unwrap().message.contains(REBOOT));
     assert_eq!(status(&out[1]), Some((false, reasons::BLOCKED)));
@@ -91,14 +96,14 @@ fn completed_stays_completed_while_the_requirement_is_gone() {
     let mut done = cond(MAINTENANCE_IN_PROGRESS, false, 5);
     done.reason = reasons::MAINTENANCE_COMPLETED.into();
     let conds = [cond(REBOOT, false, 5), done];
-    let out = decide(&policy(1), &[node("n", &conds, true)], now());
+    let out = decide_conditions(&policy(1), &[node("n", &conds, true)], now());
     assert_eq!(
         status(&out[0]),
         Some((false, reasons::MAINTENANCE_COMPLETED))
     );
     // Needing a reboot again in the window makes it a candidate again.
     let conds = [cond(REBOOT, true, 6), conds[1].clone()];
-    let out = decide(&policy(1), &[node("n", &conds, true)], now());
+    let out = decide_conditions(&policy(1), &[node("n", &conds, true)], now());
     assert_eq!(status(&out[0]), Some((true, reasons::MAINTENANCE_WINDOW)));
 }
 
@@ -107,18 +112,18 @@ fn start_cutoff() {
     let ok = [cond(REBOOT, true, 1)];
     let mut p = policy(5);
     p.start_cutoff = SignedDuration::from_hours(3);
-    let out = decide(&p, &[node("n", &ok, true)], now());
+    let out = decide_conditions(&p, &[node("n", &ok, true)], now());
     assert_eq!(status(&out[0]), Some((false, reasons::START_CUTOFF)));
     assert!(out[0].as_ref().unwrap().message.contains("3h0m0s"));
     p.start_cutoff = SignedDuration::from_hours(2);
-    let out = decide(&p, &[node("n", &ok, true)], now());
+    let out = decide_conditions(&p, &[node("n", &ok, true)], now());
     assert_eq!(status(&out[0]), Some((true, reasons::MAINTENANCE_WINDOW)));
 }
 
 #[test]
 fn nodes_outside_windows_never_get_the_condition() {
     let ok = [cond(REBOOT, true, 1)];
-    let out = decide(&policy(5), &[node("n", &ok, false)], now());
+    let out = decide_conditions(&policy(5), &[node("n", &ok, false)], now());
     assert_eq!(out[0], None);
 }
 
@@ -129,13 +134,13 @@ fn in_progress_continues_past_window_end_and_blockers_until_requirement_clears()
         cond(BLOCK, true, 2),
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
     ];
-    let out = decide(&policy(1), &[node("n", &running, false)], now());
+    let out = decide_conditions(&policy(1), &[node("n", &running, false)], now());
     assert_eq!(status(&out[0]), Some((true, "R")));
     let done = [
         cond(REBOOT, false, 3),
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
     ];
-    let out = decide(&policy(1), &[node("n", &done, true)], now());
+    let out = decide_conditions(&policy(1), &[node("n", &done, true)], now());
     assert_eq!(
         status(&out[0]),
         Some((false, reasons::MAINTENANCE_COMPLETED))
@@ -150,14 +155,14 @@ fn stop_at_window_end_and_no_requirements_end_with_the_window() {
     ];
     let mut p = policy(1);
     p.stop_at_window_end = true;
-    let out = decide(&p, &[node("n", &running, false)], now());
+    let out = decide_conditions(&p, &[node("n", &running, false)], now());
     assert_eq!(
         status(&out[0]),
         Some((false, reasons::MAINTENANCE_WINDOW_ENDED))
     );
     let mut p = policy(1);
     p.required.clear();
-    let out = decide(&p, &[node("n", &running, false)], now());
+    let out = decide_conditions(&p, &[node("n", &running, false)], now());
     assert_eq!(
         status(&out[0]),
         Some((false, reasons::MAINTENANCE_WINDOW_ENDED))
@@ -170,7 +175,7 @@ fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
     waiting.reason = reasons::WAITING_FOR_SLOT.into();
     waiting.message = "1/1 slots in use".into();
     let conds = [cond(REBOOT, true, 1), waiting.clone()];
-    let out = decide(&policy(1), &[node("n", &conds, false)], now());
+    let out = decide_conditions(&policy(1), &[node("n", &conds, false)], now());
     assert_eq!(
         status(&out[0]),
         Some((false, reasons::NO_ACTIVE_MAINTENANCE_WINDOW))
@@ -180,7 +185,7 @@ fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
         cond(REBOOT, true, 1),
     ];
-    let out = decide(
+    let out = decide_conditions(
         &policy(1),
         &[node("n", &conds, true), node("o", &other, true)],
         now(),
@@ -194,8 +199,11 @@ fn blacked_out<'a>(name: &'a str, conds: &'a [Condition]) -> NodeState<'a> {
         name,
         window: None,
         window_active: true,
-        blackout: Some("ops/freeze".into()),
+        blackout: Some("ops/freeze"),
         conditions: conds,
+        labels: &*NO_LABELS,
+        availability: Availability::default(),
+        pods: &[],
     }
 }
 
@@ -213,7 +221,7 @@ fn a_blackout_stops_new_starts_but_not_maintenance_in_progress() {
         if !required {
             p.required.clear();
         }
-        let out = decide(
+        let out = decide_conditions(
             &p,
             &[blacked_out("a", &running), blacked_out("b", &ready)],
             now(),
@@ -228,7 +236,7 @@ fn a_blackout_stops_new_starts_but_not_maintenance_in_progress() {
         // The window ends under the blackout: maintenance without requirements ends too.
         let mut ended = blacked_out("a", &running);
         ended.window_active = false;
-        let out = decide(&p, &[ended], now());
+        let out = decide_conditions(&p, &[ended], now());
         let expected = if required {
             (true, "R")
         } else {
@@ -250,7 +258,7 @@ fn lowered_ceiling_adds_nobody_and_preempts_nobody() {
         node("b", &running, true),
         node("c", &waiting, true),
     ];
-    let out = decide(&policy(1), &nodes, now());
+    let out = decide_conditions(&policy(1), &nodes, now());
     assert_eq!(status(&out[0]), Some((true, "R")));
     assert_eq!(status(&out[1]), Some((true, "R")));
     assert_eq!(status(&out[2]), Some((false, reasons::WAITING_FOR_SLOT)));
@@ -337,11 +345,14 @@ proptest! {
                             window_active: s.in_window,
                             blackout: None,
                             conditions: c,
+                            labels: &*NO_LABELS,
+                            availability: Availability::default(),
+                            pods: &[],
                         })
                         .collect();
                     let before = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.is_true())).count();
-                    let out = decide(&p, &states, now());
-                    prop_assert_eq!(&out, &decide(&p, &states, now()));
+                    let out = decide_conditions(&p, &states, now());
+                    prop_assert_eq!(&out, &decide_conditions(&p, &states, now()));
                     let mut granted = 0;
                     for (sim, d) in sims.iter_mut().zip(&out) {
                         let was_true = sim.mip.as_ref().is_some_and(|c| c.is_true());
@@ -363,6 +374,143 @@ proptest! {
                         prop_assert!(before + granted <= ceiling as usize);
                     }
                     prop_assert!(after <= (ceiling as usize).max(before));
+                }
+            }
+        }
+    }
+}
+
+/// The conditions [`decide`] returns.
+fn decide_conditions(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Option<Desired>> {
+    decide(policy, nodes, now).conditions
+}
+
+/// A node of the disruption simulation: its zone, its availability, what kumaco wrote.
+#[derive(Clone, Debug)]
+struct Down {
+    zone: Option<&'static str>,
+    availability: Availability,
+    reboot: bool,
+    since: i64,
+    mip: Option<Condition>,
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    /// The node goes down or comes back (NotReady, Unknown, cordoned, Ready).
+    Availability(usize, u8),
+    Reboot(usize, bool),
+    Decide,
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    prop_oneof![
+        (0usize..10, 0u8..4).prop_map(|(i, a)| Event::Availability(i, a)),
+        (0usize..10, any::<bool>()).prop_map(|(i, b)| Event::Reboot(i, b)),
+        Just(Event::Decide),
+        Just(Event::Decide),
+    ]
+}
+
+proptest! {
+    /// Nodes go down on their own and may exceed the ceiling; kumaco never adds to it:
+    /// it never starts a node while the disrupted nodes (in progress or unavailable) fill
+    /// the ceiling, overall or in the node's zone, and never starts more than fit.
+    #[test]
+    fn kumaco_never_adds_to_a_full_ceiling_overall_or_per_zone(
+        zones in prop::collection::vec(prop::option::of(prop::sample::select(vec!["a", "b", "c"])), 1..10),
+        ceiling in 1u32..4,
+        per_zone in 1u32..3,
+        events in prop::collection::vec(event(), 1..80),
+    ) {
+        let p = Policy {
+            group_ceilings: vec![GroupCeiling { key: "zone".into(), ceiling: Ceiling::Count(per_zone) }],
+            ..policy(ceiling)
+        };
+        let n = zones.len();
+        let mut sims: Vec<Down> = zones
+            .iter()
+            .enumerate()
+            .map(|(i, z)| Down { zone: *z, availability: Availability::default(), reboot: true, since: i as i64, mip: None })
+            .collect();
+        let names: Vec<String> = (0..n).map(|i| format!("node-{i:02}")).collect();
+        let labels: Vec<std::collections::BTreeMap<String, String>> = zones
+            .iter()
+            .map(|z| z.iter().map(|z| ("zone".to_string(), z.to_string())).collect())
+            .collect();
+        for e in events {
+            match e {
+                Event::Availability(i, a) => {
+                    sims[i % n].availability = match a {
+                        0 => Availability { ready: Some(Status::False), unschedulable: false },
+                        1 => Availability { ready: Some(Status::Unknown), unschedulable: false },
+                        2 => Availability { ready: Some(Status::True), unschedulable: true },
+                        _ => Availability::default(),
+                    }
+                }
+                Event::Reboot(i, b) => { sims[i % n].reboot = b; sims[i % n].since += 1 }
+                Event::Decide => {
+                    let conds: Vec<Vec<Condition>> = sims
+                        .iter()
+                        .map(|s| {
+                            let mut c = vec![cond(REBOOT, s.reboot, s.since)];
+                            c.extend(s.mip.clone());
+                            c
+                        })
+                        .collect();
+                    let states: Vec<NodeState> = sims
+                        .iter()
+                        .zip(&conds)
+                        .zip(&names)
+                        .zip(&labels)
+                        .map(|(((s, c), name), l)| NodeState {
+                            name,
+                            window: window(),
+                            window_active: true,
+                            blackout: None,
+                            conditions: c,
+                            labels: l,
+                            availability: s.availability,
+                            pods: &[],
+                        })
+                        .collect();
+                    let disrupted = |zone: Option<Option<&str>>| {
+                        sims.iter()
+                            .filter(|s| zone.is_none_or(|z| s.zone == z))
+                            .filter(|s| {
+                                s.mip.as_ref().is_some_and(|c| c.is_true())
+                                    || s.availability.unavailable().is_some()
+                            })
+                            .count()
+                    };
+                    let out = decide(&p, &states, now()).conditions;
+                    let starts: Vec<usize> = (0..n)
+                        .filter(|&i| {
+                            !sims[i].mip.as_ref().is_some_and(|c| c.is_true())
+                                && out[i].as_ref().is_some_and(|d| d.status)
+                        })
+                        .collect();
+                    let before = disrupted(None);
+                    prop_assert!(
+                        starts.is_empty() || before + starts.len() <= ceiling as usize,
+                        "{} disrupted, {} started, ceiling {ceiling}", before, starts.len()
+                    );
+                    for z in [Some("a"), Some("b"), Some("c"), None] {
+                        let here = starts.iter().filter(|&&i| sims[i].zone == z).count();
+                        let before = disrupted(Some(z));
+                        prop_assert!(
+                            here == 0 || before + here <= per_zone as usize,
+                            "zone {z:?}: {before} disrupted, {here} started, ceiling {per_zone}"
+                        );
+                    }
+                    for &i in &starts {
+                        prop_assert!(sims[i].availability.unavailable().is_none(), "an unavailable node started");
+                    }
+                    for (s, d) in sims.iter_mut().zip(out) {
+                        if let Some(d) = d {
+                            s.mip = Some(crate::conditions::to_apply(&d, s.mip.as_ref(), now()));
+                        }
+                    }
                 }
             }
         }
