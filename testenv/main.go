@@ -115,6 +115,7 @@ func serve(args []string) error {
 	dir := fs.String("dir", "", "directory for PKI, etcd data and state (created if missing, reused if present)")
 	extra := fs.String("apiserver-args", "", "extra kube-apiserver flags, space separated")
 	stdinLifeline := fs.Bool("exit-on-stdin-close", false, "stop cleanly when stdin reaches EOF (the parent test process died)")
+	cluster := fs.Bool("cluster", false, "a kube-controller-manager, a kube-scheduler and a kubelet will run against this server (testkit::realcluster): keep the ServiceAccount admission plugin (it mounts Pods' tokens), authorize kubelets with the Node authorizer and NodeRestriction, and give the server a client certificate for the kubelets (logs, exec)")
 	fs.Parse(args)
 	if *dir == "" {
 		return errors.New("serve: --dir is required")
@@ -158,10 +159,6 @@ func serve(args []string) error {
 		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC",
-		// No kube-controller-manager runs here, so no default ServiceAccounts exist for
-		// the ServiceAccount admission plugin to require.
-		"--disable-admission-plugins=ServiceAccount",
 		"--feature-gates=NodeLifecycleConditions=true",
 		// The kubernetes Service's endpoints may not point at loopback; nothing here
 		// routes to it anyway.
@@ -169,6 +166,25 @@ func serve(args []string) error {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=0",
+	}
+	if *cluster {
+		clientCert, clientKey, err := p.kubeletClientCert()
+		if err != nil {
+			return err
+		}
+		flags = append(flags,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+clientCert,
+			"--kubelet-client-key="+clientKey,
+		)
+	} else {
+		flags = append(flags,
+			"--authorization-mode=RBAC",
+			// No kube-controller-manager runs here, so no default ServiceAccounts exist
+			// for the ServiceAccount admission plugin to require.
+			"--disable-admission-plugins=ServiceAccount",
+		)
 	}
 	if *extra != "" {
 		flags = append(flags, strings.Fields(*extra)...)
