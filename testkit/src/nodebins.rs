@@ -244,11 +244,12 @@ pub fn containerd() -> Result<Containerd> {
 /// static pause program compiled with the host's C compiler from the Kubernetes module's
 /// source, running as 65535, `FROM scratch`.
 pub fn pause_image() -> Result<PathBuf> {
-    let source = pause_source()?;
     let containerfile =
         "FROM scratch\nCOPY pause /pause\nUSER 65535:65535\nENTRYPOINT [\"/pause\"]\n";
+    // The source is the Kubernetes version's: the key needs no look into the module cache.
+    let version = kubernetes_version(&module_dir())?;
     let mut h = Sha256::new();
-    h.update(fs::read(&source)?);
+    h.update(&version);
     h.update(containerfile);
     h.update(PAUSE_IMAGE);
     let hash = format!("{:x}", h.finalize());
@@ -263,6 +264,7 @@ pub fn pause_image() -> Result<PathBuf> {
     if archive.exists() {
         return Ok(archive);
     }
+    let source = pause_source(&version)?;
     let context = dir.join("context");
     fs::create_dir_all(&context)?;
     let binary = context.join("pause");
@@ -293,8 +295,7 @@ pub fn pause_image() -> Result<PathBuf> {
 
 /// `build/pause/linux/pause.c` of the Kubernetes module testenv pins, from the module
 /// cache (downloaded if missing).
-fn pause_source() -> Result<PathBuf> {
-    let version = kubernetes_version(&module_dir())?;
+fn pause_source(version: &str) -> Result<PathBuf> {
     let out = Command::new("go")
         .env("GOTOOLCHAIN", "local")
         // Outside any module, so that no go.sum is touched.

@@ -931,7 +931,7 @@ fn kill_shims(socket: &Path) {
         let is_shim = args
             .first()
             .is_some_and(|a| a.ends_with("containerd-shim-runc-v2"));
-        if is_shim && args.iter().any(|a| *a == needle) {
+        if is_shim && args.contains(&needle) {
             pids.push(name);
         }
     }
