@@ -7,7 +7,10 @@
 //	    again brings back the same cluster at the same address. When the API server is
 //	    ready (/readyz is 200 and the default namespace exists) one line is printed to
 //	    stdout:  TESTENV_READY {"url":...,"kubeconfig":...,"pid":...}
-//	    SIGTERM/SIGINT stop it cleanly.
+//	    SIGTERM/SIGINT stop it cleanly. With --cluster it is ready for a
+//	    kube-controller-manager, a kube-scheduler and kubelets beside it
+//	    (testkit::realcluster): the ServiceAccount admission plugin on, the Node
+//	    authorizer and NodeRestriction, a client certificate for the kubelets' API.
 //
 //	testenv kubeconfig --dir DIR --user NAME [--group G]... --out FILE
 //	    Writes a kubeconfig for any user and groups, authenticated by a client
