@@ -374,6 +374,9 @@ fn assert_runs_as_written(cluster: &RealCluster, pod: &Pod) {
 /// One write of kumaco's, from the audit log.
 #[derive(Debug)]
 struct Write {
+    /// When the API server received it.
+    received: Timestamp,
+    /// When it answered.
     at: Timestamp,
     pod: String,
     what: String,
@@ -406,11 +409,68 @@ fn kumaco_writes(cluster: &RealCluster) -> Vec<Write> {
                 .unwrap_or_else(|| panic!("a write without a Pod name: {e}"))
                 .to_string();
             let at: Timestamp = e["stageTimestamp"].as_str()?.parse().ok()?;
-            Some(Write { at, pod, what })
+            let received: Timestamp = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+            Some(Write {
+                received,
+                at,
+                pod,
+                what,
+            })
         })
         .collect();
     writes.sort_by_key(|w| w.at);
     writes
+}
+
+/// The successful writes of the Lease `kumaco/kumaco`, in the order the API server
+/// committed them: when, and the holder each names (`None`: released).
+fn lease_writes(cluster: &RealCluster) -> Vec<(Timestamp, Option<String>)> {
+    let text = std::fs::read_to_string(cluster.audit_log()).unwrap();
+    let mut writes: Vec<(Timestamp, Option<String>)> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .filter(|e| {
+            let r = &e["objectRef"];
+            r["resource"] == "leases" && r["namespace"] == NAMESPACE && r["name"] == "kumaco"
+        })
+        .filter(|e| {
+            e["responseStatus"]["code"]
+                .as_u64()
+                .is_some_and(|c| c < 300)
+        })
+        .map(|e| {
+            assert!(
+                matches!(e["verb"].as_str(), Some("create" | "update")),
+                "a Lease write this test cannot read: {e}"
+            );
+            let holder = e["requestObject"]["spec"]["holderIdentity"]
+                .as_str()
+                .filter(|h| !h.is_empty())
+                .map(str::to_string);
+            let at: Timestamp = e["stageTimestamp"].as_str().unwrap().parse().unwrap();
+            (at, holder)
+        })
+        .collect();
+    writes.sort_by_key(|w| w.0);
+    writes
+}
+
+/// The Lease's word on every write: each was sent while its Pod held the Lease (the last
+/// Lease write committed before the API server received it names that Pod).
+fn assert_writes_under_the_lease(writes: &[Write], leases: &[(Timestamp, Option<String>)]) {
+    for w in writes {
+        let holder = leases
+            .iter()
+            .take_while(|l| l.0 < w.received)
+            .last()
+            .and_then(|l| l.1.as_deref());
+        assert_eq!(
+            holder,
+            Some(w.pod.as_str()),
+            "{w:?} was sent while the Lease named {holder:?}; the Lease's writes: {leases:#?}"
+        );
+    }
 }
 
 /// The Pods that wrote, in order, one entry per run of consecutive writes. A Pod that
@@ -574,6 +634,7 @@ async fn readme_install_runs_on_a_real_node() {
         "no write to {NODE_NAME} in the audit log"
     );
     assert_eq!(writer_runs(&writes), [leader], "{writes:#?}");
+    assert_writes_under_the_lease(&writes, &lease_writes(&cluster));
 }
 
 /// An admin client that takes each answer as it comes (kube's default retries 429s).
@@ -821,6 +882,7 @@ async fn helm_upgrade_rolls_across_edges_with_one_writer_and_the_pdb_holds() {
     let runs = writer_runs(&writes);
     eprintln!("writers, in turn: {runs:?}");
     assert_one_writer_at_a_time(&writes);
+    assert_writes_under_the_lease(&writes, &lease_writes(&cluster));
     assert!(
         runs.len() >= 2 && after.iter().any(|p| runs.last() == Some(&name(p))),
         "the new Pods took over writing: {runs:?}"
@@ -917,7 +979,9 @@ async fn helm_upgrade_rolls_across_edges_with_one_writer_and_the_pdb_holds() {
         }
     })
     .await;
-    assert_one_writer_at_a_time(&kumaco_writes(&cluster));
+    let writes = kumaco_writes(&cluster);
+    assert_one_writer_at_a_time(&writes);
+    assert_writes_under_the_lease(&writes, &lease_writes(&cluster));
 
     // The docs' uninstall: with a controller-manager, namespaces go for good.
     let uninstalled = work.run("helm-uninstall", &block("helm-uninstall")).await;

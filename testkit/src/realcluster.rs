@@ -652,13 +652,20 @@ const AUDIT_POLICY: &str = r#"apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: [RequestReceived]
 rules:
+  # The kubelet's heartbeats.
+  - level: None
+    namespaces: [kube-node-lease]
+  # Leader election: the request says who takes, renews or releases a Lease.
+  - level: Request
+    verbs: [create, update, patch, delete]
+    resources:
+      - group: coordination.k8s.io
+        resources: [leases]
   - level: Metadata
     verbs: [create, update, patch, delete]
     resources:
       - group: ""
         resources: [nodes/status, pods/eviction]
-      - group: coordination.k8s.io
-        resources: [leases]
       - group: events.k8s.io
         resources: [events]
   - level: None
