@@ -17,8 +17,9 @@
 //!   window opens and closes every 3 s: every edge on time on every node, no other
 //!   change, and at no time two Pods writing (the API server's audit log names the Pod
 //!   of every write); then the PodDisruptionBudget: a second eviction refused while the
-//!   first Pod's replacement is not Ready, the only replica's eviction allowed; the docs'
-//!   `helm uninstall` removes everything, namespaces included.
+//!   first Pod's replacement is not Ready, the only replica's eviction allowed; every
+//!   stopped Pod's kumaco exits 0 on the kubelet's SIGTERM; the docs' `helm uninstall`
+//!   removes everything, namespaces included.
 //!
 //! The two tests take the host's one real cluster in turn (about 20 s to start each).
 
@@ -650,6 +651,63 @@ async fn no_retry_client(cluster: &RealCluster) -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
+/// How each of kumaco's containers ended (exit code, reason), as the kubelet reports it
+/// in the Pod's status before the Pod goes.
+struct Exits {
+    seen: Arc<Mutex<BTreeMap<String, (i32, String)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Exits {
+    async fn start(client: &kube::Client) -> Exits {
+        let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        let api: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+        let (listed_tx, listed) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn({
+            let seen = seen.clone();
+            async move {
+                let mut listed_tx = Some(listed_tx);
+                let mut events = watcher(api, watcher::Config::default()).boxed();
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => {
+                            let terminated = pod
+                                .status
+                                .as_ref()
+                                .and_then(|s| s.container_statuses.as_ref())
+                                .and_then(|cs| cs.first())
+                                .and_then(|c| c.state.as_ref())
+                                .and_then(|s| s.terminated.as_ref());
+                            if let Some(t) = terminated {
+                                seen.lock().unwrap().insert(
+                                    name(&pod),
+                                    (t.exit_code, t.reason.clone().unwrap_or_default()),
+                                );
+                            }
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(tx) = listed_tx.take() {
+                                let _ = tx.send(());
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(15), listed)
+            .await
+            .expect("listing Pods")
+            .unwrap();
+        Exits { seen, task }
+    }
+
+    fn stop(self) -> BTreeMap<String, (i32, String)> {
+        self.task.abort();
+        self.seen.lock().unwrap().clone()
+    }
+}
+
 /// Every change of one condition type on some nodes, as a watch sees it: (when seen,
 /// node, status, lastTransitionTime).
 type Change = (Timestamp, String, Option<String>, Option<Timestamp>);
@@ -822,6 +880,7 @@ async fn helm_upgrade_rolls_across_edges_with_one_writer_and_the_pdb_holds() {
     .await
     .unwrap();
     let recorder = Recorder::start(&client, &workers, UNDER_MAINTENANCE).await;
+    let exits = Exits::start(&client).await;
     // Check from the first edge after the window is surely loaded.
     let from = edge_in(2);
     // The upgrade starts 1 s before an edge (edges fall on whole multiples of 3 s), so
@@ -982,6 +1041,14 @@ async fn helm_upgrade_rolls_across_edges_with_one_writer_and_the_pdb_holds() {
     let writes = kumaco_writes(&cluster);
     assert_one_writer_at_a_time(&writes);
     assert_writes_under_the_lease(&writes, &lease_writes(&cluster));
+    // Every Pod stopped on the way (2 by the upgrade, 2 evicted, 1 scaled down, the only
+    // replica evicted) ended as the kubelet's SIGTERM asks: kumaco exited 0.
+    let exits = exits.stop();
+    eprintln!("container exits: {exits:?}");
+    assert!(exits.len() >= 6, "{exits:?}");
+    for (pod, (code, reason)) in &exits {
+        assert_eq!(*code, 0, "{pod} exited {code} ({reason})");
+    }
 
     // The docs' uninstall: with a controller-manager, namespaces go for good.
     let uninstalled = work.run("helm-uninstall", &block("helm-uninstall")).await;
