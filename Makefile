@@ -61,7 +61,8 @@ diff-long:
 	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_schedule -- --nocapture
 
 # Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, kubectl
-# and promtool.
+# and promtool, and the real node's kubelet, controller-manager, scheduler, containerd and
+# pause image (testkit::nodebins).
 testenv:
 	$(CARGO) run -q -p testkit --bin testenv-path
 
