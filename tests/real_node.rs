@@ -190,17 +190,45 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// Fails loudly, naming the command that fixes it, when `make image` has not run.
+/// Fails loudly, naming the command that fixes it, when `make image` has not run or ran
+/// before the last change to kumaco's sources (the test would run yesterday's kumaco).
 fn require_image() {
-    match Command::new("podman")
-        .args(["image", "exists", IMAGE])
-        .status()
-    {
-        Ok(s) if s.success() => {}
-        Ok(_) => panic!("image {IMAGE} not found: build it with `make image` (`make test` does)"),
-        Err(e) => {
+    let out = Command::new("podman")
+        .args(["image", "inspect", "--format", "{{.Created}}", IMAGE])
+        .output()
+        .unwrap_or_else(|e| {
             panic!("podman is needed ({e}): apt-get install -y podman runc, then `make image`")
+        });
+    assert!(
+        out.status.success(),
+        "image {IMAGE} not found: build it with `make image` (`make test` does)"
+    );
+    // `2026-12-01 22:21:38.364958369 +0000 UTC`
+    let created = String::from_utf8_lossy(&out.stdout);
+    let mut fields = created.split_whitespace();
+    let created: Timestamp = format!(
+        "{}T{}Z",
+        fields.next().unwrap_or_default(),
+        fields.next().unwrap_or_default()
+    )
+    .parse()
+    .unwrap_or_else(|e| panic!("the image's creation time {created:?}: {e}"));
+    let mut pending: Vec<PathBuf> = ["src", "core", "Cargo.toml", "Cargo.lock"]
+        .iter()
+        .map(|p| repo().join(p))
+        .filter(|p| p.exists())
+        .collect();
+    while let Some(path) = pending.pop() {
+        if path.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+            continue;
         }
+        let modified = Timestamp::try_from(path.metadata().unwrap().modified().unwrap()).unwrap();
+        assert!(
+            modified <= created,
+            "{IMAGE} (built {created}) is older than {} (changed {modified}): run `make image`",
+            path.display()
+        );
     }
 }
 
