@@ -180,6 +180,9 @@ func serve(args []string) error {
 			"--enable-admission-plugins=NodeRestriction",
 			"--kubelet-client-certificate="+clientCert,
 			"--kubelet-client-key="+clientKey,
+			// A kubelet's node name (--hostname-override) need not resolve: reach it at
+			// the address it reports.
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
 		)
 	} else {
 		flags = append(flags,
