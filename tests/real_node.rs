@@ -601,6 +601,14 @@ async fn readme_install_runs_on_a_real_node() {
         );
     }
     assert_eq!(leaders, 1.0, "kumaco_leader over both Pods");
+    // The API server reaches the kubelet for logs (docs/operations.md, "Check the install").
+    let logs = work
+        .run(
+            "logs",
+            "kubectl -n kumaco logs deploy/kumaco | grep -E 'ready|became leader'",
+        )
+        .await;
+    assert!(!logs.is_empty());
 
     // A window in the overlay's second namespace, opening in a few seconds on every node
     // in scope: the real node and the fake workers, within the usual bound.
