@@ -12,11 +12,17 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= docker.io/library/kumaco:$(VERSION)
 IMAGE_BIN := target/image/x86_64-unknown-linux-gnu/dist/kumaco
 
-.PHONY: demo test lint bench smoke chaos diff-long testenv image prometheusrule
+.PHONY: demo demo-node test lint bench smoke chaos diff-long testenv image prometheusrule
 
 demo:
 	$(CARGO) build -q --bin kumaco
 	$(CARGO) run -q -p testkit --bin kumaco-demo
+
+# The demo on a real cluster (testkit::realcluster: a controller-manager, a scheduler and
+# a kubelet on containerd; needs root, runc and Debian's CNI plugins): kumaco installed by
+# its chart, as two Pods from `make image`'s image.
+demo-node: image
+	$(CARGO) run -q -p testkit --bin kumaco-demo -- --real-node
 
 # tests/deploy_image.rs runs the image `make image` builds, so it is built first.
 test: image
@@ -55,7 +61,8 @@ diff-long:
 	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_schedule -- --nocapture
 
 # Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, kubectl
-# and promtool.
+# and promtool, and the real node's kubelet, controller-manager, scheduler, containerd and
+# pause image (testkit::nodebins).
 testenv:
 	$(CARGO) run -q -p testkit --bin testenv-path
 

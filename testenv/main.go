@@ -7,7 +7,10 @@
 //	    again brings back the same cluster at the same address. When the API server is
 //	    ready (/readyz is 200 and the default namespace exists) one line is printed to
 //	    stdout:  TESTENV_READY {"url":...,"kubeconfig":...,"pid":...}
-//	    SIGTERM/SIGINT stop it cleanly.
+//	    SIGTERM/SIGINT stop it cleanly. With --cluster it is ready for a
+//	    kube-controller-manager, a kube-scheduler and kubelets beside it
+//	    (testkit::realcluster): the ServiceAccount admission plugin on, the Node
+//	    authorizer and NodeRestriction, a client certificate for the kubelets' API.
 //
 //	testenv kubeconfig --dir DIR --user NAME [--group G]... --out FILE
 //	    Writes a kubeconfig for any user and groups, authenticated by a client
@@ -115,6 +118,7 @@ func serve(args []string) error {
 	dir := fs.String("dir", "", "directory for PKI, etcd data and state (created if missing, reused if present)")
 	extra := fs.String("apiserver-args", "", "extra kube-apiserver flags, space separated")
 	stdinLifeline := fs.Bool("exit-on-stdin-close", false, "stop cleanly when stdin reaches EOF (the parent test process died)")
+	cluster := fs.Bool("cluster", false, "a kube-controller-manager, a kube-scheduler and a kubelet will run against this server (testkit::realcluster): keep the ServiceAccount admission plugin (it mounts Pods' tokens), authorize kubelets with the Node authorizer and NodeRestriction, and give the server a client certificate for the kubelets (logs, exec)")
 	fs.Parse(args)
 	if *dir == "" {
 		return errors.New("serve: --dir is required")
@@ -158,10 +162,6 @@ func serve(args []string) error {
 		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--authorization-mode=RBAC",
-		// No kube-controller-manager runs here, so no default ServiceAccounts exist for
-		// the ServiceAccount admission plugin to require.
-		"--disable-admission-plugins=ServiceAccount",
 		"--feature-gates=NodeLifecycleConditions=true",
 		// The kubernetes Service's endpoints may not point at loopback; nothing here
 		// routes to it anyway.
@@ -169,6 +169,28 @@ func serve(args []string) error {
 		"--allow-privileged=true",
 		"--profiling=false",
 		"--v=0",
+	}
+	if *cluster {
+		clientCert, clientKey, err := p.kubeletClientCert()
+		if err != nil {
+			return err
+		}
+		flags = append(flags,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate="+clientCert,
+			"--kubelet-client-key="+clientKey,
+			// A kubelet's node name (--hostname-override) need not resolve: reach it at
+			// the address it reports.
+			"--kubelet-preferred-address-types=InternalIP,Hostname",
+		)
+	} else {
+		flags = append(flags,
+			"--authorization-mode=RBAC",
+			// No kube-controller-manager runs here, so no default ServiceAccounts exist
+			// for the ServiceAccount admission plugin to require.
+			"--disable-admission-plugins=ServiceAccount",
+		)
 	}
 	if *extra != "" {
 		flags = append(flags, strings.Fields(*extra)...)

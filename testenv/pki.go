@@ -159,6 +159,27 @@ func (p pki) issueClientCert(user string, groups []string) (certPEMBytes, keyPEM
 	return certPEM(der), keyPEM(key), nil
 }
 
+// kubeletClientCert returns the certificate and key files the API server presents to
+// kubelets (logs, exec, port-forward), creating them on first use: a client certificate
+// in system:masters, which the kubelet's webhook authorizer lets through.
+func (p pki) kubeletClientCert() (certFile, keyFile string, err error) {
+	dir := filepath.Dir(p.caCert)
+	certFile = filepath.Join(dir, "kubelet-client.crt")
+	keyFile = filepath.Join(dir, "kubelet-client.key")
+	if _, err := os.Stat(certFile); err == nil {
+		return certFile, keyFile, nil
+	}
+	cert, key, err := p.issueClientCert("kube-apiserver-kubelet-client", []string{"system:masters"})
+	if err != nil {
+		return "", "", err
+	}
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		return "", "", err
+	}
+	// Written last: its presence marks the pair as complete.
+	return certFile, keyFile, os.WriteFile(certFile, cert, 0o600)
+}
+
 // writeKubeconfig writes a self-contained kubeconfig (all data embedded) for user.
 func writeKubeconfig(path, server string, p pki, user string, groups []string) error {
 	cert, key, err := p.issueClientCert(user, groups)

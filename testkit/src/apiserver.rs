@@ -31,6 +31,8 @@ pub struct ApiServer {
     // Held open for the process's lifetime: when this test process dies, the pipe closes
     // and testenv shuts itself down (`--exit-on-stdin-close`).
     lifeline: Option<ChildStdin>,
+    // More `testenv serve` flags (see [`ApiServer::start_fresh_with`]).
+    serve_args: Vec<String>,
 }
 
 impl ApiServer {
@@ -46,6 +48,12 @@ impl ApiServer {
 
     /// A private API server in a new directory, for tests that kill or restart it.
     pub fn start_fresh() -> Result<ApiServer> {
+        Self::start_fresh_with(&[])
+    }
+
+    /// [`Self::start_fresh`] with more `testenv serve` flags (`--cluster`,
+    /// `--apiserver-args=...`), kept for restarts.
+    pub fn start_fresh_with(serve_args: &[String]) -> Result<ApiServer> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let root = std::env::temp_dir().join("kumaco-testenv");
         remove_stale(&root);
@@ -61,6 +69,7 @@ impl ApiServer {
             kubeconfig: PathBuf::new(),
             child: None,
             lifeline: None,
+            serve_args: serve_args.to_vec(),
         };
         server.spawn()?;
         Ok(server)
@@ -79,6 +88,7 @@ impl ApiServer {
             .arg("--dir")
             .arg(&self.dir)
             .arg("--exit-on-stdin-close")
+            .args(&self.serve_args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(log)

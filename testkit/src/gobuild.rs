@@ -296,7 +296,7 @@ fn go_install_with(
 }
 
 /// The k8s.io/kubernetes version testenv/go.mod requires (`v1.37.2`).
-fn kubernetes_version(module: &Path) -> Result<String> {
+pub(crate) fn kubernetes_version(module: &Path) -> Result<String> {
     let gomod = fs::read_to_string(module.join("go.mod"))?;
     gomod
         .lines()

@@ -20,6 +20,9 @@
 //!   long-running harnesses.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
 //!   does, for the deploy tests.
+//! - [`realcluster`]: the test API server with a controller-manager, a scheduler and one
+//!   real node (kubelet, containerd, runc), for Pods run as written; [`nodebins`] builds
+//!   its programs.
 
 pub mod agent;
 pub mod apiserver;
@@ -34,8 +37,10 @@ pub mod gobuild;
 pub mod history;
 pub mod kumaco;
 pub mod manifests;
+pub mod nodebins;
 pub mod nodes;
 pub mod oracle;
+pub mod realcluster;
 pub mod reporter;
 pub mod time;
 

@@ -6,6 +6,11 @@
 //! --max-in-progress 2`), plays a reboot agent that "reboots" a node 3 s after it gets
 //! `MaintenanceInProgress=True`, and prints every condition change and event as it
 //! happens. Everything is removed at the end.
+//!
+//! `--real-node` (`make demo-node`): the same on a real cluster (controller-manager,
+//! scheduler and a kubelet on containerd, `testkit::realcluster`), with kumaco installed
+//! by its Helm chart from `make image`'s image, as two Pods on the real node, which is
+//! one of the managed nodes.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -20,6 +25,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use testkit::nodes::create_node;
+use testkit::realcluster::{NODE_NAME, RealCluster};
 use testkit::{ApiServer, Scope};
 
 const NS: &str = "maintenance";
@@ -32,10 +38,25 @@ async fn main() -> Result<()> {
     let kumaco_bin = std::env::var("KUMACO_BIN").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/kumaco").to_string()
     });
-    println!(
-        "Starting a local kube-apiserver + etcd (the first run builds them from Go sources)..."
-    );
-    let server = ApiServer::start_fresh()?;
+    let real_node = std::env::args().skip(1).any(|a| a == "--real-node");
+    let (cluster, own_server) = if real_node {
+        println!(
+            "Starting a real cluster: kube-apiserver + etcd, kube-controller-manager, \
+             kube-scheduler and a kubelet on containerd (the first run builds them from Go \
+             sources)..."
+        );
+        (Some(RealCluster::start().await?), None)
+    } else {
+        println!(
+            "Starting a local kube-apiserver + etcd (the first run builds them from Go sources)..."
+        );
+        (None, Some(ApiServer::start_fresh()?))
+    };
+    let server = match (&cluster, &own_server) {
+        (Some(cluster), _) => cluster.server(),
+        (_, Some(server)) => server,
+        _ => unreachable!(),
+    };
     let client = server.client().await?;
     println!(
         "API server: {}  kubeconfig: {}",
@@ -68,6 +89,9 @@ async fn main() -> Result<()> {
             &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
         )
         .await?;
+    if let Some(cluster) = &cluster {
+        install_on_the_real_node(cluster, &client, &scope).await?;
+    }
     let now = Timestamp::now();
     let at = |secs: i64| {
         Timestamp::from_second(now.as_second() + secs)
@@ -127,7 +151,21 @@ async fn main() -> Result<()> {
             "metadata": { "name": name, "labels": { "kured.dev/maintenance-window": "" } },
             "data": data,
         }))?;
-        cms.create(&PostParams::default(), &cm).await?;
+        match cms.create(&PostParams::default(), &cm).await {
+            // On the real node the chart's admission policy is installed: it turns the
+            // invalid window away at the door instead of kumaco reporting WindowInvalid.
+            Err(kube::Error::Api(status)) if status.code == 422 => {
+                let why = status.message.split("denied request: ").nth(1);
+                println!(
+                    "  {:<16} rejected by the admission policy: {}",
+                    "",
+                    why.unwrap_or(&status.message)
+                );
+            }
+            result => {
+                result?;
+            }
+        }
     }
     // Nodes need the hostname label for the blackout's selector, as kubelets set it.
     for i in 0..10 {
@@ -136,43 +174,12 @@ async fn main() -> Result<()> {
             .await?;
     }
 
-    println!(
-        "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {} \
-         --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2\n\
-         (leader election on a Lease in {NS:?}; a reboot agent clears {REBOOT_REQUIRED} 3 s \
-         after a node gets {IN_PROGRESS}=True)\n",
-        scope.selector()
-    );
+    let mut kumaco = if real_node {
+        None
+    } else {
+        Some(start_process(&kumaco_bin, server, &scope)?)
+    };
     let log_path = std::env::temp_dir().join("kumaco-demo.log");
-    let log = std::fs::File::create(&log_path)?;
-    let mut kumaco = tokio::process::Command::new(&kumaco_bin)
-        .args([
-            "run",
-            "--namespace",
-            NS,
-            "--node-selector",
-            &scope.selector(),
-            "--in-progress",
-            "--require-condition",
-            REBOOT_REQUIRED,
-            "--max-in-progress",
-            "2",
-        ])
-        .env("POD_NAMESPACE", NS)
-        .env("POD_NAME", "kumaco-demo")
-        .args([
-            "--metrics-address",
-            "127.0.0.1:0",
-            "--health-address",
-            "127.0.0.1:0",
-        ])
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {kumaco_bin} (run `cargo build` first)"))?;
 
     let prefix = format!("{}-", scope.value());
     // The most nodes seen MaintenanceInProgress=True at once, by this independent watch.
@@ -260,7 +267,21 @@ async fn main() -> Result<()> {
     };
     let _ = tokio::time::timeout(SHOW_FOR, show).await;
 
-    let _ = kumaco.kill().await;
+    if let Some(kumaco) = kumaco.as_mut() {
+        let _ = kumaco.kill().await;
+    }
+    if let Some(cluster) = &cluster {
+        // The Pods' logs, before the cluster and its files go.
+        let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+            .list(&ListParams::default())
+            .await?;
+        let mut logs = String::new();
+        for pod in &pods.items {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            logs.push_str(&cluster.pod_log(NS, &name));
+        }
+        std::fs::write(&log_path, logs)?;
+    }
     let nodes: Api<Node> = Api::all(client.clone());
     let list = nodes
         .list(&ListParams::default().labels(&scope.selector()))
@@ -280,7 +301,145 @@ async fn main() -> Result<()> {
         most_in_progress.load(std::sync::atomic::Ordering::Relaxed),
         log_path.display()
     );
-    println!("Stopping the API server and removing its data.");
+    if real_node {
+        println!(
+            "Stopping the cluster (the kubelet, its Pods, containerd, the control plane) and removing its data."
+        );
+    } else {
+        println!("Stopping the API server and removing its data.");
+    }
+    Ok(())
+}
+
+/// kumaco as a process on this machine (the quick mode).
+fn start_process(
+    kumaco_bin: &str,
+    server: &ApiServer,
+    scope: &Scope,
+) -> Result<tokio::process::Child> {
+    println!(
+        "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {} \
+         --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2\n\
+         (leader election on a Lease in {NS:?}; a reboot agent clears {REBOOT_REQUIRED} 3 s \
+         after a node gets {IN_PROGRESS}=True)\n",
+        scope.selector()
+    );
+    let log_path = std::env::temp_dir().join("kumaco-demo.log");
+    let log = std::fs::File::create(&log_path)?;
+    tokio::process::Command::new(kumaco_bin)
+        .args([
+            "run",
+            "--namespace",
+            NS,
+            "--node-selector",
+            &scope.selector(),
+            "--in-progress",
+            "--require-condition",
+            REBOOT_REQUIRED,
+            "--max-in-progress",
+            "2",
+        ])
+        .env("POD_NAMESPACE", NS)
+        .env("POD_NAME", "kumaco-demo")
+        .args([
+            "--metrics-address",
+            "127.0.0.1:0",
+            "--health-address",
+            "127.0.0.1:0",
+        ])
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {kumaco_bin} (run `cargo build` first)"))
+}
+
+/// The real-node mode: the real node joins the demo's nodes (zone-a, needing a reboot),
+/// `make image`'s image is loaded on it, and the chart installs kumaco in [`NS`] with the
+/// quick mode's flags; returns once its Pods are Ready.
+async fn install_on_the_real_node(
+    cluster: &RealCluster,
+    client: &kube::Client,
+    scope: &Scope,
+) -> Result<()> {
+    testkit::nodes::set_labels(
+        client,
+        NODE_NAME,
+        &[
+            (testkit::SCOPE_LABEL, Some(scope.value())),
+            ("topology.kubernetes.io/zone", Some("zone-a")),
+        ],
+    )
+    .await?;
+    testkit::nodes::set_condition(
+        client,
+        NODE_NAME,
+        REBOOT_REQUIRED,
+        "True",
+        "reboot-reporter",
+    )
+    .await?;
+    println!("The real node {NODE_NAME} joins zone-a, with {REBOOT_REQUIRED}=True.");
+    let image = concat!("docker.io/library/kumaco:", env!("CARGO_PKG_VERSION"));
+    cluster
+        .load_image(image, &[])
+        .with_context(|| format!("loading {image} on the node (run `make image` first)"))?;
+    let helm = testkit::gobuild::helm()?;
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/kumaco");
+    let args = [
+        "install".to_string(),
+        "kumaco".into(),
+        chart.into(),
+        "--namespace".into(),
+        NS.into(),
+        "--set".into(),
+        format!("nodeScope={}", scope.selector()),
+        "--set".into(),
+        "inProgress.enabled=true".into(),
+        "--set".into(),
+        format!("inProgress.requireConditions={{{REBOOT_REQUIRED}}}"),
+        "--set".into(),
+        "inProgress.maxInProgress=2".into(),
+        "--wait".into(),
+        "--timeout=3m".into(),
+    ];
+    println!(
+        "\nInstalling kumaco with its chart: helm {}\n(two Pods on {NODE_NAME}, leader \
+         election on a Lease in {NS:?}; a reboot agent clears {REBOOT_REQUIRED} 3 s after a \
+         node gets {IN_PROGRESS}=True)",
+        args.join(" ")
+    );
+    let out = std::process::Command::new(&helm)
+        .args(&args)
+        .env("KUBECONFIG", cluster.server().kubeconfig())
+        .output()
+        .context("running helm")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "helm install failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default())
+        .await?;
+    for pod in &pods.items {
+        println!(
+            "  Pod {} on {}: {}",
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .unwrap_or("?"),
+            pod.status
+                .as_ref()
+                .and_then(|s| s.phase.as_deref())
+                .unwrap_or("?")
+        );
+    }
+    println!();
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! Builds (once per machine) the Go test programs, helm, kustomize, kubectl and promtool, and
-//! prints where they are cached.
+//! Builds (once per machine) the Go test programs, helm, kustomize, kubectl and promtool,
+//! and the real node's kubelet, controller-manager, scheduler, containerd and pause image,
+//! and prints where they are cached.
 
 fn main() -> anyhow::Result<()> {
     use testkit::gobuild::{Program, binary};
@@ -29,5 +30,27 @@ fn main() -> anyhow::Result<()> {
             started.elapsed().as_secs_f64()
         );
     }
+    // The real node (testkit::realcluster, tests/real_node.rs).
+    let started = std::time::Instant::now();
+    let node = testkit::nodebins::kube_node()?;
+    println!(
+        "KubeNode: {} ({:.1}s)",
+        node.kubelet.parent().unwrap_or(&node.kubelet).display(),
+        started.elapsed().as_secs_f64()
+    );
+    let started = std::time::Instant::now();
+    let containerd = testkit::nodebins::containerd()?;
+    println!(
+        "Containerd: {} ({:.1}s)",
+        containerd.dir().display(),
+        started.elapsed().as_secs_f64()
+    );
+    let started = std::time::Instant::now();
+    let pause = testkit::nodebins::pause_image()?;
+    println!(
+        "PauseImage: {} ({:.1}s)",
+        pause.display(),
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
