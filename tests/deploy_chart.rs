@@ -359,3 +359,55 @@ async fn dry_run_and_node_events_values_pass_their_flags_and_rights() {
         apply(&client, obj, true).await;
     }
 }
+
+/// `inProgress.blockPodSelectors` passes `--block-pod-selector` and grants the pods
+/// right (a ClusterRole of its own, read only); without it, nothing about pods.
+#[tokio::test]
+async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
+    let pods_rules = |objects: &[DynamicObject]| -> Vec<serde_json::Value> {
+        objects
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "ClusterRole"))
+            .flat_map(|o| o.data["rules"].as_array().cloned().unwrap_or_default())
+            .filter(|r| r["resources"].to_string().contains("\"pods\""))
+            .collect()
+    };
+    let without = render(&["inProgress.enabled=true"]);
+    assert!(
+        pods_rules(&without).is_empty(),
+        "pods granted without the value"
+    );
+    assert!(
+        !deployment_args(&without)
+            .iter()
+            .any(|a| a.starts_with("--block-pod-selector"))
+    );
+    let with = render(&[
+        "inProgress.enabled=true",
+        "inProgress.blockPodSelectors={app=postgres}",
+        "inProgress.maxInProgressPer={topology.kubernetes.io/zone=1}",
+        "inProgress.startInterval=10m",
+    ]);
+    assert_eq!(
+        pods_rules(&with),
+        [
+            serde_json::json!({ "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"] })
+        ]
+    );
+    let args = deployment_args(&with);
+    for flag in [
+        "--block-pod-selector=app=postgres",
+        "--max-in-progress-per=topology.kubernetes.io/zone=1",
+        "--start-interval=10m",
+        "--count-unavailable=true",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
+    }
+    let client = ApiServer::shared().client().await.unwrap();
+    for obj in with
+        .iter()
+        .filter(|o| o.metadata.name.as_deref() == Some("kumaco-pods"))
+    {
+        apply(&client, obj, true).await;
+    }
+}
