@@ -185,6 +185,7 @@ fn the_chart_renders_the_rules_file_with_its_thresholds() {
     let custom = render_rule(&[
         "prometheusRule.waitingForSlotSeconds=3600",
         "prometheusRule.inProgressSeconds=1800",
+        "prometheusRule.notRecoveredSeconds=900",
     ]);
     let exprs = |v: &Value| -> Vec<(String, String)> {
         v["spec"]["groups"][0]["rules"]
@@ -204,10 +205,14 @@ fn the_chart_renders_the_rules_file_with_its_thresholds() {
         let expected = match name.as_str() {
             "KumacoNodesWaitingForSlot" => default.replace(") > 14400", ") > 3600"),
             "KumacoMaintenanceStuck" => default.replace(") > 7200", ") > 1800"),
+            "KumacoNodeNotRecovered" => default.replace(") > 2700", ") > 900"),
             _ => default.clone(),
         };
         assert_eq!(set, expected, "{name}");
-        if name == "KumacoNodesWaitingForSlot" || name == "KumacoMaintenanceStuck" {
+        if matches!(
+            name.as_str(),
+            "KumacoNodesWaitingForSlot" | "KumacoMaintenanceStuck" | "KumacoNodeNotRecovered"
+        ) {
             assert_ne!(&set, default, "{name}'s threshold was not replaced");
         }
     }

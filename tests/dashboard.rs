@@ -146,6 +146,8 @@ async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
             "--in-progress",
             "--require-condition=kured.dev/RebootRequired",
             "--max-in-progress=1",
+            // A group per pool: the per-group series the dashboard reads exist.
+            "--max-in-progress-per=pool=1",
         ]
         .map(String::from),
     );

@@ -81,10 +81,11 @@ pub fn reason_for(c: &Condition) -> Option<&'static str> {
             reasons::MAINTENANCE_COMPLETED | reasons::MAINTENANCE_WINDOW_ENDED => {
                 "MaintenanceCompleted"
             }
-            reasons::WAITING_FOR_SLOT => "WaitingForSlot",
-            reasons::BLOCKED | reasons::MAINTENANCE_BLACKOUT | reasons::START_CUTOFF => {
-                "MaintenanceBlocked"
-            }
+            reasons::WAITING_FOR_SLOT | reasons::START_INTERVAL => "WaitingForSlot",
+            reasons::BLOCKED
+            | reasons::MAINTENANCE_BLACKOUT
+            | reasons::START_CUTOFF
+            | reasons::NODE_UNAVAILABLE => "MaintenanceBlocked",
             _ => return None,
         },
         (MAINTENANCE_PLANNED, Status::True) => "MaintenancePlanned",
