@@ -386,6 +386,11 @@ pub struct StatusArgs {
     #[arg(long, conflicts_with = "node_selector")]
     pub no_nodes: bool,
 
+    /// Also count the disrupted nodes (in progress or unavailable) per value of this node
+    /// label (repeatable), as `--max-in-progress-per` groups them.
+    #[arg(long = "group-by", value_name = "KEY")]
+    pub group_by: Vec<String>,
+
     /// Output format: `table`, `wide` (also each window's schedule, duration and
     /// selector, more node names, each node's next window), or `json` (every name, a
     /// stable schema: docs/tools.md).

@@ -159,6 +159,12 @@ pub async fn run(
                     nodes.len(),
                     nodes_table(nodes, &windows, now, wide)
                 ));
+                let (all, groups) = report::disruption(nodes, &args.group_by);
+                text.push_str(&format!(
+                    "\nDISRUPTED: in progress or unavailable (NotReady, Ready Unknown, cordoned), as \
+                     --max-in-progress counts them\n{}",
+                    render::disruption_table(&all, &groups)
+                ));
                 if let Some(table) = contested_table(&owners) {
                     let n = owners.values().filter(|o| contested(o)).count();
                     text.push_str(&format!(

@@ -8,7 +8,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use serde_json::json;
 
-use super::report::{Owners, WindowReport, contested, next_maintenance};
+use super::report::{Disruption, Owners, WindowReport, availability, contested, next_maintenance};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::tools::{format_time, render_table};
 use crate::window::Window;
@@ -162,6 +162,10 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
             ] {
                 row.extend(condition_cells(condition(n, type_), now));
             }
+            row.push(match availability(n).unavailable() {
+                None => "yes".into(),
+                Some(why) => why.to_string(),
+            });
             let next = next_maintenance(windows, labels(n), now);
             row.push(match &next {
                 None => "-".into(),
@@ -189,6 +193,7 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
         "PLANNED",
         "REASON",
         "AGE",
+        "AVAILABLE",
         "NEXT-MAINTENANCE",
     ];
     if wide {
@@ -297,6 +302,7 @@ pub fn json_report(
                 json!({
                     "name": n.metadata.name,
                     "conditions": conditions,
+                    "available": availability(n).unavailable().map_or("yes".to_string(), |u| u.to_string()),
                     "nextMaintenance": next,
                     "kumacoFieldManagers": field_managers,
                     "contested": contested(owners),
@@ -349,4 +355,38 @@ pub fn age(d: SignedDuration) -> String {
         _ if days < 8 => format!("{days}d{}h", h % 24),
         _ => format!("{days}d"),
     }
+}
+
+/// What takes `MaintenanceInProgress` slots: overall, then per group of each `--group-by`
+/// key.
+pub fn disruption_table(all: &Disruption, groups: &[(String, Option<String>, Disruption)]) -> String {
+    let row = |group: String, d: &Disruption| {
+        let mut unavailable = d.unavailable.to_string();
+        if !d.unavailable_names.is_empty() {
+            let names: Vec<String> = d
+                .unavailable_names
+                .iter()
+                .map(|(n, why)| format!("{n} {why}"))
+                .collect();
+            let more = d.unavailable - names.len();
+            let more = if more > 0 { format!(", +{more} more") } else { String::new() };
+            unavailable.push_str(&format!(" ({}{more})", names.join(", ")));
+        }
+        vec![
+            group,
+            d.nodes.to_string(),
+            d.in_progress.to_string(),
+            d.disrupted.to_string(),
+            unavailable,
+        ]
+    };
+    let mut rows = vec![row("all".into(), all)];
+    for (key, value, d) in groups {
+        let group = match value {
+            Some(v) => format!("{key}={v}"),
+            None => format!("no {key}"),
+        };
+        rows.push(row(group, d));
+    }
+    render_table(&["GROUP", "NODES", "IN-PROGRESS", "DISRUPTED", "UNAVAILABLE"], &rows)
 }

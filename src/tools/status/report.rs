@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 
+use crate::in_progress::{Availability, Unavailable};
 use crate::node::SlimNode;
 use crate::peers::{self, Liveness, Peers};
 use crate::tools::WindowRules;
@@ -152,4 +153,72 @@ pub(super) fn slim(node: &Node) -> SlimNode {
     serde_json::to_value(node)
         .and_then(serde_json::from_value)
         .unwrap_or_default()
+}
+
+/// Most unavailable nodes a disruption row names.
+const NAMES_IN_ROW: usize = 3;
+
+/// What a node shows of its availability, as kumaco reads it.
+pub fn availability(node: &Node) -> Availability {
+    slim(node).availability
+}
+
+/// The nodes taking `MaintenanceInProgress` slots, as kumaco counts them: in progress, or
+/// unavailable (NotReady, Ready Unknown, cordoned), each once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Disruption {
+    pub nodes: usize,
+    pub in_progress: usize,
+    pub unavailable: usize,
+    pub disrupted: usize,
+    /// Some unavailable nodes, with why (at most 3).
+    pub unavailable_names: Vec<(String, Unavailable)>,
+}
+
+impl Disruption {
+    fn count(&mut self, node: &Node) {
+        self.nodes += 1;
+        let in_progress = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == crate::conditions::MAINTENANCE_IN_PROGRESS))
+            .is_some_and(|c| c.status == "True");
+        let unavailable = availability(node).unavailable();
+        self.in_progress += usize::from(in_progress);
+        if let Some(why) = unavailable {
+            self.unavailable += 1;
+            if self.unavailable_names.len() < NAMES_IN_ROW {
+                self.unavailable_names
+                    .push((node.metadata.name.clone().unwrap_or_default(), why));
+            }
+        }
+        self.disrupted += usize::from(in_progress || unavailable.is_some());
+    }
+}
+
+/// The disruption overall, and per value of each label key in `group_by` (`None`: the
+/// nodes without the label), sorted.
+pub fn disruption(
+    nodes: &[Node],
+    group_by: &[String],
+) -> (Disruption, Vec<(String, Option<String>, Disruption)>) {
+    let mut all = Disruption::default();
+    let mut groups: BTreeMap<(String, Option<String>), Disruption> = BTreeMap::new();
+    let mut sorted: Vec<&Node> = nodes.iter().collect();
+    sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for node in sorted {
+        all.count(node);
+        for key in group_by {
+            let value = node
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(key))
+                .cloned();
+            groups.entry((key.clone(), value)).or_default().count(node);
+        }
+    }
+    let groups = groups.into_iter().map(|((k, v), d)| (k, v, d)).collect();
+    (all, groups)
 }

@@ -86,21 +86,47 @@ fn nodes_table_shows_conditions_and_ages() {
         last_transition_time: Some(Time(ts("2026-01-01T01:45:00Z"))),
         ..Default::default()
     }]);
-    let bare: Node = serde_json::from_value(json!({"metadata": {"name": "n0"}})).unwrap();
+    let bare: Node = serde_json::from_value(json!({
+        "metadata": {"name": "n0"},
+        "spec": {"unschedulable": true},
+    }))
+    .unwrap();
     let t = nodes_table(
-        &[planned, node, bare],
+        &[planned.clone(), node.clone(), bare.clone()],
         &[],
         ts("2026-01-01T02:05:30Z"),
         false,
     );
     let expected = [
-        "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   NEXT-MAINTENANCE",
-        "n0     -                   -                   -       -             -        -     -         -                      -     -",
-        "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -     -",
-        "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m   -",
+        "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   AVAILABLE   NEXT-MAINTENANCE",
+        "n0     -                   -                   -       -             -        -     -         -                      -     cordoned    -",
+        "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -     yes         -",
+        "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m   yes         -",
+    ];
+    assert_eq!(t.lines().collect::<Vec<_>>(), expected);
+
+    // What takes slots: n0 is cordoned; per zone with --group-by.
+    let zoned = |mut n: Node, zone: Option<&str>| {
+        n.metadata.labels = zone.map(|z| [(ZONE.to_string(), z.to_string())].into());
+        n
+    };
+    let nodes = [
+        zoned(bare, Some("a")),
+        zoned(node, Some("a")),
+        zoned(planned, None),
+    ];
+    let (all, groups) = super::report::disruption(&nodes, &[ZONE.to_string()]);
+    let t = super::render::disruption_table(&all, &groups);
+    let expected = [
+        "GROUP                            NODES   IN-PROGRESS   DISRUPTED   UNAVAILABLE",
+        "all                              3       0             1           1 (n0 cordoned)",
+        "no topology.kubernetes.io/zone   1       0             0           0",
+        "topology.kubernetes.io/zone=a    2       0             1           1 (n0 cordoned)",
     ];
     assert_eq!(t.lines().collect::<Vec<_>>(), expected);
 }
+
+const ZONE: &str = "topology.kubernetes.io/zone";
 
 fn window(name: &str, data: serde_json::Value) -> Window {
     let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
