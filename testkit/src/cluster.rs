@@ -14,7 +14,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
-use crate::agent::REBOOT_REQUIRED;
+use crate::agent::{Observer, REBOOT_REQUIRED, RebootAgent};
 use crate::kumaco::{KumacoProcess, Pod, Replica, StartOptions};
 use crate::nodes::{
     condition, create_node, has_status, set_condition, set_condition_at, wait_for_condition,
@@ -177,6 +177,21 @@ impl TestCluster {
         check: impl Fn(&Event) -> bool,
     ) -> Vec<Event> {
         events::wait_for(&self.client, &self.ns, name, reason, timeout, check)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// An [`Observer`] of this test's nodes.
+    pub async fn observer(&self) -> Observer {
+        Observer::start(&self.client, &self.scope.selector())
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// A [`RebootAgent`] for this test's nodes, each reboot pausing between the bounds of
+    /// `pause`.
+    pub async fn agent(&self, pause: (Duration, Duration)) -> RebootAgent {
+        RebootAgent::start(&self.client, &self.scope.selector(), pause)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"))
     }
