@@ -37,6 +37,11 @@ impl TestCluster {
     /// A new scope named after `name` and its namespace on `server`.
     pub async fn new(server: &ApiServer, name: &str) -> Self {
         let client = server.client().await.expect("admin client");
+        Self::with_client(client, name).await
+    }
+
+    /// [`TestCluster::new`] on the API server of `client` (an admin's).
+    pub async fn with_client(client: kube::Client, name: &str) -> Self {
         let scope = Scope::new(name);
         // Namespaces are never deleted (no controller-manager to finalize them): the
         // scope's unique value keeps reruns on the same server apart.
