@@ -27,7 +27,7 @@ use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::files::{read, repo};
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::manifests::{self, ApplyOptions};
-use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
+use testkit::nodes::{condition, create_node, has_status, managers, wait_for_condition};
 use testkit::time::poll_for;
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
@@ -160,13 +160,7 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
         "kumaco wrote to {outside_name}, outside its --node-selector: {:?}",
         outside_now.status
     );
-    let managers: Vec<_> = outside_now
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.manager.as_deref())
-        .collect();
+    let managers = managers(&outside_now);
     assert!(!managers.contains(&"kumaco"), "managers: {managers:?}");
 
     let log = std::fs::read_to_string(kumaco.log_path()).unwrap_or_default();

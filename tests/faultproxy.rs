@@ -21,15 +21,13 @@ use testkit::cluster::{Cluster, UNDER_MAINTENANCE};
 use testkit::faultproxy::{Fault, FaultProxy, proxied, proxied_kubeconfig, upstream_of};
 use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric_sum};
 use testkit::nodes::condition;
-use testkit::time::{edge_in, poll_showing, until};
+use testkit::time::{EDGE_BOUND, edge_in, poll_showing, until};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
 /// A request through a healthy proxy on a loaded 2-core machine.
 const ANSWER: Duration = Duration::from_secs(10);
 /// How long a request that must not be answered is watched.
 const QUIET: Duration = Duration::from_secs(1);
-/// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// As `tests/faults.rs`: a missed edge lands within 5 s of the API server's return
 /// (kumaco's write retries back off to at most 4 s).
 const RECOVERY_BOUND: Duration = Duration::from_secs(5);

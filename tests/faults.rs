@@ -19,16 +19,14 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
-use testkit::cluster::Cluster;
+use testkit::cluster::{Cluster, REASON_NO_WINDOW, REASON_WINDOW};
 use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, http_get, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, has_status, transitioned_at_or_after, wait_for_condition};
-use testkit::time::{edge_in, poll_until, sleep_until, until};
+use testkit::time::{EDGE_BOUND, edge_in, poll_until, sleep_until, until};
 use testkit::{ApiServer, client_from_kubeconfig};
 
-/// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// The contract: a missed edge lands within 5 s of the API server's return (kumaco's
 /// write retries back off to at most 4 s, `MAX_RETRY_DELAY` in the controller).
 const RECOVERY_BOUND: Duration = Duration::from_secs(5);
@@ -40,9 +38,6 @@ const SOON: Duration = Duration::from_secs(15);
 
 /// The kumaco under test.
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
-
-const REASON_WINDOW: &str = "MaintenanceWindow";
-const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
 
 // ---------------------------------------------------------------------------------------
 // 1. The API server crashes during a window and stays down across its end

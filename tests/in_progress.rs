@@ -27,14 +27,14 @@ use kube::api::Api;
 use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, REBOOT_REQUIRED, random_duration};
-use testkit::cluster::{Cluster, REPLICA_LEASE};
+use testkit::cluster::{Cluster, REASON_NO_WINDOW, REPLICA_LEASE};
 use testkit::faultproxy::{Fault, proxied};
 use testkit::history::History;
 use testkit::kumaco::{
     SHORT_LEASE, SHORT_LEASE_DURATION, SHORT_LEASE_RETRY_PERIOD, http_get, one_leader,
 };
 use testkit::nodes::{condition, has_status, wait_for_condition};
-use testkit::time::{edge_in, poll_until, until, whole_second};
+use testkit::time::{EDGE_BOUND, assert_edge_latency, edge_in, poll_until, until, whole_second};
 
 /// The kumaco under test.
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
@@ -50,11 +50,7 @@ const REASON_WAITING: &str = "WaitingForSlot";
 const REASON_BLOCKED: &str = "Blocked";
 const REASON_REQUIREMENT: &str = "RequirementNotMet";
 const REASON_CUTOFF: &str = "StartCutoff";
-const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
 
-/// The contract says 1 s for window edges; 2 s for a loaded 2-core CI machine (as in
-/// tests/controller.rs).
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// How soon kumaco must react to a node change (a watch event, then a pass).
 const PROMPT: Duration = Duration::from_secs(2);
 /// Waits with no precise deadline in the contract (the first pass after startup).
@@ -1298,14 +1294,10 @@ fn check_edge_latency(seen: &Observed, node: &str, edge: Timestamp, what: &str) 
     let latency = change.at.duration_since(edge);
     let ms = latency.as_millis();
     eprintln!("EDGE_LATENCY_MS {ms} node={node} edge={what}");
-    assert!(
-        ms >= -100,
-        "{node} changed {}ms before the {what} edge",
-        -ms
-    );
-    assert!(
-        latency < SignedDuration::try_from(EDGE_BOUND).unwrap(),
-        "{node} changed {ms}ms after the {what} edge (bound {EDGE_BOUND:?})"
+    assert_edge_latency(
+        latency,
+        EDGE_BOUND,
+        &format!("{node} changed at the {what} edge"),
     );
 }
 

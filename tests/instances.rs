@@ -15,7 +15,9 @@ use serde_json::json;
 
 use k8s_openapi::api::core::v1::Node;
 use testkit::ApiServer;
-use testkit::cluster::{Cluster, TestCluster, UNDER_MAINTENANCE};
+use testkit::cluster::{
+    Cluster, REASON_OUT_OF_SCOPE, REASON_WINDOW, TestCluster, UNDER_MAINTENANCE,
+};
 use testkit::events;
 use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric_sum};
@@ -23,9 +25,6 @@ use testkit::time::poll_until;
 
 /// How soon a reaction to an API change must be visible (a loaded 2-core machine).
 const PROMPT: Duration = Duration::from_secs(10);
-
-const REASON_WINDOW: &str = "MaintenanceWindow";
-const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
 
 /// The kumaco under test.
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");

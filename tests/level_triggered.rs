@@ -30,27 +30,22 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observer};
-use testkit::cluster::{Cluster, REPLICA_LEASE, UNDER_MAINTENANCE};
+use testkit::cluster::{
+    Cluster, REASON_BLACKOUT, REASON_NO_WINDOW, REASON_OUT_OF_SCOPE, REASON_WINDOW, REPLICA_LEASE,
+    UNDER_MAINTENANCE,
+};
 use testkit::events;
 use testkit::history::History;
 use testkit::kumaco::{SHORT_LEASE, SHORT_LEASE_DURATION, node_writes, one_leader};
 use testkit::nodes::{condition, has_status, set_labels, wait_for_condition};
-use testkit::time::{edge_in, poll_until, until, whole_second};
+use testkit::time::{EDGE_BOUND, edge_in, poll_until, until, whole_second};
 use testkit::{ApiServer, SCOPE_LABEL};
 
-/// The contract says 1 s for window edges; 2 s for a loaded 2-core machine (as in
-/// tests/controller.rs).
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// How soon a reaction to an API change must be visible.
 const PROMPT: Duration = Duration::from_secs(2);
 /// Waits with no precise deadline in the contract (the first pass after start-up, an
 /// event being posted).
 const SOON: Duration = Duration::from_secs(10);
-
-const REASON_WINDOW: &str = "MaintenanceWindow";
-const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
-const REASON_BLACKOUT: &str = "MaintenanceBlackout";
-const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
 
 const LOADED: &str = "WindowLoaded";
 const INVALID: &str = "WindowInvalid";

@@ -167,3 +167,13 @@ pub fn message_has(c: Option<&NodeCondition>, text: &str) -> bool {
 pub fn transitioned_at_or_after(c: &NodeCondition, edge: Timestamp) -> bool {
     c.last_transition_time.as_ref().is_some_and(|t| t.0 >= edge)
 }
+
+/// The field managers of `node` (every entry of its managedFields).
+pub fn managers(node: &Node) -> Vec<&str> {
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect()
+}

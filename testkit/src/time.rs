@@ -5,6 +5,23 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
+/// How late a window edge may land: the contract says 1 s; 2 s for a loaded 2-core CI
+/// machine.
+pub const EDGE_BOUND: Duration = Duration::from_secs(2);
+
+/// Checks that a change due at an edge came `latency` after it: not before it (100 ms of
+/// slack for timer rounding; a real early change is about a second early) and less than
+/// `bound` after. `change` names it in the failure ("n1 became True at the start edge at
+/// ...").
+pub fn assert_edge_latency(latency: SignedDuration, bound: Duration, change: &str) {
+    let ms = latency.as_millis();
+    assert!(ms >= -100, "{change}: {}ms before it", -ms);
+    assert!(
+        latency < SignedDuration::try_from(bound).expect("a bound of seconds"),
+        "{change}: {ms}ms after it (bound {bound:?})"
+    );
+}
+
 /// An instant `secs` ahead on a whole second: `edge_in(4)` is 3 to 4 seconds ahead, time
 /// to create windows and start watches before it.
 pub fn edge_in(secs: i64) -> Timestamp {
