@@ -22,6 +22,7 @@ use kumaco::schedule::{self, Schedule, ScheduleError, ScheduleKind};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use testkit::oracle::{Answer, Oracle, Request};
+use testkit::time::ts;
 
 const DEFAULT_CASES: usize = 100_000;
 const BATCH: usize = 4_000;
@@ -184,7 +185,7 @@ fn around_a_skipped_day_we_agree_with_go_where_go_answers() {
 }
 
 fn nanos(rfc3339: &str) -> i64 {
-    let t: Timestamp = rfc3339.parse().expect("timestamp");
+    let t = ts(rfc3339);
     i64::try_from(t.as_nanosecond()).expect("in range")
 }
 
@@ -315,8 +316,8 @@ const OTHER_ZONES: &[&str] = &[
 /// Go reads) and the copy embedded in jiff (which kumaco reads): disagreements on them
 /// are about data versions, not about the code under test.
 static TZDATA_DIFFERS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-    let start: Timestamp = "1970-01-01T00:00:00Z".parse().expect("timestamp");
-    let end: Timestamp = "2045-01-01T00:00:00Z".parse().expect("timestamp");
+    let start = ts("1970-01-01T00:00:00Z");
+    let end = ts("2045-01-01T00:00:00Z");
     // Only offset changes count: the host's files may list transitions that change
     // nothing but the abbreviation or the DST flag.
     let changes = |zone: &jiff::tz::TimeZone| -> Vec<(Timestamp, i32)> {
@@ -782,8 +783,8 @@ fn instant(zones: Vec<&'static str>) -> impl Strategy<Value = i64> {
 
 /// Each test zone's clock changes between 1990 and 2040, in Unix seconds.
 static TRANSITIONS: LazyLock<HashMap<&'static str, Vec<i64>>> = LazyLock::new(|| {
-    let start: Timestamp = "1990-01-01T00:00:00Z".parse().expect("timestamp");
-    let end: Timestamp = "2040-01-01T00:00:00Z".parse().expect("timestamp");
+    let start = ts("1990-01-01T00:00:00Z");
+    let end = ts("2040-01-01T00:00:00Z");
     ZONES
         .iter()
         .map(|&name| {

@@ -29,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 
-use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observer};
+use testkit::agent::MAINTENANCE_IN_PROGRESS as MIP;
 use testkit::cluster::{
     Cluster, REASON_BLACKOUT, REASON_NO_WINDOW, REASON_OUT_OF_SCOPE, REASON_WINDOW, REPLICA_LEASE,
     UNDER_MAINTENANCE,
@@ -156,9 +156,7 @@ async fn blackout_does_not_end_maintenance_in_progress() {
     let n1 = c.node("n1", &[("freeze", "yes")]).await;
     let n2 = c.node("n2", &[]).await;
     assert!(n1 < n2, "the order by name the test relies on");
-    let observer = Observer::start(&c.client, &c.scope.selector())
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let observer = c.observer().await;
     let um1 = History::start(&c.client, &n1, UNDER_MAINTENANCE).await;
     let _kumaco = c.kumaco(&["--in-progress", "--max-in-progress=1"]).await;
 
