@@ -20,13 +20,12 @@ use std::time::Instant;
 use jiff::Timestamp;
 use kumaco::schedule::{self, Schedule, ScheduleError, ScheduleKind};
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
+use testkit::diff::draw;
 use testkit::oracle::{Answer, Oracle, Request};
 use testkit::time::ts;
 
 const DEFAULT_CASES: usize = 100_000;
 const BATCH: usize = 4_000;
-const MAX_REPORTED: usize = 20;
 
 /// Zones used as the oracle's zone and in prefixes; their transitions seed the instants.
 const ZONES: &[&str] = &[
@@ -62,7 +61,7 @@ struct Tally {
 #[test]
 fn schedules_agree_with_go() {
     let run = testkit::diff::DiffRun::from_env("diff_schedule", DEFAULT_CASES);
-    let (cases, seed) = (run.cases, run.seed);
+    let cases = run.cases;
 
     let started = Instant::now();
     let mut runner = run.runner();
@@ -71,14 +70,7 @@ fn schedules_agree_with_go() {
     let mut mismatches = Vec::new();
     let mut tally = Tally::default();
     while tally.compared < cases {
-        let batch: Vec<Case> = (0..BATCH.min(cases - tally.compared))
-            .map(|_| {
-                strategy
-                    .new_tree(&mut runner)
-                    .expect("generating a case")
-                    .current()
-            })
-            .collect();
+        let batch: Vec<Case> = draw(&mut runner, &strategy, BATCH.min(cases - tally.compared));
         let requests: Vec<Request> = batch
             .iter()
             .map(|c| Request::Cron {
@@ -132,16 +124,7 @@ fn schedules_agree_with_go() {
         *TZDATA_DIFFERS,
         mismatches.len()
     );
-    if !mismatches.is_empty() {
-        let shown: Vec<_> = mismatches.iter().take(MAX_REPORTED).cloned().collect();
-        panic!(
-            "{} of {} cases disagree with Go (seed {seed}); first {}:\n{}",
-            mismatches.len(),
-            tally.compared,
-            shown.len(),
-            shown.join("\n")
-        );
-    }
+    run.assert_agree("cases", tally.compared, &mismatches);
 }
 
 /// Around the whole days some zones skipped (Samoa 2011-12-30, Kiribati 1994-12-31), we
