@@ -405,7 +405,7 @@ fn base_manifests() -> Vec<DynamicObject> {
     }
     let dir = repo().join("deploy/base");
     let kustomization: Kustomization =
-        serde_saphyr::from_str(&read(&dir.join("kustomization.yaml")))
+        serde_saphyr::from_str(&read(dir.join("kustomization.yaml")))
             .expect("parsing kustomization.yaml");
     kustomization
         .resources
