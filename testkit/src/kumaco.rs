@@ -646,6 +646,16 @@ kumaco_windows 2
     }
 
     #[test]
+    fn the_short_lease_flags_say_what_its_constants_say() {
+        let duration = format!("--lease-duration={}s", SHORT_LEASE_DURATION.as_secs());
+        let retry = format!(
+            "--lease-retry-period={}ms",
+            SHORT_LEASE_RETRY_PERIOD.as_millis()
+        );
+        assert_eq!([SHORT_LEASE[0], SHORT_LEASE[2]], [duration, retry]);
+    }
+
+    #[test]
     fn finds_families() {
         assert!(has_metric_family(TEXT, "kumaco_reconcile_duration_seconds"));
         assert!(has_metric_family(TEXT, "kumaco_windows"));
