@@ -268,14 +268,7 @@ impl Cluster {
         self
     }
 
-    /// The flags of every kumaco of this test: its namespace and scope, a field manager of
-    /// its own (a restarted process or another replica is the same instance: the same
-    /// one), and those of [`Cluster::with_flags`].
-    pub fn flags(&self) -> &[String] {
-        &self.flags
-    }
-
-    /// A single kumaco (leader election off) with [`Cluster::flags`] and `extra`.
+    /// A single kumaco (leader election off) with the test's flags and `extra`.
     pub async fn kumaco(&self, extra: &[&str]) -> KumacoProcess {
         self.kumaco_with(extra, &StartOptions::default()).await
     }
@@ -290,14 +283,14 @@ impl Cluster {
         self.kumaco_with(extra, &options).await
     }
 
-    /// A kumaco with [`Cluster::flags`] and `extra`, started as `options` say.
+    /// A kumaco with the test's flags and `extra`, started as `options` say.
     pub async fn kumaco_with(&self, extra: &[&str], options: &StartOptions) -> KumacoProcess {
         let mut args: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         args.extend_from_slice(extra);
         self.start_kumaco(&args, options).await
     }
 
-    /// A kumaco with exactly `args` (none of [`Cluster::flags`]: for a test of other
+    /// A kumaco with exactly `args` (none of the test's flags: for a test of other
     /// scopes or field managers), started as `options` say.
     pub async fn start_kumaco(&self, args: &[&str], options: &StartOptions) -> KumacoProcess {
         KumacoProcess::start_on(&self.bin, &self.kubeconfig, args, options)
@@ -306,7 +299,7 @@ impl Cluster {
     }
 
     /// A replica with leader election on (Lease [`REPLICA_LEASE`] in this test's
-    /// namespace), pod `pod`, [`Cluster::flags`] and `extra`; returns once `/healthz`
+    /// namespace), pod `pod`, the test's flags and `extra`; returns once `/healthz`
     /// answers (a follower is never ready).
     pub async fn replica(&self, pod: &str, extra: &[&str]) -> Replica {
         self.start_replica(pod, extra, None).await
