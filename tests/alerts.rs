@@ -14,18 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
+use testkit::files::{read_repo, repo};
 
 const RULES: &str = "charts/kumaco/files/prometheus-rules.yaml";
 const COMPONENT: &str = "deploy/components/prometheusrule/prometheusrule.yaml";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(relative: &str) -> String {
-    let path = repo().join(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
 
 fn yaml(text: &str, what: &str) -> Value {
     serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("parsing {what}: {e}"))
@@ -33,7 +25,7 @@ fn yaml(text: &str, what: &str) -> Value {
 
 /// The alert rules of the rules file: (name, rule).
 fn alerts() -> Vec<(String, Value)> {
-    let rules = yaml(&read(RULES), RULES);
+    let rules = yaml(&read_repo(RULES), RULES);
     rules["groups"]
         .as_array()
         .expect("groups")
@@ -122,7 +114,7 @@ fn every_alert_is_tested_firing_and_silent() {
 
 #[test]
 fn every_alert_has_a_runbook() {
-    let operations = read("docs/operations.md");
+    let operations = read_repo("docs/operations.md");
     for (name, rule) in alerts() {
         assert!(
             operations.contains(&format!("\n#### {name}\n")),
@@ -138,10 +130,10 @@ fn every_alert_has_a_runbook() {
 
 #[test]
 fn the_kustomize_component_carries_the_rules_file() {
-    let component = yaml(&read(COMPONENT), COMPONENT);
+    let component = yaml(&read_repo(COMPONENT), COMPONENT);
     assert_eq!(component["kind"], "PrometheusRule");
     assert!(
-        component["spec"] == yaml(&read(RULES), RULES),
+        component["spec"] == yaml(&read_repo(RULES), RULES),
         "{COMPONENT} differs from {RULES}: run `make prometheusrule`"
     );
 }
@@ -172,7 +164,7 @@ fn render_rule(sets: &[&str]) -> Value {
 
 #[test]
 fn the_chart_renders_the_rules_file_with_its_thresholds() {
-    let rules = yaml(&read(RULES), RULES);
+    let rules = yaml(&read_repo(RULES), RULES);
     let rendered = render_rule(&["prometheusRule.labels.release=prometheus"]);
     assert_eq!(rendered["kind"], "PrometheusRule");
     assert_eq!(rendered["metadata"]["labels"]["release"], "prometheus");
@@ -224,7 +216,7 @@ fn the_chart_renders_the_rules_file_with_its_thresholds() {
 #[test]
 fn the_dashboard_queries_are_promql() {
     let dashboard: Value =
-        serde_json::from_str(&read("charts/kumaco/files/dashboard.json")).expect("JSON");
+        serde_json::from_str(&read_repo("charts/kumaco/files/dashboard.json")).expect("JSON");
     let exprs: Vec<String> = dashboard["panels"]
         .as_array()
         .expect("panels")

@@ -15,13 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
 
 use testkit::ApiServer;
-use testkit::cluster::{TestCluster, UNDER_MAINTENANCE};
+use testkit::cluster::Cluster;
 use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
-use testkit::nodes::condition;
 use testkit::time::whole_second;
 
 /// Debian's and Ubuntu's libfaketime (package `faketime`).
@@ -33,6 +30,8 @@ const STEP_BOUND: Duration = Duration::from_secs(3);
 const SOON: Duration = Duration::from_secs(15);
 /// Long enough for kumaco to be in its long sleep (its next edge is far off).
 const SETTLE: Duration = Duration::from_secs(2);
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 /// kumaco runs an hour behind (libfaketime, its process only; the API server keeps the
 /// real time), so a window active now is an hour ahead for it. Its clock is then stepped
@@ -41,7 +40,7 @@ const SETTLE: Duration = Duration::from_secs(2);
 #[tokio::test]
 async fn a_step_of_kumacos_wall_clock_moves_the_condition_at_once() {
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "clockstep").await;
+    let c = Cluster::new(server, "clockstep", KUMACO).await;
     let node = c.node("a", &[("zone", "a")]).await;
     // Active from 10 minutes ago for 30 minutes (real time): an hour behind, it starts in
     // 50 minutes, far beyond any sleep of kumaco's.
@@ -50,7 +49,11 @@ async fn a_step_of_kumacos_wall_clock_moves_the_condition_at_once() {
 
     let clock = FakeClock::new(server.dir(), c.scope.value());
     clock.set("-3600");
-    let kumaco = start_kumaco(&c, server, clock.env()).await;
+    let options = StartOptions {
+        env: clock.env(),
+        ..StartOptions::default()
+    };
+    let kumaco = c.kumaco_with(&[], &options).await;
     // Its clock is the fake one: the window is loaded but not active.
     let metrics = kumaco.metrics_text().await.unwrap();
     assert_eq!(
@@ -63,7 +66,7 @@ async fn a_step_of_kumacos_wall_clock_moves_the_condition_at_once() {
         0.0,
         "kumaco does not run an hour behind: is {LIBFAKETIME} preloaded?\n{metrics}"
     );
-    assert_eq!(status(&c, &node).await, None);
+    assert_eq!(c.condition(&node).await, None);
 
     tokio::time::sleep(SETTLE).await;
     let forward = clock.step("+0");
@@ -113,9 +116,9 @@ async fn a_step_of_kumacos_wall_clock_moves_the_condition_at_once() {
 #[tokio::test]
 async fn setting_the_realtime_clock_is_noticed_by_the_kernel_timer() {
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "clockset").await;
+    let c = Cluster::new(server, "clockset", KUMACO).await;
     c.node("a", &[("zone", "a")]).await;
-    let kumaco = start_kumaco(&c, server, Vec::new()).await;
+    let kumaco = c.kumaco(&[]).await;
     tokio::time::sleep(SETTLE).await;
     let before = clock_steps(&kumaco).await;
 
@@ -195,29 +198,7 @@ impl FakeClock {
     }
 }
 
-async fn start_kumaco(
-    c: &TestCluster,
-    server: &ApiServer,
-    env: Vec<(String, String)>,
-) -> KumacoProcess {
-    let own = c.scope_args();
-    let args: Vec<&str> = own.iter().map(String::as_str).collect();
-    let options = StartOptions {
-        env,
-        ..StartOptions::default()
-    };
-    KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"))
-}
-
 async fn clock_steps(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
     metric_sum(&text, "kumaco_clock_steps_total", &[])
-}
-
-/// The node's `UnderMaintenance` status now (None: absent).
-async fn status(c: &TestCluster, node: &str) -> Option<String> {
-    let node = Api::<Node>::all(c.client.clone()).get(node).await.unwrap();
-    condition(&node, UNDER_MAINTENANCE).map(|c| c.status.clone())
 }

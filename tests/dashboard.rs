@@ -6,14 +6,15 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams};
 use testkit::ApiServer;
-use testkit::cluster::TestCluster;
+use testkit::cluster::Cluster;
+use testkit::files::read_repo;
 use testkit::kumaco::{KumacoProcess, metric_sum};
-use testkit::nodes::set_condition;
+use testkit::time::poll_showing;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 /// Sample names in a Prometheus text exposition.
 fn exported(text: &str) -> BTreeSet<String> {
@@ -46,15 +47,11 @@ fn metric_names(expr: &str) -> Vec<String> {
     names
 }
 
-fn read(relative: &str) -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
 /// Every PromQL expression of the dashboard (panel targets and template variables).
 fn dashboard_exprs() -> Vec<String> {
     let dashboard: serde_json::Value =
-        serde_json::from_str(&read("charts/kumaco/files/dashboard.json")).expect("dashboard JSON");
+        serde_json::from_str(&read_repo("charts/kumaco/files/dashboard.json"))
+            .expect("dashboard JSON");
     let mut exprs = Vec::new();
     for panel in dashboard["panels"].as_array().expect("panels") {
         let targets = panel["targets"].as_array().expect("targets");
@@ -76,7 +73,7 @@ fn dashboard_exprs() -> Vec<String> {
 
 fn rule_exprs() -> Vec<String> {
     let rules: serde_json::Value =
-        serde_saphyr::from_str(&read("charts/kumaco/files/prometheus-rules.yaml")).unwrap();
+        serde_saphyr::from_str(&read_repo("charts/kumaco/files/prometheus-rules.yaml")).unwrap();
     rules["groups"]
         .as_array()
         .unwrap()
@@ -88,31 +85,25 @@ fn rule_exprs() -> Vec<String> {
 
 /// Polls kumaco's /metrics until `done` holds for it, or fails with the last text.
 async fn metrics_until(kumaco: &KumacoProcess, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    poll_showing(what, Duration::from_secs(30), || async {
         let text = kumaco.metrics_text().await.expect("GET /metrics");
         if done(&text) {
-            return text;
+            Ok(text)
+        } else {
+            Err(format!("/metrics:\n{text}\nlog:\n{}", kumaco.log_tail(30)))
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within 30 s; /metrics:\n{text}\nlog:\n{}",
-            kumaco.log_tail(30)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await
 }
 
 #[tokio::test]
 async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "dashboard").await;
+    let c = Cluster::new(server, "dashboard", KUMACO).await;
     let a = c.node("a", &[("pool", "a")]).await;
     let b = c.node("b", &[("pool", "a")]).await;
     for node in [&a, &b] {
-        set_condition(&c.client, node, REBOOT, "True", "test-agent")
-            .await
-            .unwrap();
+        c.set(node, REBOOT, "True").await;
     }
     c.put_active_window("open", "pool=a").await;
     c.put_active_window("empty", "pool=none").await;
@@ -140,21 +131,15 @@ async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
     )
     .await;
 
-    let mut args = c.scope_args();
-    args.extend(
-        [
+    let kumaco = c
+        .kumaco(&[
             "--in-progress",
             "--require-condition=kured.dev/RebootRequired",
             "--max-in-progress=1",
             // A group per pool: the per-group series the dashboard reads exist.
             "--max-in-progress-per=pool=1",
-        ]
-        .map(String::from),
-    );
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let kumaco = KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), server, &args)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+        ])
+        .await;
 
     let window = |name: &'static str| [("window_namespace", c.ns.as_str()), ("window", name)];
     let waiting = [
@@ -243,10 +228,7 @@ async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
     );
 
     // A deleted window's series go with it.
-    Api::<ConfigMap>::namespaced(c.client.clone(), &c.ns)
-        .delete("empty", &DeleteParams::default())
-        .await
-        .unwrap();
+    c.delete_window("empty").await;
     let text = metrics_until(&kumaco, "the deleted window's series removed", |t| {
         !t.contains("window=\"empty\"")
     })

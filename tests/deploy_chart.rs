@@ -13,18 +13,14 @@ use std::process::Command;
 
 use kube::api::DynamicObject;
 use testkit::ApiServer;
+use testkit::files::{read_repo, repo};
 use testkit::manifests::{self, ApplyOptions};
-
-fn read(relative: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
 
 #[test]
 fn chart_admission_policy_is_the_base_one() {
     assert!(
-        read("charts/kumaco/files/admission-policy.yaml")
-            == read("deploy/base/admission-policy.yaml"),
+        read_repo("charts/kumaco/files/admission-policy.yaml")
+            == read_repo("deploy/base/admission-policy.yaml"),
         "charts/kumaco/files/admission-policy.yaml must be a copy of \
          deploy/base/admission-policy.yaml (cp deploy/base/admission-policy.yaml \
          charts/kumaco/files/)"
@@ -39,7 +35,7 @@ fn every_run_flag_has_a_chart_value() {
         .expect("running kumaco run --help");
     assert!(help.status.success(), "{help:?}");
     let help = String::from_utf8_lossy(&help.stdout);
-    let values = read("charts/kumaco/values.yaml");
+    let values = read_repo("charts/kumaco/values.yaml");
     // Flags are the `--name` words that start an option line of clap's help.
     let flags: Vec<&str> = help
         .lines()
@@ -68,7 +64,7 @@ fn every_run_flag_has_a_chart_value() {
 /// `helm template` of the chart with `--set` values, as objects.
 fn render(sets: &[&str]) -> Vec<DynamicObject> {
     let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/kumaco");
+    let chart = repo().join("charts/kumaco");
     let mut cmd = Command::new(&helm);
     // Offline, helm assumes Kubernetes 1.20 unless told: the test API server's version.
     cmd.args(["template", "kumaco"]).arg(&chart).args([
@@ -180,7 +176,7 @@ async fn helm_rendered_chart_is_accepted_by_the_api_server() {
         .expect("kumaco.json");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(json).expect("the dashboard is JSON"),
-        serde_json::from_str::<serde_json::Value>(&read("charts/kumaco/files/dashboard.json"))
+        serde_json::from_str::<serde_json::Value>(&read_repo("charts/kumaco/files/dashboard.json"))
             .unwrap()
     );
     let args = deployment_args(&options);
@@ -257,7 +253,7 @@ async fn notes_suggest_a_status_command_that_works() {
         ),
     ];
     let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
-    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("charts/kumaco");
+    let chart = repo().join("charts/kumaco");
     let kumaco_dir = Path::new(env!("CARGO_BIN_EXE_kumaco")).parent().unwrap();
     let path = format!(
         "{}:{}",

@@ -10,7 +10,7 @@
 //! docs and the tests cannot drift apart.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -21,16 +21,13 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use testkit::ApiServer;
 use testkit::cluster::UNDER_MAINTENANCE;
+use testkit::files::{copy_dir, repo};
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::manifests;
 use testkit::nodes::{has_status, wait_for_condition};
 
 const DOCS: [&str; 2] = ["README.md", "docs/operations.md"];
 const MARKER: &str = "<!-- tested: ";
-
-fn repo() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Every marked block of the docs, by name.
 fn marked_blocks() -> BTreeMap<String, String> {
@@ -152,19 +149,6 @@ impl Workdir {
     /// Runs the docs' block `name` (its runnable lines).
     fn run_block(&self, server: &ApiServer, name: &str) -> String {
         self.run(server, name, &runnable(&block(name)))
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

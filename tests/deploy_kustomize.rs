@@ -12,11 +12,12 @@
 //! - the NetworkPolicy component applies, and the PrometheusRule component renders (and
 //!   is refused the same way without the CRDs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use kube::api::DynamicObject;
 use testkit::ApiServer;
+use testkit::files::{copy_dir, repo};
 use testkit::manifests::{self, ApplyOptions};
 use testkit::time::poll_until;
 
@@ -25,10 +26,6 @@ const APPLY: ApplyOptions = ApplyOptions {
     dry_run: false,
     default_namespace: None,
 };
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// `kustomize build DIR`, as objects.
 fn build(dir: &Path) -> Vec<DynamicObject> {
@@ -284,18 +281,4 @@ async fn may(client: &kube::Client, verb: &str, namespace: &str) -> bool {
         .expect("a SubjectAccessReview")
         .status
         .is_some_and(|s| s.allowed)
-}
-
-/// `cp -r from to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }

@@ -11,8 +11,8 @@
 //! The manifests are read from `deploy/base/kustomization.yaml`'s `resources:` and applied
 //! as they are (the base is plain YAML, so this is what `kubectl kustomize` outputs).
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -24,9 +24,11 @@ use serde::Deserialize;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use testkit::files::{read, repo};
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::manifests::{self, ApplyOptions};
-use testkit::nodes::{condition, create_node, has_status, wait_for_condition};
+use testkit::nodes::{condition, create_node, has_status, managers, wait_for_condition};
+use testkit::time::poll_for;
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
 /// kumaco's namespace in the base manifests.
@@ -122,7 +124,7 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
     .await
     .unwrap_or_else(|e| panic!("{e:#}\nkumaco log:\n{}", kumaco.log_tail(30)));
 
-    let lease = poll(SOON, "kumaco's Lease", || async {
+    let lease = poll_for("kumaco's Lease", SOON, || async {
         let lease = Api::<Lease>::namespaced(admin.clone(), NS)
             .get_opt("kumaco")
             .await
@@ -134,7 +136,7 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
     assert!(lease.spec.unwrap().renew_time.is_some());
 
     // Events on the window: kumaco may create them in the watched namespace.
-    poll(SOON, "a WindowLoaded event", || async {
+    poll_for("a WindowLoaded event", SOON, || async {
         let events = Api::<Event>::namespaced(admin.clone(), NS)
             .list(&ListParams::default().fields("regarding.name=everything"))
             .await
@@ -158,13 +160,7 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
         "kumaco wrote to {outside_name}, outside its --node-selector: {:?}",
         outside_now.status
     );
-    let managers: Vec<_> = outside_now
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.manager.as_deref())
-        .collect();
+    let managers = managers(&outside_now);
     assert!(!managers.contains(&"kumaco"), "managers: {managers:?}");
 
     let log = std::fs::read_to_string(kumaco.log_path()).unwrap_or_default();
@@ -319,22 +315,6 @@ fn forbidden<T: std::fmt::Debug>(what: &str, result: Result<T, kube::Error>) {
     }
 }
 
-/// Polls `probe` every 100 ms until it returns something, failing after `timeout`.
-async fn poll<T, F, Fut>(timeout: Duration, what: &str, probe: F) -> T
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(found) = probe().await {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 async fn create_namespace(client: &kube::Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": name } })).unwrap();
     Api::<Namespace>::all(client.clone())
@@ -423,17 +403,13 @@ fn base_manifests() -> Vec<DynamicObject> {
     struct Kustomization {
         resources: Vec<String>,
     }
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base");
+    let dir = repo().join("deploy/base");
     let kustomization: Kustomization =
-        serde_saphyr::from_str(&read(&dir.join("kustomization.yaml")))
+        serde_saphyr::from_str(&read(dir.join("kustomization.yaml")))
             .expect("parsing kustomization.yaml");
     kustomization
         .resources
         .iter()
         .flat_map(|file| manifests::read(&dir.join(file)).unwrap_or_else(|e| panic!("{e:#}")))
         .collect()
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }

@@ -13,17 +13,16 @@ use std::time::Instant;
 
 use kumaco::duration::{self, DurationError, GoDuration};
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
+use testkit::diff::draw;
 use testkit::oracle::{Answer, Oracle, Request};
 
 const DEFAULT_CASES: usize = 100_000;
 const BATCH: usize = 5_000;
-const MAX_REPORTED: usize = 20;
 
 #[test]
 fn durations_agree_with_go() {
     let run = testkit::diff::DiffRun::from_env("diff_duration", DEFAULT_CASES);
-    let (cases, seed) = (run.cases, run.seed);
+    let cases = run.cases;
 
     let started = Instant::now();
     let mut runner = run.runner();
@@ -33,14 +32,7 @@ fn durations_agree_with_go() {
     let mut compared = 0;
     let mut accepted = 0;
     while compared < cases {
-        let inputs: Vec<String> = (0..BATCH.min(cases - compared))
-            .map(|_| {
-                strategy
-                    .new_tree(&mut runner)
-                    .expect("generating an input")
-                    .current()
-            })
-            .collect();
+        let inputs: Vec<String> = draw(&mut runner, &strategy, BATCH.min(cases - compared));
         let requests: Vec<Request> = inputs
             .iter()
             .map(|input| Request::Duration {
@@ -67,15 +59,7 @@ fn durations_agree_with_go() {
         compared - accepted,
         mismatches.len()
     );
-    if !mismatches.is_empty() {
-        let shown: Vec<_> = mismatches.iter().take(MAX_REPORTED).cloned().collect();
-        panic!(
-            "{} of {compared} inputs disagree with Go (seed {seed}); first {}:\n{}",
-            mismatches.len(),
-            shown.len(),
-            shown.join("\n")
-        );
-    }
+    run.assert_agree("inputs", compared, &mismatches);
 }
 
 /// What differs between Go's answer and ours, if anything.

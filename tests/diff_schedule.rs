@@ -20,12 +20,12 @@ use std::time::Instant;
 use jiff::Timestamp;
 use kumaco::schedule::{self, Schedule, ScheduleError, ScheduleKind};
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
+use testkit::diff::draw;
 use testkit::oracle::{Answer, Oracle, Request};
+use testkit::time::ts;
 
 const DEFAULT_CASES: usize = 100_000;
 const BATCH: usize = 4_000;
-const MAX_REPORTED: usize = 20;
 
 /// Zones used as the oracle's zone and in prefixes; their transitions seed the instants.
 const ZONES: &[&str] = &[
@@ -61,7 +61,7 @@ struct Tally {
 #[test]
 fn schedules_agree_with_go() {
     let run = testkit::diff::DiffRun::from_env("diff_schedule", DEFAULT_CASES);
-    let (cases, seed) = (run.cases, run.seed);
+    let cases = run.cases;
 
     let started = Instant::now();
     let mut runner = run.runner();
@@ -70,14 +70,7 @@ fn schedules_agree_with_go() {
     let mut mismatches = Vec::new();
     let mut tally = Tally::default();
     while tally.compared < cases {
-        let batch: Vec<Case> = (0..BATCH.min(cases - tally.compared))
-            .map(|_| {
-                strategy
-                    .new_tree(&mut runner)
-                    .expect("generating a case")
-                    .current()
-            })
-            .collect();
+        let batch: Vec<Case> = draw(&mut runner, &strategy, BATCH.min(cases - tally.compared));
         let requests: Vec<Request> = batch
             .iter()
             .map(|c| Request::Cron {
@@ -131,16 +124,7 @@ fn schedules_agree_with_go() {
         *TZDATA_DIFFERS,
         mismatches.len()
     );
-    if !mismatches.is_empty() {
-        let shown: Vec<_> = mismatches.iter().take(MAX_REPORTED).cloned().collect();
-        panic!(
-            "{} of {} cases disagree with Go (seed {seed}); first {}:\n{}",
-            mismatches.len(),
-            tally.compared,
-            shown.len(),
-            shown.join("\n")
-        );
-    }
+    run.assert_agree("cases", tally.compared, &mismatches);
 }
 
 /// Around the whole days some zones skipped (Samoa 2011-12-30, Kiribati 1994-12-31), we
@@ -184,7 +168,7 @@ fn around_a_skipped_day_we_agree_with_go_where_go_answers() {
 }
 
 fn nanos(rfc3339: &str) -> i64 {
-    let t: Timestamp = rfc3339.parse().expect("timestamp");
+    let t = ts(rfc3339);
     i64::try_from(t.as_nanosecond()).expect("in range")
 }
 
@@ -315,8 +299,8 @@ const OTHER_ZONES: &[&str] = &[
 /// Go reads) and the copy embedded in jiff (which kumaco reads): disagreements on them
 /// are about data versions, not about the code under test.
 static TZDATA_DIFFERS: LazyLock<Vec<&'static str>> = LazyLock::new(|| {
-    let start: Timestamp = "1970-01-01T00:00:00Z".parse().expect("timestamp");
-    let end: Timestamp = "2045-01-01T00:00:00Z".parse().expect("timestamp");
+    let start = ts("1970-01-01T00:00:00Z");
+    let end = ts("2045-01-01T00:00:00Z");
     // Only offset changes count: the host's files may list transitions that change
     // nothing but the abbreviation or the DST flag.
     let changes = |zone: &jiff::tz::TimeZone| -> Vec<(Timestamp, i32)> {
@@ -782,8 +766,8 @@ fn instant(zones: Vec<&'static str>) -> impl Strategy<Value = i64> {
 
 /// Each test zone's clock changes between 1990 and 2040, in Unix seconds.
 static TRANSITIONS: LazyLock<HashMap<&'static str, Vec<i64>>> = LazyLock::new(|| {
-    let start: Timestamp = "1990-01-01T00:00:00Z".parse().expect("timestamp");
-    let end: Timestamp = "2040-01-01T00:00:00Z".parse().expect("timestamp");
+    let start = ts("1990-01-01T00:00:00Z");
+    let end = ts("2040-01-01T00:00:00Z");
     ZONES
         .iter()
         .map(|&name| {

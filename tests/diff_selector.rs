@@ -15,12 +15,11 @@ use std::time::Instant;
 
 use kumaco::selector::{self, Selector, SelectorError};
 use proptest::prelude::*;
-use proptest::strategy::ValueTree;
+use testkit::diff::draw;
 use testkit::oracle::{Answer, Oracle, Request};
 
 const DEFAULT_CASES: usize = 100_000;
 const BATCH: usize = 4_000;
-const MAX_REPORTED: usize = 20;
 const LABEL_SETS: usize = 4;
 
 type Labels = BTreeMap<String, String>;
@@ -28,7 +27,7 @@ type Labels = BTreeMap<String, String>;
 #[test]
 fn selectors_agree_with_go() {
     let run = testkit::diff::DiffRun::from_env("diff_selector", DEFAULT_CASES);
-    let (cases, seed) = (run.cases, run.seed);
+    let cases = run.cases;
 
     let started = Instant::now();
     let mut runner = run.runner();
@@ -40,14 +39,8 @@ fn selectors_agree_with_go() {
     let mut mismatches = Vec::new();
     let (mut compared, mut accepted, mut matched, mut unmatched) = (0, 0, 0, 0);
     while compared < cases {
-        let inputs: Vec<(String, Vec<Labels>)> = (0..BATCH.min(cases - compared))
-            .map(|_| {
-                strategy
-                    .new_tree(&mut runner)
-                    .expect("generating an input")
-                    .current()
-            })
-            .collect();
+        let inputs: Vec<(String, Vec<Labels>)> =
+            draw(&mut runner, &strategy, BATCH.min(cases - compared));
         let requests: Vec<Request> = inputs
             .iter()
             .map(|(input, labels)| Request::Selector {
@@ -84,15 +77,7 @@ fn selectors_agree_with_go() {
         started.elapsed(),
         mismatches.len()
     );
-    if !mismatches.is_empty() {
-        let shown: Vec<_> = mismatches.iter().take(MAX_REPORTED).cloned().collect();
-        panic!(
-            "{} of {compared} selectors disagree with Go (seed {seed}); first {}:\n{}",
-            mismatches.len(),
-            shown.len(),
-            shown.join("\n")
-        );
-    }
+    run.assert_agree("selectors", compared, &mismatches);
 }
 
 fn disagreement(

@@ -17,19 +17,17 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, WatchEvent, WatchParams};
 
-use testkit::cluster::{TestCluster, UNDER_MAINTENANCE};
-use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
-use testkit::kumaco::{KumacoProcess, Pod, StartOptions, metric_sum};
+use testkit::cluster::{Cluster, UNDER_MAINTENANCE};
+use testkit::faultproxy::{Fault, FaultProxy, proxied, proxied_kubeconfig, upstream_of};
+use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric_sum};
 use testkit::nodes::condition;
-use testkit::time::{edge_in, until};
+use testkit::time::{EDGE_BOUND, edge_in, poll_showing, until};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
 /// A request through a healthy proxy on a loaded 2-core machine.
 const ANSWER: Duration = Duration::from_secs(10);
 /// How long a request that must not be answered is watched.
 const QUIET: Duration = Duration::from_secs(1);
-/// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// As `tests/faults.rs`: a missed edge lands within 5 s of the API server's return
 /// (kumaco's write retries back off to at most 4 s).
 const RECOVERY_BOUND: Duration = Duration::from_secs(5);
@@ -38,6 +36,9 @@ const RECOVERY_BOUND: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waits with no precise bound in the contract.
 const SOON: Duration = Duration::from_secs(15);
+
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 // ---------------------------------------------------------------------------------------
 // The faults, seen by a kube client
@@ -240,10 +241,9 @@ async fn dropping_the_proxy_closes_its_port_and_connections() {
 #[tokio::test]
 async fn kumaco_lands_an_edge_missed_during_each_fault_once_it_is_lifted() {
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "proxied").await;
-    let proxy = proxy(server);
-    let kubeconfig = via_kubeconfig(server, &proxy, &c.scope);
-    let kumaco = kumaco_via(&c, server, &kubeconfig).await;
+    let c = Cluster::new(server, "proxied", KUMACO).await;
+    let (proxy, kubeconfig) = proxied(server, c.scope.value()).expect("a fault proxy");
+    let kumaco = c.kumaco_as(&kubeconfig, &[]).await;
 
     let faults = [
         ("stall", Fault::Stall),
@@ -306,10 +306,9 @@ async fn kumaco_lands_an_edge_missed_during_each_fault_once_it_is_lifted() {
 #[tokio::test]
 async fn kumaco_sees_changes_again_soon_after_a_blackhole_swallowed_its_watches() {
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "blackwatch").await;
-    let proxy = proxy(server);
-    let kubeconfig = via_kubeconfig(server, &proxy, &c.scope);
-    let kumaco = kumaco_via(&c, server, &kubeconfig).await;
+    let c = Cluster::new(server, "blackwatch", KUMACO).await;
+    let (proxy, kubeconfig) = proxied(server, c.scope.value()).expect("a fault proxy");
+    let kumaco = c.kumaco_as(&kubeconfig, &[]).await;
     let node = c.node("a", &[("zone", "a")]).await;
     // The node's creation reached kumaco: its watch is up, with nothing after it.
     poll_metric(&kumaco, "kumaco_nodes_in_scope", 1.0).await;
@@ -344,34 +343,21 @@ async fn kumaco_sees_changes_again_soon_after_a_blackhole_swallowed_its_watches(
 async fn a_leader_renews_its_lease_soon_after_a_blackhole() {
     const LEASE: &str = "blacklease";
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "blacklease").await;
-    let proxy = proxy(server);
-    let kubeconfig = via_kubeconfig(server, &proxy, &c.scope);
+    let c = Cluster::new(server, "blacklease", KUMACO).await;
+    let (proxy, kubeconfig) = proxied(server, c.scope.value()).expect("a fault proxy");
     // 40 nodes entering a window at once: 32 writes in flight, their connections then
     // idle in the controller's pool.
     for i in 0..40 {
         c.node(&format!("n{i:02}"), &[("zone", "a")]).await;
     }
-    let own = c.scope_args();
-    let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
     let lease_name = format!("--lease-name={LEASE}");
-    args.extend([
-        lease_name.as_str(),
-        "--lease-duration=4s",
-        "--lease-renew-deadline=3s",
-        "--lease-retry-period=500ms",
-    ]);
+    let args = [&[lease_name.as_str()][..], &SHORT_LEASE].concat();
     let options = StartOptions {
         kubeconfig: Some(kubeconfig),
-        leader: Some(Pod {
-            name: "leader".into(),
-            namespace: c.ns.clone(),
-        }),
+        leader: Some(c.pod("leader")),
         ..StartOptions::default()
     };
-    let kumaco = KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let kumaco = c.kumaco_with(&args, &options).await;
     c.put_active_window("w", "zone=a").await;
     poll_metric(&kumaco, "kumaco_nodes_under_maintenance", 40.0).await;
     let leases: Api<Lease> = Api::namespaced(c.client.clone(), &c.ns);
@@ -415,10 +401,9 @@ async fn a_leader_renews_its_lease_soon_after_a_blackhole() {
 #[tokio::test]
 async fn kumaco_keeps_edges_under_latency() {
     let server = ApiServer::shared();
-    let c = TestCluster::new(server, "latency").await;
-    let proxy = proxy(server);
-    let kubeconfig = via_kubeconfig(server, &proxy, &c.scope);
-    let kumaco = kumaco_via(&c, server, &kubeconfig).await;
+    let c = Cluster::new(server, "latency", KUMACO).await;
+    let (proxy, kubeconfig) = proxied(server, c.scope.value()).expect("a fault proxy");
+    let kumaco = c.kumaco_as(&kubeconfig, &[]).await;
     let node = c.node("a", &[("zone", "a")]).await;
     let delay = Duration::from_millis(250);
     proxy.set(Fault::Latency(delay));
@@ -453,18 +438,9 @@ fn proxy(server: &ApiServer) -> FaultProxy {
     FaultProxy::start(upstream_of(server).unwrap()).expect("starting a fault proxy")
 }
 
-/// A kubeconfig like the server's admin one, through `proxy`.
-fn via_kubeconfig(server: &ApiServer, proxy: &FaultProxy, scope: &Scope) -> std::path::PathBuf {
-    let path = server
-        .dir()
-        .join(format!("proxied-{}.kubeconfig", scope.value()));
-    kubeconfig_via(server.kubeconfig(), proxy.addr(), &path).unwrap();
-    path
-}
-
 /// An admin client whose connections go through `proxy`.
 async fn client_via(server: &ApiServer, proxy: &FaultProxy, name: &str) -> kube::Client {
-    let path = via_kubeconfig(server, proxy, &Scope::new(name));
+    let path = proxied_kubeconfig(server, proxy, Scope::new(name).value()).unwrap();
     client_from_kubeconfig(&path).await.unwrap()
 }
 
@@ -475,35 +451,19 @@ async fn answered<T>(request: impl Future<Output = kube::Result<T>>) -> kube::Re
         .unwrap_or_else(|_| panic!("no answer, not even an error, within {ANSWER:?}"))
 }
 
-async fn kumaco_via(
-    c: &TestCluster,
-    server: &ApiServer,
-    kubeconfig: &std::path::Path,
-) -> KumacoProcess {
-    let own = c.scope_args();
-    let args: Vec<&str> = own.iter().map(String::as_str).collect();
-    let options = StartOptions {
-        kubeconfig: Some(kubeconfig.to_path_buf()),
-        ..StartOptions::default()
-    };
-    KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"))
-}
-
 /// Polls kumaco's `/metrics` until `name` reads `value`.
 async fn poll_metric(kumaco: &KumacoProcess, name: &str, value: f64) {
-    let deadline = Instant::now() + SOON;
-    loop {
-        let text = kumaco.metrics_text().await.unwrap();
-        let now = metric_sum(&text, name, &[]);
-        if now == value {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "kumaco's {name} is {now}, not {value}, after {SOON:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll_showing(
+        &format!("kumaco's {name} to read {value}"),
+        SOON,
+        || async {
+            let now = metric_sum(&kumaco.metrics_text().await.unwrap(), name, &[]);
+            if now == value {
+                Ok(())
+            } else {
+                Err(format!("it is {now}"))
+            }
+        },
+    )
+    .await;
 }

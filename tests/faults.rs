@@ -10,27 +10,23 @@
 //! the chosen moment to inject a fault) and the observation periods of "nothing happens"
 //! checks.
 
-use std::ops::{Deref, DerefMut};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
-use testkit::cluster::TestCluster;
+use testkit::cluster::{Cluster, REASON_NO_WINDOW, REASON_WINDOW};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, StartOptions, http_get, metric_sum};
+use testkit::kumaco::{KumacoProcess, http_get, metric_sum};
 use testkit::kumaco::{node_writes, settled_node_writes};
-use testkit::nodes::{condition, has_status, wait_for_condition};
-use testkit::time::{edge_in, poll_until, until};
+use testkit::nodes::{condition, has_status, transitioned_at_or_after, wait_for_condition};
+use testkit::time::{EDGE_BOUND, edge_in, poll_until, sleep_until, until};
 use testkit::{ApiServer, client_from_kubeconfig};
 
-/// The contract says 1 s; as in `tests/controller.rs`, 2 s for a loaded CI machine.
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// The contract: a missed edge lands within 5 s of the API server's return (kumaco's
 /// write retries back off to at most 4 s, `MAX_RETRY_DELAY` in the controller).
 const RECOVERY_BOUND: Duration = Duration::from_secs(5);
@@ -40,8 +36,8 @@ const CATCHUP_BOUND: Duration = Duration::from_secs(4 + 3);
 /// Waits that have no precise deadline in the contract.
 const SOON: Duration = Duration::from_secs(15);
 
-const REASON_WINDOW: &str = "MaintenanceWindow";
-const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 // ---------------------------------------------------------------------------------------
 // 1. The API server crashes during a window and stays down across its end
@@ -49,12 +45,12 @@ const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
 #[tokio::test]
 async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
     let mut server = private_server().await;
-    let c = Cluster::new(&server, "apiserver-down").await;
+    let c = Cluster::new(&server, "apiserver-down", KUMACO).await;
     let nodes = [
         c.node("a", &[("zone", "a")]).await,
         c.node("b", &[("zone", "a")]).await,
     ];
-    let mut kumaco = c.kumaco(&server, &[]).await;
+    let mut kumaco = c.kumaco(&[]).await;
 
     let start = edge_in(3);
     let end = start + SignedDuration::from_secs(20);
@@ -194,16 +190,16 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
 #[tokio::test]
 async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
     let server = ApiServer::shared();
-    let c = Cluster::new(server, "forbidden").await;
+    let c = Cluster::new(server, "forbidden", KUMACO).await;
     let a = c.node("a", &[("zone", "a")]).await;
     // A user of its own (client certificate), bound with the rules of deploy/base.
     let user = format!("kumaco-sa-{}", c.scope.value());
     let kubeconfig = server
         .kubeconfig_for(&user, &[])
         .expect("a kubeconfig for kumaco's identity");
-    let binding = c.grant_kumaco_rules(&user).await;
+    let binding = grant_kumaco_rules(&c, &user).await;
     let restricted = client_from_kubeconfig(&kubeconfig).await.unwrap();
-    let kumaco = c.kumaco_as(server, &kubeconfig).await;
+    let kumaco = c.kumaco_as(&kubeconfig, &[]).await;
 
     let start = edge_in(6);
     c.put_one_shot("w", start, "1h", "zone=a").await;
@@ -288,7 +284,7 @@ async fn revoked_permissions_hold_the_node_then_kumaco_catches_up() {
 #[tokio::test]
 async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
     let mut server = private_server().await;
-    let mut c = Cluster::new(&server, "relist").await;
+    let mut c = Cluster::new(&server, "relist", KUMACO).await;
     let steady = [
         c.node("a", &[("zone", "a")]).await,
         c.node("b", &[("zone", "a")]).await,
@@ -296,7 +292,7 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
     c.put_active_window("now", "zone=a").await;
     // Resyncs every 2 s: passes without a change must not write either.
     let kumaco = c
-        .kumaco(&server, &["--resync-interval=2s", "--watch-timeout=1h"])
+        .kumaco(&["--resync-interval=2s", "--watch-timeout=1h"])
         .await;
     for node in &steady {
         c.wait_status(node, Some("True"), SOON).await;
@@ -314,7 +310,7 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
         // A write kumaco's watches do not see (a ConfigMap without the window label)
         // moves etcd's revision past the last one they know, so the restarted server's
         // watch cache is certain to start after it.
-        c.put_unrelated(&format!("tick-{round}")).await;
+        put_unrelated(&c, &format!("tick-{round}")).await;
         server.kill().unwrap();
         server = restart(server).await;
         c.client = server.client().await.unwrap();
@@ -370,11 +366,11 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
 #[tokio::test]
 async fn watches_resume_within_their_retry_bound_after_an_outage() {
     let mut server = private_server().await;
-    let mut c = Cluster::new(&server, "resume").await;
+    let mut c = Cluster::new(&server, "resume", KUMACO).await;
     let node = c.node("a", &[("zone", "a")]).await;
-    let kumaco = c.kumaco(&server, &["--watch-timeout=1h"]).await;
+    let kumaco = c.kumaco(&["--watch-timeout=1h"]).await;
     // Past etcd's revision kumaco's watches know, as in the relist test above.
-    c.put_unrelated("tick").await;
+    put_unrelated(&c, "tick").await;
     server.kill().unwrap();
     // Long enough for kube's default backoff to have grown past 12 s (0.8 + 1.6 + 3.2 +
     // 6.4 s), and ours to its cap.
@@ -420,128 +416,83 @@ async fn restart(mut server: ApiServer) -> ApiServer {
     .unwrap()
 }
 
-/// One test's slice of a cluster ([`TestCluster`]). It holds no reference to the API
-/// server: the tests kill and restart theirs.
-struct Cluster(TestCluster);
-
-impl Deref for Cluster {
-    type Target = TestCluster;
-    fn deref(&self) -> &TestCluster {
-        &self.0
-    }
+/// A ConfigMap that is no window (no window label): invisible to kumaco's watches.
+async fn put_unrelated(c: &Cluster, name: &str) {
+    let cm = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": { "name": name },
+        "data": { "note": "not a window" },
+    });
+    Api::<ConfigMap>::namespaced(c.client.clone(), &c.ns)
+        .patch(
+            name,
+            &PatchParams::apply("kumaco-tests").force(),
+            &Patch::Apply(cm),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying ConfigMap {name}: {e}"));
 }
 
-impl DerefMut for Cluster {
-    fn deref_mut(&mut self) -> &mut TestCluster {
-        &mut self.0
-    }
-}
-
-impl Cluster {
-    async fn new(server: &ApiServer, name: &str) -> Self {
-        Cluster(TestCluster::new(server, name).await)
-    }
-
-    async fn kumaco(&self, server: &ApiServer, extra: &[&str]) -> KumacoProcess {
-        let own = self.scope_args();
-        let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
-        args.extend_from_slice(extra);
-        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), server, &args)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// [`Cluster::kumaco`] with the identity of `kubeconfig` instead of the admin's.
-    async fn kumaco_as(&self, server: &ApiServer, kubeconfig: &Path) -> KumacoProcess {
-        let own = self.scope_args();
-        let args: Vec<&str> = own.iter().map(String::as_str).collect();
-        let options = StartOptions {
-            kubeconfig: Some(kubeconfig.to_path_buf()),
-            ..StartOptions::default()
-        };
-        KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, &args, &options)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// A ConfigMap that is no window (no window label): invisible to kumaco's watches.
-    async fn put_unrelated(&self, name: &str) {
-        let cm = json!({
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": { "name": name },
-            "data": { "note": "not a window" },
-        });
-        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
-            .patch(
-                name,
-                &PatchParams::apply("kumaco-tests").force(),
-                &Patch::Apply(cm),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying ConfigMap {name}: {e}"));
-    }
-
-    /// Grants `user` kumaco's rules from `deploy/base` (nodes cluster-wide, windows and
-    /// events in this namespace; no Lease rules: leader election is off). Returns the
-    /// ClusterRoleBinding, the one the test revokes.
-    async fn grant_kumaco_rules(&self, user: &str) -> ClusterRoleBinding {
-        let name = format!("kumaco-{}", self.scope.value());
-        let subjects = json!([{
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "User",
-            "name": user,
-        }]);
-        let role: ClusterRole = serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "rules": [
-                { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"] },
-                { "apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"] },
-            ],
-        }))
+/// Grants `user` kumaco's rules from `deploy/base` (nodes cluster-wide, windows and
+/// events in this namespace; no Lease rules: leader election is off). Returns the
+/// ClusterRoleBinding, the one the test revokes.
+async fn grant_kumaco_rules(c: &Cluster, user: &str) -> ClusterRoleBinding {
+    let name = format!("kumaco-{}", c.scope.value());
+    let subjects = json!([{
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "User",
+        "name": user,
+    }]);
+    let role: ClusterRole = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "rules": [
+            { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"] },
+            { "apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"] },
+        ],
+    }))
+    .unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name },
+        "subjects": subjects,
+    }))
+    .unwrap();
+    let windows: Role = serde_json::from_value(json!({
+        "metadata": { "name": "kumaco-windows" },
+        "rules": [
+            { "apiGroups": [""], "resources": ["configmaps"],
+              "verbs": ["get", "list", "watch"] },
+            { "apiGroups": ["events.k8s.io"], "resources": ["events"],
+              "verbs": ["create", "patch"] },
+        ],
+    }))
+    .unwrap();
+    let windows_binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": "kumaco-windows" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": "kumaco-windows" },
+        "subjects": subjects,
+    }))
+    .unwrap();
+    let pp = PostParams::default();
+    Api::<ClusterRole>::all(c.client.clone())
+        .create(&pp, &role)
+        .await
         .unwrap();
-        let binding: ClusterRoleBinding = serde_json::from_value(json!({
-            "metadata": { "name": name },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                         "name": name },
-            "subjects": subjects,
-        }))
+    Api::<Role>::namespaced(c.client.clone(), &c.ns)
+        .create(&pp, &windows)
+        .await
         .unwrap();
-        let windows: Role = serde_json::from_value(json!({
-            "metadata": { "name": "kumaco-windows" },
-            "rules": [
-                { "apiGroups": [""], "resources": ["configmaps"],
-                  "verbs": ["get", "list", "watch"] },
-                { "apiGroups": ["events.k8s.io"], "resources": ["events"],
-                  "verbs": ["create", "patch"] },
-            ],
-        }))
+    Api::<RoleBinding>::namespaced(c.client.clone(), &c.ns)
+        .create(&pp, &windows_binding)
+        .await
         .unwrap();
-        let windows_binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": { "name": "kumaco-windows" },
-            "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                         "name": "kumaco-windows" },
-            "subjects": subjects,
-        }))
-        .unwrap();
-        let pp = PostParams::default();
-        Api::<ClusterRole>::all(self.client.clone())
-            .create(&pp, &role)
-            .await
-            .unwrap();
-        Api::<Role>::namespaced(self.client.clone(), &self.ns)
-            .create(&pp, &windows)
-            .await
-            .unwrap();
-        Api::<RoleBinding>::namespaced(self.client.clone(), &self.ns)
-            .create(&pp, &windows_binding)
-            .await
-            .unwrap();
-        Api::<ClusterRoleBinding>::all(self.client.clone())
-            .create(&pp, &binding)
-            .await
-            .unwrap()
-    }
+    Api::<ClusterRoleBinding>::all(c.client.clone())
+        .create(&pp, &binding)
+        .await
+        .unwrap()
 }
 
 /// `kumaco_api_writes_total{verb="patch",result="error"}`.
@@ -574,13 +525,4 @@ fn expired_watches(kumaco: &KumacoProcess) -> usize {
                         && (line.contains("Expired") || line.contains("Gone"))))
         })
         .count()
-}
-
-async fn sleep_until(t: Timestamp) {
-    tokio::time::sleep(until(t)).await;
-}
-
-/// `lastTransitionTime` (whole seconds) is not before `edge` (a whole second).
-fn transitioned_at_or_after(c: &NodeCondition, edge: Timestamp) -> bool {
-    c.last_transition_time.as_ref().is_some_and(|t| t.0 >= edge)
 }

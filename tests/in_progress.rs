@@ -17,7 +17,6 @@
 //! | grep -E 'MAX_IN_PROGRESS|CHAOS|FAILOVER_MS|EDGE_LATENCY_MS'`).
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -27,16 +26,18 @@ use kube::api::Api;
 
 use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use testkit::ApiServer;
-use testkit::agent::{
-    MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
-    random_duration, set_condition_at,
-};
-use testkit::cluster::TestCluster;
-use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
+use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, REBOOT_REQUIRED, random_duration};
+use testkit::cluster::{Cluster, REASON_NO_WINDOW, REPLICA_LEASE};
+use testkit::faultproxy::{Fault, proxied};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, Pod, StartOptions, has_metric_family, http_get, metric_sum};
-use testkit::nodes::{condition, has_status, set_condition, wait_for_condition};
-use testkit::time::{edge_in, poll_until, until, whole_second};
+use testkit::kumaco::{
+    SHORT_LEASE, SHORT_LEASE_DURATION, SHORT_LEASE_RETRY_PERIOD, http_get, one_leader,
+};
+use testkit::nodes::{condition, has_status, wait_for_condition};
+use testkit::time::{EDGE_BOUND, assert_edge_latency, edge_in, poll_until, until, whole_second};
+
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
 const REQUIRE_REBOOT: &str = "--require-condition=kured.dev/RebootRequired";
@@ -49,11 +50,7 @@ const REASON_WAITING: &str = "WaitingForSlot";
 const REASON_BLOCKED: &str = "Blocked";
 const REASON_REQUIREMENT: &str = "RequirementNotMet";
 const REASON_CUTOFF: &str = "StartCutoff";
-const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
 
-/// The contract says 1 s for window edges; 2 s for a loaded 2-core CI machine (as in
-/// tests/controller.rs).
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// How soon kumaco must react to a node change (a watch event, then a pass).
 const PROMPT: Duration = Duration::from_secs(2);
 /// Waits with no precise deadline in the contract (the first pass after startup).
@@ -87,7 +84,7 @@ async fn rollout_with_a_percent_ceiling_rounds_down() {
 }
 
 async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
-    let c = Cluster::new(name).await;
+    let c = cluster(name).await;
     // Ages scrambled with respect to names, each age shared by two nodes, so that the
     // order "oldest RebootRequired first, ties by name" differs from name order and from
     // creation order, and ties occur.
@@ -103,7 +100,7 @@ async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
     let expected: Vec<String> = aged.into_iter().map(|(_, node)| node).collect();
 
     let observer = c.observer().await;
-    let agent = c.agent().await;
+    let agent = c.agent(REBOOT).await;
     let start = edge_in(3);
     c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let ceiling_flag = format!("--max-in-progress={max_in_progress}");
@@ -159,7 +156,7 @@ async fn rollout(name: &str, max_in_progress: &str, ceiling: usize) {
 /// `RequirementNotMet`, and a node no window selects never gets the condition.
 #[tokio::test]
 async fn blocked_nodes_wait_and_a_late_blocker_revokes_nothing() {
-    let c = Cluster::new("blocked").await;
+    let c = cluster("blocked").await;
     let rollout = [("rollout", "yes")];
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let at = |mins| base + SignedDuration::from_mins(mins);
@@ -189,7 +186,7 @@ async fn blocked_nodes_wait_and_a_late_blocker_revokes_nothing() {
         .await;
 
     let observer = c.observer().await;
-    let agent = c.agent().await;
+    let agent = c.agent(REBOOT).await;
     agent.hold(&first);
     let start = edge_in(3);
     c.put_one_shot("w", start, "10m", "rollout=yes").await;
@@ -297,7 +294,7 @@ async fn blocked_nodes_wait_and_a_late_blocker_revokes_nothing() {
 /// `NoActiveMaintenanceWindow`. Also the default ceiling (1).
 #[tokio::test]
 async fn started_maintenance_outlives_its_window() {
-    let c = Cluster::new("outlives").await;
+    let c = cluster("outlives").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let a = c.node("a", &[]).await;
     c.needs_reboot_since(&a, base).await;
@@ -374,7 +371,7 @@ async fn started_maintenance_outlives_its_window() {
 /// that needs no reboot.
 #[tokio::test]
 async fn planned_runs_from_the_lead_time_until_each_maintenance_begins() {
-    let c = Cluster::new("planned").await;
+    let c = cluster("planned").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let a = c.node("a", &[]).await;
     c.needs_reboot_since(&a, base).await;
@@ -462,7 +459,7 @@ async fn planned_runs_from_the_lead_time_until_each_maintenance_begins() {
 /// not, within the edge bound.
 #[tokio::test]
 async fn stop_at_window_end_ends_maintenance_at_the_edge() {
-    let c = Cluster::new("stop-at-end").await;
+    let c = cluster("stop-at-end").await;
     let a = c.node("a", &[]).await;
     c.needs_reboot_since(&a, whole_second(Timestamp::now()))
         .await;
@@ -492,7 +489,7 @@ async fn stop_at_window_end_ends_maintenance_at_the_edge() {
 /// With no required condition configured, a maintenance ends with its window.
 #[tokio::test]
 async fn without_required_conditions_maintenance_ends_with_the_window() {
-    let c = Cluster::new("no-required").await;
+    let c = cluster("no-required").await;
     let a = c.node("a", &[]).await;
     let observer = c.observer().await;
     let start = edge_in(3);
@@ -527,7 +524,7 @@ async fn without_required_conditions_maintenance_ends_with_the_window() {
 /// up to the window end, while a node in a long window does.
 #[tokio::test]
 async fn start_cutoff_prevents_a_late_start() {
-    let c = Cluster::new("cutoff").await;
+    let c = cluster("cutoff").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let late = c.node("late", &[("window", "late")]).await;
     c.needs_reboot_since(&late, base).await;
@@ -588,7 +585,7 @@ async fn start_cutoff_prevents_a_late_start() {
 #[tokio::test]
 async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
     const MIN_KILLS: usize = 10;
-    let c = Cluster::new("chaos").await;
+    let c = cluster("chaos").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let mut nodes = Vec::new();
     for i in 0..20 {
@@ -598,7 +595,7 @@ async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
         nodes.push(node);
     }
     let observer = c.observer().await;
-    let agent = c.agent().await;
+    let agent = c.agent(REBOOT).await;
     let start = edge_in(3);
     c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let args = [REQUIRE_REBOOT, "--max-in-progress=2"];
@@ -663,7 +660,7 @@ async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
 /// count drops below the new ceiling.
 #[tokio::test]
 async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop() {
-    let c = Cluster::new("lowered").await;
+    let c = cluster("lowered").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let mut nodes = Vec::new();
     for i in 0..4 {
@@ -674,7 +671,7 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
     }
     let (running, last) = (&nodes[..3], &nodes[3]);
     let observer = c.observer().await;
-    let agent = c.agent().await;
+    let agent = c.agent(REBOOT).await;
     for node in &nodes {
         agent.hold(node);
     }
@@ -726,10 +723,6 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
 // ---------------------------------------------------------------------------------------
 // Leader election
 
-const LEASE_NAME: &str = "kumaco-test";
-const LEASE_DURATION: Duration = Duration::from_secs(4);
-const RETRY_PERIOD: Duration = Duration::from_millis(500);
-
 /// Two replicas: exactly one leads and writes. SIGKILL the leader: the other takes over
 /// within the lease duration plus a retry period, the writes of the two never interleave,
 /// the ceiling holds through the failover, and the restarted replica follows.
@@ -739,11 +732,11 @@ const RETRY_PERIOD: Duration = Duration::from_millis(500);
 /// SIGKILL would have to wait out.
 #[tokio::test]
 async fn sigterm_hands_the_lease_over_and_an_edge_in_the_gap_lands_on_time() {
-    let c = Cluster::new("handover").await;
+    let c = cluster("handover").await;
     let node = c.node("n", &[]).await;
-    let a = Replica::start(&c, "replica-a", &[]).await;
-    let b = Replica::start(&c, "replica-b", &[]).await;
-    let a_leads = one_leader(&a, &b).await;
+    let a = c.replica("replica-a", &[]).await;
+    let b = c.replica("replica-b", &[]).await;
+    let a_leads = one_leader(&a, &b, SOON + SHORT_LEASE_DURATION).await;
     let (mut leader, follower) = if a_leads { (a, b) } else { (b, a) };
     let edge = edge_in(4);
     c.put_one_shot("w", edge, "10m", &c.scope.selector()).await;
@@ -795,7 +788,7 @@ async fn sigterm_hands_the_lease_over_and_an_edge_in_the_gap_lands_on_time() {
 
 #[tokio::test]
 async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
-    let c = Cluster::new("leader").await;
+    let c = cluster("leader").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let mut nodes = Vec::new();
     for i in 0..12 {
@@ -805,22 +798,16 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
         nodes.push(node);
     }
     let observer = c.observer().await;
-    let _agent = c.agent().await;
+    let _agent = c.agent(REBOOT).await;
     let start = edge_in(3);
     c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
-    let args = [
-        REQUIRE_REBOOT,
-        "--max-in-progress=2",
-        "--lease-duration=4s",
-        "--lease-renew-deadline=3s",
-        "--lease-retry-period=500ms",
-    ];
-    let a = Replica::start(&c, "replica-a", &args).await;
-    let b = Replica::start(&c, "replica-b", &args).await;
+    let args = [&[REQUIRE_REBOOT, "--max-in-progress=2"][..], &SHORT_LEASE].concat();
+    let a = c.replica("replica-a", &args).await;
+    let b = c.replica("replica-b", &args).await;
 
-    let a_leads = one_leader(&a, &b).await;
+    let a_leads = one_leader(&a, &b, SOON + SHORT_LEASE_DURATION).await;
     let (mut leader, follower) = if a_leads { (a, b) } else { (b, a) };
-    assert_eq!(c.lease_holder().await.as_deref(), Some(leader.pod.as_str()));
+    assert_eq!(lease_holder(&c).await.as_deref(), Some(leader.pod.as_str()));
 
     // Let the first leader get the rollout going, then kill it at a random moment.
     observer
@@ -838,7 +825,7 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     let killed_at = Timestamp::now();
     let killed = Instant::now();
 
-    let bound = LEASE_DURATION + RETRY_PERIOD;
+    let bound = SHORT_LEASE_DURATION + SHORT_LEASE_RETRY_PERIOD;
     // The bound, plus time for a loaded machine and for this poll.
     let give_up = bound + Duration::from_secs(5);
     loop {
@@ -867,7 +854,7 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
         follower.pod
     );
     assert_eq!(
-        c.lease_holder().await.as_deref(),
+        lease_holder(&c).await.as_deref(),
         Some(follower.pod.as_str())
     );
 
@@ -932,7 +919,7 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     );
 
     // The killed replica comes back (same identity) and follows.
-    let rejoined = Replica::start(&c, &leader.pod, &args).await;
+    let rejoined = c.replica(&leader.pod, &args).await;
     let watch_until = Instant::now() + Duration::from_secs(2);
     while Instant::now() < watch_until {
         assert_eq!(
@@ -944,7 +931,7 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(
-        c.lease_holder().await.as_deref(),
+        lease_holder(&c).await.as_deref(),
         Some(follower.pod.as_str())
     );
     let rejoined_log = rejoined.log_summary();
@@ -970,7 +957,7 @@ async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
 /// the cluster shows: `n0` completes, and `n1` starts when it needs a reboot again.
 #[tokio::test]
 async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
-    let c = Cluster::new("blind-leader").await;
+    let c = cluster("blind-leader").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let n0 = c.node("n0", &[]).await;
     let n1 = c.node("n1", &[]).await;
@@ -981,22 +968,19 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
     let start = edge_in(10);
     c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let args = [
-        REQUIRE_REBOOT,
-        "--max-in-progress=1",
-        "--lease-duration=4s",
-        "--lease-renew-deadline=3s",
-        "--lease-retry-period=500ms",
-        "--watch-timeout=1h",
-    ];
-    let mut a = Replica::start(&c, "replica-a", &args).await;
+        &[REQUIRE_REBOOT, "--max-in-progress=1", "--watch-timeout=1h"][..],
+        &SHORT_LEASE,
+    ]
+    .concat();
+    let mut a = c.replica("replica-a", &args).await;
     poll_until(
         &format!("{} to lead", a.pod),
-        SOON + LEASE_DURATION,
+        SOON + SHORT_LEASE_DURATION,
         || async { a.leader_gauge().await == Some(1.0) },
     )
     .await;
-    let (proxy, via) = c.fault_proxy();
-    let b = Replica::start_with(&c, "replica-b", &args, Some(via)).await;
+    let (proxy, via) = proxied(ApiServer::shared(), c.scope.value()).expect("a fault proxy");
+    let b = c.replica_via("replica-b", &args, via).await;
     poll_until(&format!("{} to be ready", b.pod), SOON, || async {
         http_get(b.process.health_address(), "/readyz")
             .await
@@ -1024,7 +1008,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
     let killed = Instant::now();
     poll_until(
         &format!("{} to take over", b.pod),
-        LEASE_DURATION + SOON,
+        SHORT_LEASE_DURATION + SOON,
         || async { b.leader_gauge().await == Some(1.0) },
     )
     .await;
@@ -1087,22 +1071,18 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
 /// transition. It carries the resourceVersion it was derived from, so it is refused.
 #[tokio::test]
 async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
-    let c = Cluster::new("late-write").await;
+    let c = cluster("late-write").await;
     let node = c.node("n", &[]).await;
-    let args = [
-        "--lease-duration=4s",
-        "--lease-renew-deadline=3s",
-        "--lease-retry-period=500ms",
-    ];
-    let (proxy, via) = c.fault_proxy();
-    let a = Replica::start_with(&c, "replica-a", &args, Some(via)).await;
+    let args = SHORT_LEASE;
+    let (proxy, via) = proxied(ApiServer::shared(), c.scope.value()).expect("a fault proxy");
+    let a = c.replica_via("replica-a", &args, via).await;
     poll_until(
         &format!("{} to lead", a.pod),
-        SOON + LEASE_DURATION,
+        SOON + SHORT_LEASE_DURATION,
         || async { a.leader_gauge().await == Some(1.0) },
     )
     .await;
-    let b = Replica::start(&c, "replica-b", &args).await;
+    let b = c.replica("replica-b", &args).await;
     let start = edge_in(6);
     c.put_one_shot("w", start, "10m", &c.scope.selector()).await;
     let history = History::start(&c.client, &node, UNDER_MAINTENANCE).await;
@@ -1111,7 +1091,7 @@ async fn a_write_the_network_held_past_a_failover_cannot_undo_the_new_leader() {
     proxy.set(Fault::Stall);
     poll_until(
         &format!("{} to take over and write the edge", b.pod),
-        LEASE_DURATION + SOON,
+        SHORT_LEASE_DURATION + SOON,
         || async { b.log_summary().writes.iter().any(|&t| t >= start) },
     )
     .await;
@@ -1158,139 +1138,6 @@ async fn under_maintenance_since(c: &Cluster, nodes: &[&str]) -> Vec<(String, St
         out.push((um.status.clone(), at.unwrap_or_default()));
     }
     out
-}
-
-/// Waits until exactly one of `a` and `b` reports `kumaco_leader 1` and the other 0;
-/// returns whether it is `a`.
-async fn one_leader(a: &Replica, b: &Replica) -> bool {
-    let deadline = Instant::now() + SOON + LEASE_DURATION;
-    loop {
-        let gauges = (a.leader_gauge().await, b.leader_gauge().await);
-        match gauges {
-            (Some(1.0), Some(0.0)) => return true,
-            (Some(0.0), Some(1.0)) => return false,
-            (Some(1.0), Some(1.0)) => panic!("both replicas report kumaco_leader 1"),
-            _ if Instant::now() > deadline => panic!(
-                "no single leader within {:?}: kumaco_leader {gauges:?} (None: no such \
-                 gauge); logs {} and {}",
-                SOON + LEASE_DURATION,
-                a.process.log_path().display(),
-                b.process.log_path().display()
-            ),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-}
-
-/// A `kumaco run` replica with leader election on (`POD_NAME` = `pod`). Dropping it
-/// SIGKILLs it.
-struct Replica {
-    pod: String,
-    process: KumacoProcess,
-}
-
-/// What a replica's JSON log says about leadership and writes, in log order.
-#[derive(Debug, Default)]
-struct LogSummary {
-    became_leader: Vec<Timestamp>,
-    released: Vec<Timestamp>,
-    lost_leadership: Vec<Timestamp>,
-    /// Each `"condition changed"` (one per condition written).
-    writes: Vec<Timestamp>,
-}
-
-impl Replica {
-    /// Starts a replica of `c`'s kumaco named `pod`, with `args` after the common flags,
-    /// and waits until `/healthz` answers (a follower need not be ready).
-    async fn start(c: &Cluster, pod: &str, args: &[&str]) -> Replica {
-        Self::start_with(c, pod, args, None).await
-    }
-
-    /// [`Replica::start`] with another kubeconfig (one through a fault proxy).
-    async fn start_with(
-        c: &Cluster,
-        pod: &str,
-        args: &[&str],
-        kubeconfig: Option<std::path::PathBuf>,
-    ) -> Replica {
-        let lease = format!("--lease-name={LEASE_NAME}");
-        let common = c.common_args();
-        let mut all: Vec<&str> = vec![&lease];
-        all.extend(common.iter().map(String::as_str));
-        all.extend_from_slice(args);
-        let options = StartOptions {
-            leader: Some(Pod {
-                name: pod.into(),
-                namespace: c.ns.clone(),
-            }),
-            healthy_is_enough: true,
-            kubeconfig,
-            ..StartOptions::default()
-        };
-        let process = KumacoProcess::start_with(
-            env!("CARGO_BIN_EXE_kumaco"),
-            ApiServer::shared(),
-            &all,
-            &options,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("replica {pod}: {e:#}"));
-        Replica {
-            pod: pod.to_string(),
-            process,
-        }
-    }
-
-    /// `kumaco_leader` now; None if there is no such gauge or no answer.
-    async fn leader_gauge(&self) -> Option<f64> {
-        let text = self.process.metrics_text().await.ok()?;
-        has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
-    }
-
-    /// SIGTERM, as in a rolling update: the leader releases the Lease.
-    async fn terminate(&mut self) -> std::process::ExitStatus {
-        self.process
-            .terminate(Duration::from_secs(10))
-            .await
-            .unwrap_or_else(|e| panic!("{}: {e:#}", self.pod))
-    }
-
-    /// SIGKILL: no chance to release the Lease.
-    fn kill(&mut self) {
-        self.process.kill().unwrap();
-    }
-
-    /// Whether a line of the replica's log has this message.
-    fn log_has(&self, message: &str) -> bool {
-        let text = std::fs::read_to_string(self.process.log_path()).unwrap();
-        text.lines().any(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .is_ok_and(|entry| entry["message"].as_str() == Some(message))
-        })
-    }
-
-    fn log_summary(&self) -> LogSummary {
-        let text = std::fs::read_to_string(self.process.log_path()).unwrap();
-        let mut summary = LogSummary::default();
-        // Lines that are not JSON (a panic message) carry no timestamp: skipped.
-        for line in text.lines() {
-            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            let at = entry["timestamp"].as_str().and_then(|t| t.parse().ok());
-            let (Some(at), Some(message)) = (at, entry["message"].as_str()) else {
-                continue;
-            };
-            match message {
-                "became leader" => summary.became_leader.push(at),
-                "lost leadership" => summary.lost_leadership.push(at),
-                "released the lease" => summary.released.push(at),
-                "condition changed" => summary.writes.push(at),
-                _ => {}
-            }
-        }
-        summary
-    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1447,105 +1294,30 @@ fn check_edge_latency(seen: &Observed, node: &str, edge: Timestamp, what: &str) 
     let latency = change.at.duration_since(edge);
     let ms = latency.as_millis();
     eprintln!("EDGE_LATENCY_MS {ms} node={node} edge={what}");
-    assert!(
-        ms >= -100,
-        "{node} changed {}ms before the {what} edge",
-        -ms
-    );
-    assert!(
-        latency < SignedDuration::try_from(EDGE_BOUND).unwrap(),
-        "{node} changed {ms}ms after the {what} edge (bound {EDGE_BOUND:?})"
+    assert_edge_latency(
+        latency,
+        EDGE_BOUND,
+        &format!("{node} changed at the {what} edge"),
     );
 }
 
 // ---------------------------------------------------------------------------------------
 // The test's slice of the cluster
 
-/// One test's slice of the shared cluster ([`TestCluster`]).
-struct Cluster(TestCluster);
-
-impl Deref for Cluster {
-    type Target = TestCluster;
-    fn deref(&self) -> &TestCluster {
-        &self.0
-    }
+/// One test's slice of the shared cluster; every kumaco of the test runs with
+/// `--in-progress`.
+async fn cluster(name: &str) -> Cluster {
+    Cluster::new(ApiServer::shared(), name, KUMACO)
+        .await
+        .with_flags(&["--in-progress"])
 }
 
-impl Cluster {
-    async fn new(name: &str) -> Self {
-        Cluster(TestCluster::new(ApiServer::shared(), name).await)
-    }
-
-    /// `RebootRequired=True` since `since` (what orders the candidates).
-    async fn needs_reboot_since(&self, node: &str, since: Timestamp) {
-        set_condition_at(
-            &self.client,
-            node,
-            REBOOT_REQUIRED,
-            "True",
-            "test-agent",
-            since,
-        )
+/// The holder of this test's Lease, if any.
+async fn lease_holder(c: &Cluster) -> Option<String> {
+    Api::<Lease>::namespaced(c.client.clone(), &c.ns)
+        .get_opt(REPLICA_LEASE)
         .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    }
-
-    /// Sets a condition as a node agent would (`lastTransitionTime` now on a change).
-    async fn set(&self, node: &str, type_: &str, status: &str) {
-        set_condition(&self.client, node, type_, status, "test-agent")
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
-    }
-
-    /// A fault proxy in front of the shared API server, and a kubeconfig through it.
-    fn fault_proxy(&self) -> (FaultProxy, std::path::PathBuf) {
-        let server = ApiServer::shared();
-        let proxy = FaultProxy::start(upstream_of(server).unwrap()).expect("a fault proxy");
-        let via = server
-            .dir()
-            .join(format!("proxied-{}.kubeconfig", self.scope.value()));
-        kubeconfig_via(server.kubeconfig(), proxy.addr(), &via).unwrap();
-        (proxy, via)
-    }
-
-    async fn observer(&self) -> Observer {
-        Observer::start(&self.client, &self.scope.selector())
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    async fn agent(&self) -> RebootAgent {
-        RebootAgent::start(&self.client, &self.scope.selector(), REBOOT)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// The flags of every kumaco of this test: its namespace and scope, a field manager
-    /// of its own (a restarted process or another replica is the same instance: the same
-    /// one), and `--in-progress`.
-    fn common_args(&self) -> Vec<String> {
-        let mut args = self.scope_args();
-        args.push("--in-progress".into());
-        args
-    }
-
-    /// A single kumaco (leader election off) with [`Cluster::common_args`] and `extra`.
-    async fn kumaco(&self, extra: &[&str]) -> KumacoProcess {
-        let common = self.common_args();
-        let mut args: Vec<&str> = common.iter().map(String::as_str).collect();
-        args.extend_from_slice(extra);
-        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), ApiServer::shared(), &args)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// The holder of this test's Lease, if any.
-    async fn lease_holder(&self) -> Option<String> {
-        Api::<Lease>::namespaced(self.client.clone(), &self.ns)
-            .get_opt(LEASE_NAME)
-            .await
-            .unwrap()?
-            .spec?
-            .holder_identity
-    }
+        .unwrap()?
+        .spec?
+        .holder_identity
 }

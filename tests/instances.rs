@@ -8,7 +8,6 @@
 //! `UnderMaintenance` on them. Before the fix (issue 24), the move below made 1,679
 //! writes to 2 nodes in 20 s, the condition flapping all along.
 
-use std::ops::Deref;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
@@ -16,24 +15,19 @@ use serde_json::json;
 
 use k8s_openapi::api::core::v1::Node;
 use testkit::ApiServer;
-use testkit::cluster::{TestCluster, UNDER_MAINTENANCE};
+use testkit::cluster::{
+    Cluster, REASON_OUT_OF_SCOPE, REASON_WINDOW, TestCluster, UNDER_MAINTENANCE,
+};
 use testkit::events;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, Pod, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric_sum};
 use testkit::time::poll_until;
 
 /// How soon a reaction to an API change must be visible (a loaded 2-core machine).
 const PROMPT: Duration = Duration::from_secs(10);
 
-const REASON_WINDOW: &str = "MaintenanceWindow";
-const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
-
-/// Short lease timings, so that a restarted instance leads again at once.
-const LEASE_TIMINGS: [&str; 3] = [
-    "--lease-duration=4s",
-    "--lease-renew-deadline=3s",
-    "--lease-retry-period=500ms",
-];
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 // ---------------------------------------------------------------------------------------
 // Moving a pool between instances (docs/operations.md, "Moving nodes between instances")
@@ -45,11 +39,11 @@ const LEASE_TIMINGS: [&str; 3] = [
 /// `UnderMaintenance=True`; the contest while both manage y is reported.
 #[tokio::test]
 async fn moving_a_pool_by_widening_first_writes_twice_per_node_and_never_flaps() {
-    let c = Cluster::new(ApiServer::shared(), "move-widen").await;
-    let pools = c.pools().await;
+    let c = Cluster::new(ApiServer::shared(), "move-widen", KUMACO).await;
+    let pools = pools(&c).await;
     c.put_active_window("all", &c.scope.selector()).await;
-    let a = c.instance("a", "pool in (x, y)", &[]).await;
-    let mut b = c.instance("b", "pool=z", &[]).await;
+    let a = instance(&c, "a", "pool in (x, y)", &[]).await;
+    let mut b = instance(&c, "b", "pool=z", &[]).await;
     for node in pools.all() {
         c.wait_status(node, Some("True"), PROMPT).await;
     }
@@ -57,7 +51,7 @@ async fn moving_a_pool_by_widening_first_writes_twice_per_node_and_never_flaps()
 
     b.restart(&c, "pool in (y, z)").await;
     for node in &pools.y {
-        c.wait_owners(node, &["a", "b"]).await;
+        wait_owners(&c, node, &["a", "b"]).await;
     }
     // Both report the two nodes of y while both manage them.
     for instance in [&a, &b] {
@@ -66,11 +60,11 @@ async fn moving_a_pool_by_widening_first_writes_twice_per_node_and_never_flaps()
     let mut a = a;
     a.restart(&c, "pool=x").await;
     for node in &pools.y {
-        c.wait_owners(node, &["b"]).await;
+        wait_owners(&c, node, &["b"]).await;
     }
     b.wait_contested(0).await;
     a.wait_contested(0).await;
-    c.settle(&y).await;
+    settle(&y).await;
     report("widen-first", &pools.y, &y);
     for (node, h) in pools.y.iter().zip(&y) {
         assert_eq!(
@@ -87,7 +81,7 @@ async fn moving_a_pool_by_widening_first_writes_twice_per_node_and_never_flaps()
     // The logs say who claimed the nodes, once per contest.
     let log = std::fs::read_to_string(b.process.log_path()).unwrap();
     assert!(
-        log.contains("node contested") && log.contains(&c.manager("a")),
+        log.contains("node contested") && log.contains(&manager(&c, "a")),
         "b's log"
     );
 }
@@ -98,11 +92,11 @@ async fn moving_a_pool_by_widening_first_writes_twice_per_node_and_never_flaps()
 /// between, nothing after.
 #[tokio::test]
 async fn moving_a_pool_by_narrowing_first_writes_twice_per_node() {
-    let c = Cluster::new(ApiServer::shared(), "move-narrow").await;
-    let pools = c.pools().await;
+    let c = Cluster::new(ApiServer::shared(), "move-narrow", KUMACO).await;
+    let pools = pools(&c).await;
     c.put_active_window("all", &c.scope.selector()).await;
-    let mut a = c.instance("a", "pool in (x, y)", &[]).await;
-    let mut b = c.instance("b", "pool=z", &[]).await;
+    let mut a = instance(&c, "a", "pool in (x, y)", &[]).await;
+    let mut b = instance(&c, "b", "pool=z", &[]).await;
     for node in pools.all() {
         c.wait_status(node, Some("True"), PROMPT).await;
     }
@@ -116,9 +110,9 @@ async fn moving_a_pool_by_narrowing_first_writes_twice_per_node() {
     b.restart(&c, "pool in (y, z)").await;
     for node in &pools.y {
         c.wait_status(node, Some("True"), PROMPT).await;
-        c.wait_owners(node, &["b"]).await;
+        wait_owners(&c, node, &["b"]).await;
     }
-    c.settle(&y).await;
+    settle(&y).await;
     report("narrow-first", &pools.y, &y);
     for (node, h) in pools.y.iter().zip(&y) {
         assert_eq!(
@@ -144,12 +138,12 @@ async fn moving_a_pool_by_narrowing_first_writes_twice_per_node() {
 /// event on the node.
 #[tokio::test]
 async fn instances_of_differing_opinion_rewrite_at_most_once_per_resync() {
-    let c = Cluster::new(ApiServer::shared(), "disagree").await;
-    let pools = c.pools().await;
-    let other_ns = c.namespace("disagree-b").await;
+    let c = Cluster::new(ApiServer::shared(), "disagree", KUMACO).await;
+    let pools = pools(&c).await;
+    let other_ns = namespace(&c, "disagree-b").await;
     c.put_active_window("all", &c.scope.selector()).await;
     let flags = ["--resync-interval=5s", "--node-events"];
-    let a = c.instance("a", "pool=y", &flags).await;
+    let a = instance(&c, "a", "pool=y", &flags).await;
     for node in &pools.y {
         c.wait_status(node, Some("True"), PROMPT).await;
     }
@@ -157,7 +151,7 @@ async fn instances_of_differing_opinion_rewrite_at_most_once_per_resync() {
     let mut b_flags = flags.map(String::from).to_vec();
     b_flags.push(format!("--namespace={other_ns}"));
     let b_flags: Vec<&str> = b_flags.iter().map(String::as_str).collect();
-    let b = c.instance("b", "pool=y", &b_flags).await;
+    let b = instance(&c, "b", "pool=y", &b_flags).await;
     let started = std::time::Instant::now();
     let mut seen_contested = 0.0_f64;
     while started.elapsed() < Duration::from_secs(20) {
@@ -203,11 +197,11 @@ async fn instances_of_differing_opinion_rewrite_at_most_once_per_resync() {
 /// it would change them, and writes nothing (it owns nothing, holds no Lease).
 #[tokio::test]
 async fn a_dry_run_canary_over_the_same_nodes_writes_nothing() {
-    let c = Cluster::new(ApiServer::shared(), "canary").await;
-    let pools = c.pools().await;
-    let empty_ns = c.namespace("canary-empty").await;
+    let c = Cluster::new(ApiServer::shared(), "canary", KUMACO).await;
+    let pools = pools(&c).await;
+    let empty_ns = namespace(&c, "canary-empty").await;
     c.put_active_window("all", &c.scope.selector()).await;
-    let _a = c.instance("a", "pool in (x, y)", &[]).await;
+    let _a = instance(&c, "a", "pool in (x, y)", &[]).await;
     for node in pools.all().take(3) {
         c.wait_status(node, Some("True"), PROMPT).await;
     }
@@ -218,9 +212,7 @@ async fn a_dry_run_canary_over_the_same_nodes_writes_nothing() {
         "--dry-run".into(),
     ];
     let args: Vec<&str> = own.iter().map(String::as_str).collect();
-    let canary = KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), c.server, &args)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let canary = c.start_kumaco(&args, &StartOptions::default()).await;
     poll_until("the canary to log what it would write", PROMPT, || async {
         let log = std::fs::read_to_string(canary.log_path()).unwrap_or_default();
         log.contains("dry run: would set condition")
@@ -241,17 +233,17 @@ async fn a_dry_run_canary_over_the_same_nodes_writes_nothing() {
 /// sets it False: nothing True is left that no live instance wants.
 #[tokio::test]
 async fn after_an_upgrade_from_the_old_field_manager_nothing_true_is_left_behind() {
-    let c = Cluster::new(ApiServer::shared(), "legacy").await;
-    let pools = c.pools().await;
+    let c = Cluster::new(ApiServer::shared(), "legacy", KUMACO).await;
+    let pools = pools(&c).await;
     c.put_active_window("all", &c.scope.selector()).await;
     // What the old version left: UnderMaintenance=True, owned by `kumaco`.
     for node in &pools.y {
-        c.apply_as("kumaco", node, "True", REASON_WINDOW).await;
+        apply_as(&c, "kumaco", node, "True", REASON_WINDOW).await;
     }
     let y = History::start_all(&c.client, &pools.y, UNDER_MAINTENANCE).await;
-    let mut a = c.instance("a", "pool in (x, y)", &[]).await;
+    let mut a = instance(&c, "a", "pool in (x, y)", &[]).await;
     for node in &pools.y {
-        c.wait_owners(node, &["kumaco", "a"]).await;
+        wait_owners(&c, node, &["kumaco", "a"]).await;
     }
     a.wait_contested(0).await;
     a.restart(&c, "pool=x").await;
@@ -259,7 +251,7 @@ async fn after_an_upgrade_from_the_old_field_manager_nothing_true_is_left_behind
         let cond = c.wait_status(node, Some("False"), PROMPT).await;
         assert_eq!(cond.reason.as_deref(), Some(REASON_OUT_OF_SCOPE));
     }
-    c.settle(&y).await;
+    settle(&y).await;
     for (node, h) in pools.y.iter().zip(&y) {
         // The claim (an unchanged value: the old manager's message differs, so a writes
         // its own), then the False.
@@ -272,13 +264,13 @@ async fn after_an_upgrade_from_the_old_field_manager_nothing_true_is_left_behind
 /// keeping b's True for ever.
 #[tokio::test]
 async fn a_deleted_instance_is_not_deferred_to() {
-    let c = Cluster::new(ApiServer::shared(), "deleted").await;
-    let pools = c.pools().await;
+    let c = Cluster::new(ApiServer::shared(), "deleted", KUMACO).await;
+    let pools = pools(&c).await;
     c.put_active_window("all", &c.scope.selector()).await;
-    let mut a = c.instance("a", "pool in (x, y)", &[]).await;
-    let b = c.instance("b", "pool in (y, z)", &[]).await;
+    let mut a = instance(&c, "a", "pool in (x, y)", &[]).await;
+    let b = instance(&c, "b", "pool in (y, z)", &[]).await;
     for node in &pools.y {
-        c.wait_owners(node, &["a", "b"]).await;
+        wait_owners(&c, node, &["a", "b"]).await;
     }
     b.stop().await;
     a.restart(&c, "pool=x").await;
@@ -291,18 +283,6 @@ async fn a_deleted_instance_is_not_deferred_to() {
 
 // ---------------------------------------------------------------------------------------
 // Helpers
-
-struct Cluster<'s> {
-    base: TestCluster,
-    server: &'s ApiServer,
-}
-
-impl Deref for Cluster<'_> {
-    type Target = TestCluster;
-    fn deref(&self) -> &TestCluster {
-        &self.base
-    }
-}
 
 /// The test's nodes by pool.
 struct Pools {
@@ -325,140 +305,128 @@ struct Instance {
     process: KumacoProcess,
 }
 
-impl<'s> Cluster<'s> {
-    async fn new(server: &'s ApiServer, name: &str) -> Self {
-        Cluster {
-            base: TestCluster::new(server, name).await,
-            server,
-        }
+/// x1, y1, y2, z1.
+async fn pools(c: &Cluster) -> Pools {
+    Pools {
+        x: vec![c.node("x1", &[("pool", "x")]).await],
+        y: vec![
+            c.node("y1", &[("pool", "y")]).await,
+            c.node("y2", &[("pool", "y")]).await,
+        ],
+        z: vec![c.node("z1", &[("pool", "z")]).await],
     }
+}
 
-    /// x1, y1, y2, z1.
-    async fn pools(&self) -> Pools {
-        Pools {
-            x: vec![self.node("x1", &[("pool", "x")]).await],
-            y: vec![
-                self.node("y1", &[("pool", "y")]).await,
-                self.node("y2", &[("pool", "y")]).await,
-            ],
-            z: vec![self.node("z1", &[("pool", "z")]).await],
-        }
+/// Another namespace for windows, named after this test's.
+async fn namespace(c: &Cluster, suffix: &str) -> String {
+    let other = TestCluster::with_client(c.client.clone(), suffix).await;
+    other.ns
+}
+
+/// The default field manager of the instance with Lease `lease`.
+fn manager(c: &Cluster, lease: &str) -> String {
+    format!("kumaco/{}/{lease}", c.ns)
+}
+
+/// Starts instance `lease` over this test's nodes in `pools` (a selector), with
+/// `extra` flags; it reads the windows of this test's namespace unless they name
+/// another (`--namespace`). Its Lease is in this test's namespace.
+async fn instance(c: &Cluster, lease: &str, pools: &str, extra: &[&str]) -> Instance {
+    let mut flags: Vec<String> = vec![format!("--lease-name={lease}")];
+    // Short lease timings, so that a restarted instance leads again at once.
+    flags.extend(SHORT_LEASE.iter().map(|s| s.to_string()));
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    let process = start_instance(c, lease, pools, &flags).await;
+    Instance {
+        lease: lease.into(),
+        flags,
+        process,
     }
+}
 
-    /// Another namespace for windows, named after this test's.
-    async fn namespace(&self, suffix: &str) -> String {
-        let other = TestCluster::new(self.server, suffix).await;
-        other.ns
+/// Instance `lease`'s process: `flags` over this test's nodes in `pools`.
+async fn start_instance(c: &Cluster, lease: &str, pools: &str, flags: &[String]) -> KumacoProcess {
+    let mut args = vec![format!("--node-selector={},{pools}", c.scope.selector())];
+    if !flags.iter().any(|f| f.starts_with("--namespace=")) {
+        args.push(format!("--namespace={}", c.ns));
     }
+    args.extend(flags.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let options = StartOptions {
+        leader: Some(c.pod(&format!("{lease}-0"))),
+        ..StartOptions::default()
+    };
+    c.start_kumaco(&args, &options).await
+}
 
-    /// The default field manager of the instance with Lease `lease`.
-    fn manager(&self, lease: &str) -> String {
-        format!("kumaco/{}/{lease}", self.ns)
-    }
-
-    /// Starts instance `lease` over this test's nodes in `pools` (a selector), with
-    /// `extra` flags; it reads the windows of this test's namespace unless they name
-    /// another (`--namespace`). Its Lease is in this test's namespace.
-    async fn instance(&self, lease: &str, pools: &str, extra: &[&str]) -> Instance {
-        let mut flags: Vec<String> = vec![format!("--lease-name={lease}")];
-        flags.extend(LEASE_TIMINGS.iter().map(|s| s.to_string()));
-        flags.extend(extra.iter().map(|s| s.to_string()));
-        let process = self.start(lease, pools, &flags).await;
-        Instance {
-            lease: lease.into(),
-            flags,
-            process,
-        }
-    }
-
-    async fn start(&self, lease: &str, pools: &str, flags: &[String]) -> KumacoProcess {
-        let mut args = vec![format!("--node-selector={},{pools}", self.scope.selector())];
-        if !flags.iter().any(|f| f.starts_with("--namespace=")) {
-            args.push(format!("--namespace={}", self.ns));
-        }
-        args.extend(flags.iter().cloned());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let options = StartOptions {
-            leader: Some(Pod {
-                name: format!("{lease}-0"),
-                namespace: self.ns.clone(),
-            }),
-            ..StartOptions::default()
-        };
-        KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), self.server, &args, &options)
-            .await
-            .unwrap_or_else(|e| panic!("instance {lease}: {e:#}"))
-    }
-
-    /// Waits until exactly the instances `owners` (Lease names, or `kumaco`) own the
-    /// value of `UnderMaintenance` on `node` (managedFields: its `f:status`).
-    async fn wait_owners(&self, node: &str, owners: &[&str]) {
-        let mut want: Vec<String> = owners
-            .iter()
-            .map(|o| {
-                if *o == "kumaco" {
-                    o.to_string()
-                } else {
-                    self.manager(o)
-                }
-            })
-            .collect();
-        want.sort();
-        let api: Api<Node> = Api::all(self.client.clone());
-        let what = format!("{node}'s UnderMaintenance owned by {want:?}");
-        poll_until(&what, PROMPT, || async {
-            let n = api.get(node).await.unwrap();
-            status_owners(&n) == want
-        })
-        .await;
-    }
-
-    /// `UnderMaintenance=status` on `node`, written by field manager `manager` with server-
-    /// side apply (as an earlier kumaco version did).
-    async fn apply_as(&self, manager: &str, node: &str, status: &str, reason: &str) {
-        let body = json!({
-            "apiVersion": "v1", "kind": "Node", "metadata": { "name": node },
-            "status": { "conditions": [{
-                "type": UNDER_MAINTENANCE, "status": status, "reason": reason,
-                "message": "written by an earlier kumaco",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }]},
-        });
-        Api::<Node>::all(self.client.clone())
-            .patch_status(
-                node,
-                &PatchParams::apply(manager).force(),
-                &Patch::Apply(body),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("applying as {manager}: {e}"));
-    }
-
-    /// Waits until no node of `histories` changed for 3 s (at most 30 s).
-    async fn settle(&self, histories: &[History]) {
-        let total = || histories.iter().map(History::changes).sum::<usize>();
-        let mut last = total();
-        for _ in 0..10 {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            let now = total();
-            if now == last {
-                return;
+/// Waits until exactly the instances `owners` (Lease names, or `kumaco`) own the
+/// value of `UnderMaintenance` on `node` (managedFields: its `f:status`).
+async fn wait_owners(c: &Cluster, node: &str, owners: &[&str]) {
+    let mut want: Vec<String> = owners
+        .iter()
+        .map(|o| {
+            if *o == "kumaco" {
+                o.to_string()
+            } else {
+                manager(c, o)
             }
-            last = now;
+        })
+        .collect();
+    want.sort();
+    let api: Api<Node> = Api::all(c.client.clone());
+    let what = format!("{node}'s UnderMaintenance owned by {want:?}");
+    poll_until(&what, PROMPT, || async {
+        let n = api.get(node).await.unwrap();
+        status_owners(&n) == want
+    })
+    .await;
+}
+
+/// `UnderMaintenance=status` on `node`, written by field manager `manager` with server-
+/// side apply (as an earlier kumaco version did).
+async fn apply_as(c: &Cluster, manager: &str, node: &str, status: &str, reason: &str) {
+    let body = json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": { "name": node },
+        "status": { "conditions": [{
+            "type": UNDER_MAINTENANCE, "status": status, "reason": reason,
+            "message": "written by an earlier kumaco",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }]},
+    });
+    Api::<Node>::all(c.client.clone())
+        .patch_status(
+            node,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying as {manager}: {e}"));
+}
+
+/// Waits until no node of `histories` changed for 3 s (at most 30 s).
+async fn settle(histories: &[History]) {
+    let total = || histories.iter().map(History::changes).sum::<usize>();
+    let mut last = total();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = total();
+        if now == last {
+            return;
         }
-        panic!("the nodes kept changing: {last} writes and counting");
+        last = now;
     }
+    panic!("the nodes kept changing: {last} writes and counting");
 }
 
 impl Instance {
     /// An upgrade that changes the instance's scope: SIGTERM (the Lease is released),
     /// then the same instance with `--node-selector` for `pools`.
-    async fn restart(&mut self, c: &Cluster<'_>, pools: &str) {
+    async fn restart(&mut self, c: &Cluster, pools: &str) {
         self.process
             .terminate(Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("stopping {}: {e:#}", self.lease));
-        self.process = c.start(&self.lease, pools, &self.flags).await;
+        self.process = start_instance(c, &self.lease, pools, &self.flags).await;
     }
 
     /// Deleting the instance: SIGTERM, its Lease released.

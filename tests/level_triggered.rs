@@ -17,58 +17,43 @@
 //! observation period of a "nothing more happens" check).
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 
-use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observer};
-use testkit::cluster::{TestCluster, UNDER_MAINTENANCE};
+use testkit::agent::MAINTENANCE_IN_PROGRESS as MIP;
+use testkit::cluster::{
+    Cluster, REASON_BLACKOUT, REASON_NO_WINDOW, REASON_OUT_OF_SCOPE, REASON_WINDOW, REPLICA_LEASE,
+    UNDER_MAINTENANCE,
+};
 use testkit::events;
 use testkit::history::History;
-use testkit::kumaco::{
-    KumacoProcess, Pod, StartOptions, has_metric_family, metric_sum, node_writes,
-};
+use testkit::kumaco::{SHORT_LEASE, SHORT_LEASE_DURATION, node_writes, one_leader};
 use testkit::nodes::{condition, has_status, set_labels, wait_for_condition};
-use testkit::time::{edge_in, until, whole_second};
+use testkit::time::{EDGE_BOUND, edge_in, poll_until, until, whole_second};
 use testkit::{ApiServer, SCOPE_LABEL};
 
-/// The contract says 1 s for window edges; 2 s for a loaded 2-core machine (as in
-/// tests/controller.rs).
-const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// How soon a reaction to an API change must be visible.
 const PROMPT: Duration = Duration::from_secs(2);
 /// Waits with no precise deadline in the contract (the first pass after start-up, an
 /// event being posted).
 const SOON: Duration = Duration::from_secs(10);
 
-const REASON_WINDOW: &str = "MaintenanceWindow";
-const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
-const REASON_BLACKOUT: &str = "MaintenanceBlackout";
-const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
-
 const LOADED: &str = "WindowLoaded";
 const INVALID: &str = "WindowInvalid";
 const STARTED: &str = "WindowStarted";
 const ENDED: &str = "WindowEnded";
 
-const LEASE_NAME: &str = "kumaco-test";
-const LEASE_DURATION: Duration = Duration::from_secs(4);
-/// Short lease timings (as in tests/in_progress.rs) so that failovers fit in a test.
-const LEASE_FLAGS: [&str; 4] = [
-    "--lease-name=kumaco-test",
-    "--lease-duration=4s",
-    "--lease-renew-deadline=3s",
-    "--lease-retry-period=500ms",
-];
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 // ---------------------------------------------------------------------------------------
 // Scope (§3)
@@ -80,7 +65,7 @@ const LEASE_FLAGS: [&str; 4] = [
 /// (`NodeOutOfScope`). The two nodes still in scope keep theirs untouched.
 #[tokio::test]
 async fn scope_left_while_down_is_cleaned_at_restart() {
-    let c = Cluster::new(ApiServer::shared(), "left-while-down").await;
+    let c = Cluster::new(ApiServer::shared(), "left-while-down", KUMACO).await;
     let mut nodes = Vec::new();
     for short in ["n1", "n2", "n3"] {
         nodes.push(c.node(short, &[]).await);
@@ -92,7 +77,7 @@ async fn scope_left_while_down_is_cleaned_at_restart() {
     let mut before = BTreeMap::new();
     for node in &nodes {
         let um = c.wait_status(node, Some("True"), SOON).await;
-        let mip = c.wait_mip(node, Some("True"), SOON).await;
+        let mip = wait_mip(&c, node, Some("True"), SOON).await;
         before.insert(node.clone(), (um, mip));
     }
 
@@ -167,13 +152,11 @@ async fn scope_left_while_down_is_cleaned_at_restart() {
 /// slot stays taken and n2 never starts.
 #[tokio::test]
 async fn blackout_does_not_end_maintenance_in_progress() {
-    let c = Cluster::new(ApiServer::shared(), "blackout-in-progress").await;
+    let c = Cluster::new(ApiServer::shared(), "blackout-in-progress", KUMACO).await;
     let n1 = c.node("n1", &[("freeze", "yes")]).await;
     let n2 = c.node("n2", &[]).await;
     assert!(n1 < n2, "the order by name the test relies on");
-    let observer = Observer::start(&c.client, &c.scope.selector())
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let observer = c.observer().await;
     let um1 = History::start(&c.client, &n1, UNDER_MAINTENANCE).await;
     let _kumaco = c.kumaco(&["--in-progress", "--max-in-progress=1"]).await;
 
@@ -262,10 +245,10 @@ async fn blackout_does_not_end_maintenance_in_progress() {
 /// one, `WindowInvalid` for the invalid one.
 #[tokio::test]
 async fn events_are_posted_by_whoever_leads_at_start_up() {
-    let c = Cluster::new(ApiServer::shared(), "events-start-up").await;
-    c.two_windows().await;
-    c.held_lease("replica-that-died").await;
-    let _a = c.replica("replica-a").await;
+    let c = Cluster::new(ApiServer::shared(), "events-start-up", KUMACO).await;
+    two_windows(&c).await;
+    held_lease(&c, "replica-that-died").await;
+    let _a = c.replica("replica-a", &SHORT_LEASE).await;
 
     let startup = Duration::from_secs(20);
     let loaded = c.wait_event("valid", LOADED, startup, |_| true).await;
@@ -283,7 +266,8 @@ async fn events_are_posted_by_whoever_leads_at_start_up() {
         events::summary(&invalid)
     );
     // Once: a leader that posted per pass, or per leadership change, would repeat them.
-    c.expect_counts_for(
+    expect_counts_for(
+        &c,
         Duration::from_secs(2),
         &[("valid", LOADED, 1), ("invalid", INVALID, 1)],
     )
@@ -295,11 +279,11 @@ async fn events_are_posted_by_whoever_leads_at_start_up() {
 /// (`WindowInvalid` naming `duration`) and repeats nothing the old leader posted.
 #[tokio::test]
 async fn events_are_posted_by_whoever_leads_after_a_failover() {
-    let c = Cluster::new(ApiServer::shared(), "events-failover").await;
-    let later = c.two_windows().await;
-    let a = c.replica("replica-a").await;
-    let b = c.replica("replica-b").await;
-    let (mut leader, follower) = match one_leader(&a, &b).await {
+    let c = Cluster::new(ApiServer::shared(), "events-failover", KUMACO).await;
+    let later = two_windows(&c).await;
+    let a = c.replica("replica-a", &SHORT_LEASE).await;
+    let b = c.replica("replica-b", &SHORT_LEASE).await;
+    let (mut leader, follower) = match one_leader(&a, &b, SOON + SHORT_LEASE_DURATION).await {
         true => (a, b),
         false => (b, a),
     };
@@ -332,20 +316,18 @@ async fn events_are_posted_by_whoever_leads_after_a_failover() {
         killed.elapsed()
     );
     // The takeover (its own bound in tests/in_progress.rs; here only a precondition).
-    loop {
-        if follower.leader_gauge().await == Some(1.0) {
-            break;
-        }
-        assert!(
-            killed.elapsed() < LEASE_DURATION + SOON,
-            "{} did not take over within {:?} of the leader's death",
-            follower.pod,
-            LEASE_DURATION + SOON
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let bound = SHORT_LEASE_DURATION + SOON;
+    poll_until(
+        &format!(
+            "{} to take over within {bound:?} of the leader's death",
+            follower.pod
+        ),
+        bound.saturating_sub(killed.elapsed()),
+        || async { follower.leader_gauge().await == Some(1.0) },
+    )
+    .await;
     let took_over = killed.elapsed();
-    let timeout = (LEASE_DURATION + SOON).saturating_sub(took_over);
+    let timeout = (SHORT_LEASE_DURATION + SOON).saturating_sub(took_over);
     let found = events::wait_for(&c.client, &c.ns, "valid", INVALID, timeout, |e| {
         e.note.as_deref().is_some_and(|n| n.contains("duration"))
     })
@@ -365,7 +347,8 @@ async fn events_are_posted_by_whoever_leads_after_a_failover() {
         events::summary(&found)
     );
     // The new leader posts what is missing, and nothing twice.
-    c.expect_counts_for(
+    expect_counts_for(
+        &c,
         Duration::from_secs(2),
         &[
             ("valid", LOADED, 1),
@@ -381,7 +364,7 @@ async fn events_are_posted_by_whoever_leads_after_a_failover() {
 /// the deleted ConfigMap.
 #[tokio::test]
 async fn deleting_an_active_window_posts_window_ended() {
-    let c = Cluster::new(ApiServer::shared(), "events-deleted").await;
+    let c = Cluster::new(ApiServer::shared(), "events-deleted", KUMACO).await;
     let a = c.node("a", &[]).await;
     let _kumaco = c.kumaco(&[]).await;
     let start = edge_in(3);
@@ -394,7 +377,8 @@ async fn deleting_an_active_window_posts_window_ended() {
     let cond = c.wait_status(&a, Some("False"), PROMPT).await;
     assert_eq!(cond.reason.as_deref(), Some(REASON_NO_WINDOW), "{cond:?}");
     c.wait_event("w", ENDED, SOON, |_| true).await;
-    c.expect_counts_for(
+    expect_counts_for(
+        &c,
         Duration::from_secs(1),
         &[("w", LOADED, 1), ("w", STARTED, 1), ("w", ENDED, 1)],
     )
@@ -410,7 +394,7 @@ async fn deleting_an_active_window_posts_window_ended() {
 /// windows before it wins the Lease is case (a)).
 #[tokio::test]
 async fn restarting_kumaco_repeats_no_event() {
-    let c = Cluster::new(ApiServer::shared(), "events-restart").await;
+    let c = Cluster::new(ApiServer::shared(), "events-restart", KUMACO).await;
     let a = c.node("a", &[]).await;
     let later = whole_second(Timestamp::now() + SignedDuration::from_hours(1));
     c.put_one_shot("later", later, "30m", &c.scope.selector())
@@ -430,7 +414,8 @@ async fn restarting_kumaco_repeats_no_event() {
     let b = c.node("b", &[]).await;
     c.wait_status(&b, Some("True"), SOON).await;
     // And a few seconds for anything it would post (events are posted asynchronously).
-    c.expect_counts_for(
+    expect_counts_for(
+        &c,
         Duration::from_secs(3),
         &[("w", LOADED, 1), ("w", STARTED, 1), ("later", LOADED, 1)],
     )
@@ -457,7 +442,7 @@ async fn overlapping_occurrences_write_nothing_in_steady_state() {
         .await
         .unwrap()
         .expect("a private API server");
-    let c = Cluster::new(&server, "overlap-steady").await;
+    let c = Cluster::new(&server, "overlap-steady", KUMACO).await;
     let mut nodes = Vec::new();
     for i in 0..20 {
         nodes.push(c.node(&format!("n{i:02}"), &[]).await);
@@ -524,199 +509,85 @@ async fn overlapping_occurrences_write_nothing_in_steady_state() {
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-/// One test's slice of a cluster ([`TestCluster`]), with the server its kumaco runs on.
-struct Cluster<'s> {
-    base: TestCluster,
-    server: &'s ApiServer,
+/// Window `valid`, a one-shot an hour from now (loaded, not active), and window `invalid`
+/// (`duration: 1d`). Returns `valid`'s start.
+async fn two_windows(c: &Cluster) -> Timestamp {
+    let selector = c.scope.selector();
+    let later = whole_second(Timestamp::now() + SignedDuration::from_hours(1));
+    c.put_one_shot("valid", later, "30m", &selector).await;
+    c.put_window(
+        "invalid",
+        &[
+            ("startTime", "@daily"),
+            ("duration", "1d"),
+            ("nodeSelector", &selector),
+        ],
+    )
+    .await;
+    later
 }
 
-impl Deref for Cluster<'_> {
-    type Target = TestCluster;
-    fn deref(&self) -> &TestCluster {
-        &self.base
-    }
+/// The replicas' Lease as a replica `holder` leaves it when it dies right after a renew:
+/// held, renewed now. A new candidate must wait a lease duration before taking over.
+async fn held_lease(c: &Cluster, holder: &str) {
+    let now = MicroTime(Timestamp::now());
+    let lease = Lease {
+        metadata: ObjectMeta {
+            name: Some(REPLICA_LEASE.into()),
+            namespace: Some(c.ns.clone()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(SHORT_LEASE_DURATION.as_secs() as i32),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            lease_transitions: Some(0),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(c.client.clone(), &c.ns)
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap_or_else(|e| panic!("creating the Lease: {e}"));
 }
 
-impl<'s> Cluster<'s> {
-    async fn new(server: &'s ApiServer, name: &str) -> Self {
-        Cluster {
-            base: TestCluster::new(server, name).await,
-            server,
-        }
-    }
-
-    /// A single kumaco (leader election off) on this test's namespace and scope, with its
-    /// own field manager (a restarted process is the same instance: the same one).
-    async fn kumaco(&self, extra: &[&str]) -> KumacoProcess {
-        let own = self.scope_args();
-        let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
-        args.extend_from_slice(extra);
-        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), self.server, &args)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// A replica with leader election on (Lease [`LEASE_NAME`] in this test's namespace),
-    /// `POD_NAME` = `pod`; returns once `/healthz` answers (a follower need not be ready).
-    async fn replica(&self, pod: &str) -> Replica {
-        let own = self.scope_args();
-        let mut args: Vec<&str> = own.iter().map(String::as_str).collect();
-        args.extend_from_slice(&LEASE_FLAGS);
-        let options = StartOptions {
-            leader: Some(Pod {
-                name: pod.into(),
-                namespace: self.ns.clone(),
-            }),
-            healthy_is_enough: true,
-            ..StartOptions::default()
-        };
-        let process =
-            KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), self.server, &args, &options)
-                .await
-                .unwrap_or_else(|e| panic!("replica {pod}: {e:#}"));
-        Replica {
-            pod: pod.into(),
-            process,
-        }
-    }
-
-    /// Window `valid`, a one-shot an hour from now (loaded, not active), and window
-    /// `invalid` (`duration: 1d`). Returns `valid`'s start.
-    async fn two_windows(&self) -> Timestamp {
-        let selector = self.scope.selector();
-        let later = whole_second(Timestamp::now() + SignedDuration::from_hours(1));
-        self.put_one_shot("valid", later, "30m", &selector).await;
-        self.put_window(
-            "invalid",
-            &[
-                ("startTime", "@daily"),
-                ("duration", "1d"),
-                ("nodeSelector", &selector),
-            ],
-        )
-        .await;
-        later
-    }
-
-    /// The Lease as a replica `holder` leaves it when it dies right after a renew: held,
-    /// renewed now. A new candidate must wait a lease duration before taking over.
-    async fn held_lease(&self, holder: &str) {
-        let now = MicroTime(Timestamp::now());
-        let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(LEASE_NAME.into()),
-                namespace: Some(self.ns.clone()),
-                ..Default::default()
-            },
-            spec: Some(LeaseSpec {
-                holder_identity: Some(holder.into()),
-                lease_duration_seconds: Some(LEASE_DURATION.as_secs() as i32),
-                acquire_time: Some(now.clone()),
-                renew_time: Some(now),
-                lease_transitions: Some(0),
-                ..Default::default()
-            }),
-        };
-        Api::<Lease>::namespaced(self.client.clone(), &self.ns)
-            .create(&PostParams::default(), &lease)
-            .await
-            .unwrap_or_else(|e| panic!("creating the Lease: {e}"));
-    }
-
-    async fn delete_window(&self, name: &str) {
-        Api::<ConfigMap>::namespaced(self.client.clone(), &self.ns)
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("deleting window {name}: {e}"));
-    }
-
-    /// Waits until the node's `MaintenanceInProgress` status is `status`; the condition.
-    async fn wait_mip(&self, node: &str, status: Option<&str>, timeout: Duration) -> NodeCondition {
-        let found = wait_for_condition(&self.client, node, MIP, timeout, |c| has_status(c, status))
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        condition(&found, MIP).cloned().unwrap_or_default()
-    }
-
-    /// The events about window ConfigMap `name`.
-    async fn events(&self, name: &str) -> Vec<Event> {
-        events::events_about(&self.client, &self.ns, name)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// Waits for an event with `reason` about `name` for which `check` holds; every event
-    /// about `name` then.
-    async fn wait_event(
-        &self,
-        name: &str,
-        reason: &str,
-        timeout: Duration,
-        check: impl Fn(&Event) -> bool,
-    ) -> Vec<Event> {
-        events::wait_for(&self.client, &self.ns, name, reason, timeout, check)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// Checks for `period` (polling) that each `(window, reason, n)` has exactly `n`
-    /// events, failing at the first excess and, at the end, on any shortfall.
-    async fn expect_counts_for(&self, period: Duration, expected: &[(&str, &str, usize)]) {
-        let end = Instant::now() + period;
-        loop {
-            let last = Instant::now() >= end;
-            for (name, reason, n) in expected {
-                let all = self.events(name).await;
-                let got = events::count(&all, reason);
-                if got > *n || (last && got != *n) {
-                    panic!(
-                        "{got} {reason} events about {name}, expected {n} (once per thing \
-                         reported); its events:\n{}",
-                        events::summary(&all)
-                    );
-                }
-            }
-            if last {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    }
+/// Waits until the node's `MaintenanceInProgress` status is `status`; the condition.
+async fn wait_mip(
+    c: &Cluster,
+    node: &str,
+    status: Option<&str>,
+    timeout: Duration,
+) -> NodeCondition {
+    let found = wait_for_condition(&c.client, node, MIP, timeout, |cond| {
+        has_status(cond, status)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    condition(&found, MIP).cloned().unwrap_or_default()
 }
 
-/// A leader-electing `kumaco run`. Dropping it SIGKILLs it.
-struct Replica {
-    pod: String,
-    process: KumacoProcess,
-}
-
-impl Replica {
-    /// `kumaco_leader` now; None if there is no such gauge or no answer.
-    async fn leader_gauge(&self) -> Option<f64> {
-        let text = self.process.metrics_text().await.ok()?;
-        has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
-    }
-}
-
-/// Waits until exactly one of `a` and `b` reports `kumaco_leader 1` and the other 0;
-/// returns whether it is `a`.
-async fn one_leader(a: &Replica, b: &Replica) -> bool {
-    let deadline = Instant::now() + SOON + LEASE_DURATION;
+/// Checks for `period` (polling) that each `(window, reason, n)` has exactly `n` events,
+/// failing at the first excess and, at the end, on any shortfall.
+async fn expect_counts_for(c: &Cluster, period: Duration, expected: &[(&str, &str, usize)]) {
+    let end = Instant::now() + period;
     loop {
-        let gauges = (a.leader_gauge().await, b.leader_gauge().await);
-        match gauges {
-            (Some(1.0), Some(0.0)) => return true,
-            (Some(0.0), Some(1.0)) => return false,
-            (Some(1.0), Some(1.0)) => panic!("both replicas report kumaco_leader 1"),
-            _ if Instant::now() > deadline => panic!(
-                "no single leader within {:?}: kumaco_leader {gauges:?} (None: no gauge); logs \
-                 {} and {}",
-                SOON + LEASE_DURATION,
-                a.process.log_path().display(),
-                b.process.log_path().display()
-            ),
-            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        let last = Instant::now() >= end;
+        for (name, reason, n) in expected {
+            let all = c.events(name).await;
+            let got = events::count(&all, reason);
+            if got > *n || (last && got != *n) {
+                panic!(
+                    "{got} {reason} events about {name}, expected {n} (once per thing \
+                     reported); its events:\n{}",
+                    events::summary(&all)
+                );
+            }
         }
+        if last {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
 

@@ -10,8 +10,7 @@
 //!   transition; a restarted kumaco posts none of them again.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Deref;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -20,11 +19,14 @@ use kube::api::{Api, ListParams};
 
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::ApiServer;
-use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED, set_condition_at};
-use testkit::cluster::TestCluster;
-use testkit::kumaco::{KumacoProcess, Pod, StartOptions, metric_sum};
-use testkit::nodes::{condition, set_condition};
-use testkit::time::whole_second;
+use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED};
+use testkit::cluster::Cluster;
+use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
+use testkit::nodes::condition;
+use testkit::time::{poll_for, poll_showing, whole_second};
+
+/// The kumaco under test.
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
 /// The first pass after start-up, a watch echo and the next pass, on a loaded machine.
@@ -35,7 +37,7 @@ type Decisions = BTreeMap<(String, String), (String, String)>;
 
 #[tokio::test]
 async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
-    let c = Cluster::new("shadow").await;
+    let c = cluster("shadow").await;
     // Ages scrambled with respect to names: the ceiling of 1 goes to the oldest
     // requirement (n2), whatever the order of names or creation.
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
@@ -50,14 +52,14 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
     c.set(&nodes[3], REBOOT_BLOCKED, "True").await;
     nodes.push(c.node("n4", &[]).await);
     c.put_active_window("w", &c.scope.selector()).await;
-    let before = c.snapshot(&nodes).await;
+    let before = snapshot(&c, &nodes).await;
 
     // Leader election asked for, as the chart's default: a shadow takes no Lease anyway.
-    let pod = Pod {
-        name: "shadow-0".into(),
-        namespace: c.ns.clone(),
+    let options = StartOptions {
+        leader: Some(c.pod("shadow-0")),
+        ..StartOptions::default()
     };
-    let shadow = c.kumaco(&["--dry-run"], Some(pod)).await;
+    let shadow = c.kumaco_with(&["--dry-run"], &options).await;
     let all_decided = |d: &Decisions| {
         nodes.iter().all(|n| {
             d.contains_key(&(n.clone(), UNDER_MAINTENANCE.into()))
@@ -82,7 +84,7 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
     // n4 now needs a reboot too: the shadow's own view has the slot taken (by the write it
     // would have made), so n4 waits; and n2's start is not logged again.
     c.set(&nodes[4], REBOOT_REQUIRED, "True").await;
-    let before = c.snapshot_again(before, &nodes[4]).await;
+    let before = snapshot_again(&c, before, &nodes[4]).await;
     let shadow_decisions = wait_log(&shadow, "n4's would-be WaitingForSlot", |lines| {
         let d = decisions(lines);
         (d.get(&(nodes[4].clone(), MIP.into())) == Some(&("False".into(), "WaitingForSlot".into())))
@@ -108,7 +110,7 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
     // Nothing written: not a node, not an event, not a Lease.
     let metrics = shadow.metrics_text().await.unwrap();
     assert_eq!(
-        c.snapshot(&nodes).await,
+        snapshot(&c, &nodes).await,
         before,
         "a node changed under the shadow"
     );
@@ -152,9 +154,9 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
 
     // The live run on the same state writes what the shadow decided, and posts the node
     // events it would have posted.
-    let live = c.kumaco(&[], None).await;
-    let live_decisions = poll(SOON, "the live run's conditions on every node", || async {
-        let d = c.conditions(&nodes).await;
+    let live = c.kumaco(&[]).await;
+    let live_decisions = poll_for("the live run's conditions on every node", SOON, || async {
+        let d = conditions(&c, &nodes).await;
         all_decided(&d).then_some(d)
     })
     .await;
@@ -162,7 +164,7 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
         live_decisions, shadow_decisions,
         "live (left) and shadow (right) differ"
     );
-    let live_events = poll(SOON, "the live run's node events", || async {
+    let live_events = poll_for("the live run's node events", SOON, || async {
         let mut all = BTreeSet::new();
         for node in &nodes {
             for e in node_events(&c.client, node).await {
@@ -181,7 +183,7 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
 
 #[tokio::test]
 async fn node_events_tell_the_story_once_even_across_a_restart() {
-    let c = Cluster::new("node-events").await;
+    let c = cluster("node-events").await;
     let base = whole_second(Timestamp::now() - SignedDuration::from_hours(1));
     let old = c.node("old", &[]).await;
     let new = c.node("new", &[]).await;
@@ -189,7 +191,7 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
     c.needs_reboot_since(&new, base + SignedDuration::from_mins(5))
         .await;
     c.put_active_window("w", &c.scope.selector()).await;
-    let mut kumaco = c.kumaco(&[], None).await;
+    let mut kumaco = c.kumaco(&[]).await;
 
     let story = |node: &str, reasons: &[&str]| {
         let want: Vec<(String, String)> = reasons
@@ -199,7 +201,7 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
         let client = c.client.clone();
         let node = node.to_string();
         async move {
-            poll(SOON, &format!("events {want:?}"), || async {
+            poll_for(&format!("events {want:?}"), SOON, || async {
                 let got = node_events(&client, &node).await;
                 let have: Vec<(String, String)> = got
                     .iter()
@@ -255,7 +257,7 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
 
     // A new process (a restart, a new leader) posts none of them again.
     kumaco.kill().unwrap();
-    let restarted = c.kumaco(&[], None).await;
+    let restarted = c.kumaco(&[]).await;
     // Its first pass (before ready) tried what it found due. The observation period of
     // a "nothing happens" check: any later pass would post within it.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -309,111 +311,61 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
 
 // ---------------------------------------------------------------------------------------
 
-struct Cluster(TestCluster);
-
-impl Deref for Cluster {
-    type Target = TestCluster;
-    fn deref(&self) -> &TestCluster {
-        &self.0
-    }
+/// A test's slice of the shared cluster; every kumaco of the test runs with
+/// `--in-progress`, ceiling 1 and node events.
+async fn cluster(name: &str) -> Cluster {
+    Cluster::new(ApiServer::shared(), name, KUMACO)
+        .await
+        .with_flags(&[
+            "--in-progress",
+            "--require-condition=kured.dev/RebootRequired",
+            "--block-condition=kured.dev/RebootBlocked",
+            "--max-in-progress=1",
+            "--node-events",
+        ])
 }
 
-impl Cluster {
-    async fn new(name: &str) -> Self {
-        Cluster(TestCluster::new(ApiServer::shared(), name).await)
-    }
-
-    async fn needs_reboot_since(&self, node: &str, since: Timestamp) {
-        set_condition_at(
-            &self.client,
-            node,
-            REBOOT_REQUIRED,
-            "True",
-            "test-agent",
-            since,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    }
-
-    async fn set(&self, node: &str, type_: &str, status: &str) {
-        set_condition(&self.client, node, type_, status, "test-agent")
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
-    }
-
-    /// kumaco with `--in-progress`, ceiling 1, node events, and `extra`; leader election
-    /// as `pod` says.
-    async fn kumaco(&self, extra: &[&str], pod: Option<Pod>) -> KumacoProcess {
-        let mut args = self.scope_args();
-        args.extend(
-            [
-                "--in-progress",
-                "--require-condition=kured.dev/RebootRequired",
-                "--block-condition=kured.dev/RebootBlocked",
-                "--max-in-progress=1",
-                "--node-events",
-            ]
-            .map(String::from),
+/// Each node's resourceVersion and managedFields (managers and their operations).
+async fn snapshot(c: &Cluster, nodes: &[String]) -> BTreeMap<String, (String, String)> {
+    let api: Api<Node> = Api::all(c.client.clone());
+    let mut out = BTreeMap::new();
+    for n in nodes {
+        let node = api.get(n).await.unwrap();
+        let managers = serde_json::to_string(&node.metadata.managed_fields).unwrap();
+        out.insert(
+            n.clone(),
+            (node.metadata.resource_version.unwrap_or_default(), managers),
         );
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let options = StartOptions {
-            leader: pod,
-            ..StartOptions::default()
-        };
-        KumacoProcess::start_with(
-            env!("CARGO_BIN_EXE_kumaco"),
-            ApiServer::shared(),
-            &args,
-            &options,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"))
     }
+    out
+}
 
-    /// Each node's resourceVersion and managedFields (managers and their operations).
-    async fn snapshot(&self, nodes: &[String]) -> BTreeMap<String, (String, String)> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let mut out = BTreeMap::new();
-        for n in nodes {
-            let node = api.get(n).await.unwrap();
-            let managers = serde_json::to_string(&node.metadata.managed_fields).unwrap();
-            out.insert(
-                n.clone(),
-                (node.metadata.resource_version.unwrap_or_default(), managers),
-            );
-        }
-        out
-    }
+/// `before` with `node` as it is now (the test changed it).
+async fn snapshot_again(
+    c: &Cluster,
+    mut before: BTreeMap<String, (String, String)>,
+    node: &str,
+) -> BTreeMap<String, (String, String)> {
+    before.extend(snapshot(c, &[node.to_string()]).await);
+    before
+}
 
-    /// `before` with `node` as it is now (the test changed it).
-    async fn snapshot_again(
-        &self,
-        mut before: BTreeMap<String, (String, String)>,
-        node: &str,
-    ) -> BTreeMap<String, (String, String)> {
-        before.extend(self.snapshot(&[node.to_string()]).await);
-        before
-    }
-
-    /// kumaco's two conditions on `nodes`, as the cluster shows them.
-    async fn conditions(&self, nodes: &[String]) -> Decisions {
-        let api: Api<Node> = Api::all(self.client.clone());
-        let mut out = Decisions::new();
-        for n in nodes {
-            let node = api.get(n).await.unwrap();
-            for ty in [UNDER_MAINTENANCE, MIP] {
-                if let Some(c) = condition(&node, ty) {
-                    out.insert(
-                        (n.clone(), ty.to_string()),
-                        (c.status.clone(), c.reason.clone().unwrap_or_default()),
-                    );
-                }
+/// kumaco's two conditions on `nodes`, as the cluster shows them.
+async fn conditions(c: &Cluster, nodes: &[String]) -> Decisions {
+    let api: Api<Node> = Api::all(c.client.clone());
+    let mut out = Decisions::new();
+    for n in nodes {
+        let node = api.get(n).await.unwrap();
+        for ty in [UNDER_MAINTENANCE, MIP] {
+            if let Some(c) = condition(&node, ty) {
+                out.insert(
+                    (n.clone(), ty.to_string()),
+                    (c.status.clone(), c.reason.clone().unwrap_or_default()),
+                );
             }
         }
-        out
     }
+    out
 }
 
 /// The events `kubectl describe node` shows for `node` (those about its uid; kubectl also
@@ -478,36 +430,14 @@ fn would_post(lines: &[serde_json::Value]) -> BTreeSet<(String, String)> {
         .collect()
 }
 
+/// Waits until `check` finds what it looks for in kumaco's log; that.
 async fn wait_log<T>(
     kumaco: &KumacoProcess,
     what: &str,
     check: impl Fn(&[serde_json::Value]) -> Option<T>,
 ) -> T {
-    let deadline = Instant::now() + SOON;
-    loop {
-        if let Some(t) = check(&log_lines(kumaco)) {
-            return t;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {what} in kumaco's log within {SOON:?}:\n{}",
-            kumaco.log_tail(40)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn poll<T, F: Future<Output = Option<T>>>(
-    timeout: Duration,
-    what: &str,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(t) = check().await {
-            return t;
-        }
-        assert!(Instant::now() < deadline, "no {what} within {timeout:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    poll_showing(&format!("{what} in kumaco's log"), SOON, || async {
+        check(&log_lines(kumaco)).ok_or_else(|| kumaco.log_tail(40))
+    })
+    .await
 }

@@ -12,6 +12,7 @@ use serde_json::json;
 use kumaco::conditions::{self, Condition, Desired, UNDER_MAINTENANCE};
 use kumaco::node::{condition_from_json, condition_json};
 use testkit::nodes::{condition, create_node, set_condition};
+use testkit::time::ts;
 use testkit::{ApiServer, Scope};
 
 const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
@@ -92,7 +93,7 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
     let api: Api<Node> = Api::all(client.clone());
 
     // kumaco applies its condition.
-    let t1: Timestamp = "2026-03-01T10:00:00Z".parse().unwrap();
+    let t1 = ts("2026-03-01T10:00:00Z");
     let ours = conditions::to_apply(&desired(true, "window a"), None, t1);
     apply(&api, &name, "kumaco", std::slice::from_ref(&ours)).await;
 
@@ -118,7 +119,7 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
 
     // Same status, new message: lastTransitionTime is kept.
     let existing = condition(&node, UNDER_MAINTENANCE).map(read);
-    let t2: Timestamp = "2026-03-01T11:00:00Z".parse().unwrap();
+    let t2 = ts("2026-03-01T11:00:00Z");
     let same = conditions::to_apply(&desired(true, "window a and b"), existing.as_ref(), t2);
     let node = apply(&api, &name, "kumaco", &[same]).await;
     let c = condition(&node, UNDER_MAINTENANCE).unwrap();
@@ -127,7 +128,7 @@ async fn server_side_apply_owns_only_kumacos_conditions() {
     assert_eq!(c.last_heartbeat_time, None);
 
     // Status change: lastTransitionTime moves.
-    let t3: Timestamp = "2026-03-01T12:00:00Z".parse().unwrap();
+    let t3 = ts("2026-03-01T12:00:00Z");
     let changed = conditions::to_apply(&desired(false, "ended"), Some(&read(c)), t3);
     let node = apply(&api, &name, "kumaco", &[changed]).await;
     let c = condition(&node, UNDER_MAINTENANCE).unwrap();

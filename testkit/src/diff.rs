@@ -2,7 +2,11 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+/// How many mismatches a failing differential test shows.
+const SHOWN: usize = 20;
 
 /// How many cases a differential test runs and from which seed.
 ///
@@ -32,6 +36,34 @@ impl DiffRun {
             TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
         )
     }
+
+    /// Fails if there are `mismatches` (of `compared` `what`: inputs, cases), showing the
+    /// first 20 and the seed that replays the run.
+    pub fn assert_agree(&self, what: &str, compared: usize, mismatches: &[String]) {
+        if mismatches.is_empty() {
+            return;
+        }
+        let shown: Vec<_> = mismatches.iter().take(SHOWN).cloned().collect();
+        panic!(
+            "{} of {compared} {what} disagree with Go (seed {}); first {}:\n{}",
+            mismatches.len(),
+            self.seed,
+            shown.len(),
+            shown.join("\n")
+        );
+    }
+}
+
+/// The next `count` values of `strategy`, drawn with `runner` (a [`DiffRun::runner`]).
+pub fn draw<S: Strategy>(runner: &mut TestRunner, strategy: &S, count: usize) -> Vec<S::Value> {
+    (0..count)
+        .map(|_| {
+            strategy
+                .new_tree(runner)
+                .expect("generating an input")
+                .current()
+        })
+        .collect()
 }
 
 fn env_number(name: &str) -> Option<u64> {

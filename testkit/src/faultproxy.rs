@@ -16,6 +16,9 @@
 //! pub struct ProxyStats { connections, active, bytes_up, bytes_down, resets, refused, blackholed }
 //! pub fn upstream_of(server: &ApiServer) -> anyhow::Result<SocketAddr>;
 //! pub fn kubeconfig_via(kubeconfig: &Path, proxy: SocketAddr, out: &Path) -> anyhow::Result<()>;
+//! pub fn proxied(server: &ApiServer, name: &str) -> anyhow::Result<(FaultProxy, PathBuf)>;
+//! pub fn proxied_kubeconfig(server: &ApiServer, proxy: &FaultProxy, name: &str)
+//!     -> anyhow::Result<PathBuf>;
 //! ```
 //!
 //! It forwards bytes and nothing else: TLS passes through untouched. The API server's
@@ -44,7 +47,7 @@
 //! which closes every socket it holds, and joins the thread.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -246,6 +249,22 @@ pub fn kubeconfig_via(kubeconfig: &Path, proxy: SocketAddr, out: &Path) -> Resul
     // JSON is YAML: every kubeconfig reader takes it.
     let text = serde_json::to_string_pretty(&config)?;
     std::fs::write(out, text).with_context(|| format!("writing {}", out.display()))
+}
+
+/// A proxy in front of `server`, and a kubeconfig like its admin one through it
+/// ([`proxied_kubeconfig`]).
+pub fn proxied(server: &ApiServer, name: &str) -> Result<(FaultProxy, PathBuf)> {
+    let proxy = FaultProxy::start(upstream_of(server)?)?;
+    let kubeconfig = proxied_kubeconfig(server, &proxy, name)?;
+    Ok((proxy, kubeconfig))
+}
+
+/// A kubeconfig like `server`'s admin one, through `proxy`: `proxied-NAME.kubeconfig` in
+/// the server's directory (`name` unique on the server: a scope's value).
+pub fn proxied_kubeconfig(server: &ApiServer, proxy: &FaultProxy, name: &str) -> Result<PathBuf> {
+    let path = server.dir().join(format!("proxied-{name}.kubeconfig"));
+    kubeconfig_via(server.kubeconfig(), proxy.addr(), &path)?;
+    Ok(path)
 }
 
 /// The proxy's side of the thread: what every connection task shares.

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use k8s_openapi::jiff::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ApiServer;
@@ -74,6 +75,18 @@ impl KumacoProcess {
         args: &[&str],
         options: &StartOptions,
     ) -> Result<Self> {
+        Self::start_on(bin, server.kubeconfig(), args, options).await
+    }
+
+    /// [`KumacoProcess::start_with`] on the API server of admin kubeconfig `kubeconfig`
+    /// (`options.kubeconfig`, if any, still goes first): for a harness that holds no
+    /// reference to the server, which a test may restart meanwhile.
+    pub async fn start_on(
+        bin: impl AsRef<Path>,
+        kubeconfig: &Path,
+        args: &[&str],
+        options: &StartOptions,
+    ) -> Result<Self> {
         let bin = bin.as_ref();
         let log = log_path()?;
         let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -82,7 +95,7 @@ impl KumacoProcess {
         command
             .arg("run")
             .arg("--kubeconfig")
-            .arg(options.kubeconfig.as_deref().unwrap_or(server.kubeconfig()))
+            .arg(options.kubeconfig.as_deref().unwrap_or(kubeconfig))
             .arg(format!("--leader-elect={}", options.leader.is_some()))
             .args(LISTEN_ANYWHERE)
             .arg("--log-format=json")
@@ -266,6 +279,109 @@ impl Drop for KumacoProcess {
             );
         }
     }
+}
+
+/// Leader-election timings short enough for a failover to fit in a test (kumaco's
+/// defaults are 15 s, 10 s and 2 s): [`SHORT_LEASE_DURATION`],
+/// [`SHORT_LEASE_RETRY_PERIOD`] and a 3 s renew deadline.
+pub const SHORT_LEASE: [&str; 3] = [
+    "--lease-duration=4s",
+    "--lease-renew-deadline=3s",
+    "--lease-retry-period=500ms",
+];
+/// The lease duration of [`SHORT_LEASE`]: how long a follower waits out a dead leader.
+pub const SHORT_LEASE_DURATION: Duration = Duration::from_secs(4);
+/// The retry period of [`SHORT_LEASE`]: how often a follower tries for the Lease.
+pub const SHORT_LEASE_RETRY_PERIOD: Duration = Duration::from_millis(500);
+
+/// A `kumaco run` with leader election on, as one pod of a Deployment (`POD_NAME` =
+/// `pod`). Dropping it SIGKILLs it.
+pub struct Replica {
+    pub pod: String,
+    pub process: KumacoProcess,
+}
+
+/// What a replica's JSON log says about leadership and writes, in log order.
+#[derive(Debug, Default)]
+pub struct LogSummary {
+    pub became_leader: Vec<Timestamp>,
+    pub released: Vec<Timestamp>,
+    pub lost_leadership: Vec<Timestamp>,
+    /// Each `"condition changed"` (one per condition written).
+    pub writes: Vec<Timestamp>,
+}
+
+impl Replica {
+    /// `kumaco_leader` now; None if there is no such gauge or no answer.
+    pub async fn leader_gauge(&self) -> Option<f64> {
+        let text = self.process.metrics_text().await.ok()?;
+        has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
+    }
+
+    /// SIGTERM, as in a rolling update (a leader releases the Lease), with 10 s to exit.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        self.process
+            .terminate(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e:#}", self.pod))
+    }
+
+    /// SIGKILL: no chance to release the Lease.
+    pub fn kill(&mut self) {
+        self.process.kill().unwrap();
+    }
+
+    /// Whether a line of the replica's log has this message.
+    pub fn log_has(&self, message: &str) -> bool {
+        let text = std::fs::read_to_string(self.process.log_path()).unwrap();
+        text.lines().any(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|entry| entry["message"].as_str() == Some(message))
+        })
+    }
+
+    /// Leadership and writes, from the replica's log.
+    pub fn log_summary(&self) -> LogSummary {
+        let text = std::fs::read_to_string(self.process.log_path()).unwrap();
+        let mut summary = LogSummary::default();
+        // Lines that are not JSON (a panic message) carry no timestamp: skipped.
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let at = entry["timestamp"].as_str().and_then(|t| t.parse().ok());
+            let (Some(at), Some(message)) = (at, entry["message"].as_str()) else {
+                continue;
+            };
+            match message {
+                "became leader" => summary.became_leader.push(at),
+                "lost leadership" => summary.lost_leadership.push(at),
+                "released the lease" => summary.released.push(at),
+                "condition changed" => summary.writes.push(at),
+                _ => {}
+            }
+        }
+        summary
+    }
+}
+
+/// Waits until exactly one of `a` and `b` reports `kumaco_leader 1` and the other 0, for
+/// at most `timeout`; returns whether it is `a`. Both at 1 fails at once.
+pub async fn one_leader(a: &Replica, b: &Replica, timeout: Duration) -> bool {
+    let what = format!("a single leader of {} and {}", a.pod, b.pod);
+    crate::time::poll_showing(&what, timeout, || async {
+        match (a.leader_gauge().await, b.leader_gauge().await) {
+            (Some(1.0), Some(0.0)) => Ok(true),
+            (Some(0.0), Some(1.0)) => Ok(false),
+            (Some(1.0), Some(1.0)) => panic!("both replicas report kumaco_leader 1"),
+            gauges => Err(format!(
+                "kumaco_leader {gauges:?} (None: no such gauge); logs {} and {}",
+                a.process.log_path().display(),
+                b.process.log_path().display()
+            )),
+        }
+    })
+    .await
 }
 
 /// The loopback listen flags for a harness-started kumaco: port 0 for both, so kumaco
@@ -527,6 +643,16 @@ kumaco_windows 2
         assert_eq!(metric_sum(TEXT, "weird_label", &[("a", "x\"y,z}")]), 7.0);
         assert_eq!(metric_sum(TEXT, "kumaco_windows", &[]), 2.0);
         assert_eq!(metric_sum(TEXT, "absent", &[]), 0.0);
+    }
+
+    #[test]
+    fn the_short_lease_flags_say_what_its_constants_say() {
+        let duration = format!("--lease-duration={}s", SHORT_LEASE_DURATION.as_secs());
+        let retry = format!(
+            "--lease-retry-period={}ms",
+            SHORT_LEASE_RETRY_PERIOD.as_millis()
+        );
+        assert_eq!([SHORT_LEASE[0], SHORT_LEASE[2]], [duration, retry]);
     }
 
     #[test]

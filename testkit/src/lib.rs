@@ -15,7 +15,8 @@
 //! - [`chaos`]: kumaco-chaos's seeded fault schedule, fake clock, planner reference and
 //!   independent checker.
 //! - [`cluster`]: one integration test's namespace and node scope, with window and node
-//!   helpers.
+//!   helpers, and the kumaco processes (single or leader-electing replicas) it runs.
+//! - [`files`]: the repository's files (read, copied) for the tests of what it ships.
 //! - [`reporter`]: a stand-in reboot-required reporter at a steady rate, for the
 //!   long-running harnesses.
 //! - [`manifests`]: YAML manifests read and applied as `kubectl apply --server-side`
@@ -32,6 +33,7 @@ pub mod cluster;
 pub mod diff;
 pub mod events;
 pub mod faultproxy;
+pub mod files;
 pub mod fleet;
 pub mod gobuild;
 pub mod history;

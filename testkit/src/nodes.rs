@@ -156,3 +156,24 @@ pub async fn wait_for_condition(
 pub fn has_status(c: Option<&NodeCondition>, status: Option<&str>) -> bool {
     c.map(|c| c.status.as_str()) == status
 }
+
+/// The condition's message contains `text`.
+pub fn message_has(c: Option<&NodeCondition>, text: &str) -> bool {
+    c.and_then(|c| c.message.as_deref())
+        .is_some_and(|m| m.contains(text))
+}
+
+/// `lastTransitionTime` (whole seconds) is not before `edge` (a whole second).
+pub fn transitioned_at_or_after(c: &NodeCondition, edge: Timestamp) -> bool {
+    c.last_transition_time.as_ref().is_some_and(|t| t.0 >= edge)
+}
+
+/// The field managers of `node` (every entry of its managedFields).
+pub fn managers(node: &Node) -> Vec<&str> {
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect()
+}

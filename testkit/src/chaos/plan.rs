@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn a_time_is_found_in_its_segment_and_edges_belong_to_the_next() {
-        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        let t = crate::time::ts;
         let json = json!({ "intervals": [
             { "start": "2026-01-01T00:00:00Z", "end": "2026-01-01T00:01:00Z", "nodes": [] },
             { "start": "2026-01-01T00:01:00Z", "end": "2026-01-01T00:02:00Z", "nodes": ["a"] },
