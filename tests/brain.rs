@@ -20,26 +20,19 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use testkit::ApiServer;
-use testkit::agent::{
-    MAINTENANCE_IN_PROGRESS as MIP, Observed, Observer, REBOOT_REQUIRED, RebootAgent,
-    set_condition_at,
-};
-use testkit::cluster::TestCluster;
-use testkit::kumaco::{KumacoProcess, Pod as PodIdentity, StartOptions};
+use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, REBOOT_REQUIRED};
+use testkit::cluster::REPLICA_LEASE;
+use testkit::kumaco::SHORT_LEASE;
 use testkit::nodes::{condition, set_condition, wait_for_condition};
+use testkit::time::poll_for;
 
 /// How soon kumaco must react to a node or pod change (a watch event, then a pass), on a
 /// loaded 2-core machine.
 const PROMPT: Duration = Duration::from_secs(5);
 const ZONE: &str = "topology.kubernetes.io/zone";
 const REQUIRE_REBOOT: &str = "--require-condition=kured.dev/RebootRequired";
-const LEASE: [&str; 4] = [
-    "--lease-name=brain",
-    "--lease-duration=4s",
-    "--lease-renew-deadline=3s",
-    "--lease-retry-period=500ms",
-];
 
 // ---------------------------------------------------------------------------------------
 // Availability
@@ -108,11 +101,13 @@ async fn blocking_labels_and_pods_keep_nodes_from_starting() {
     for (i, node) in nodes.iter().enumerate() {
         c.needs_reboot(node, i).await;
     }
-    c.pod("postgres-0", &nodes[1], "postgres", "Running").await;
-    c.pod("postgres-1", &nodes[1], "postgres", "Pending").await;
-    c.pod("postgres-2", &nodes[2], "postgres", "Succeeded")
+    c.pod_on("postgres-0", &nodes[1], "postgres", "Running")
         .await;
-    c.pod("web-0", &nodes[3], "web", "Running").await;
+    c.pod_on("postgres-1", &nodes[1], "postgres", "Pending")
+        .await;
+    c.pod_on("postgres-2", &nodes[2], "postgres", "Succeeded")
+        .await;
+    c.pod_on("web-0", &nodes[3], "web", "Running").await;
     c.put_active_window("w", &c.scope.selector()).await;
     let _kumaco = c
         .kumaco(&[
@@ -169,15 +164,16 @@ async fn each_zone_has_its_own_ceiling_across_a_failover() {
         zone_of.insert(node, zone.to_string());
     }
     let observer = c.observer().await;
-    let agent = c.agent().await;
+    let agent = c.agent(REBOOT).await;
     for node in zone_of.keys() {
         agent.hold(node);
     }
     c.put_active_window("w", &c.scope.selector()).await;
-    let flags = [
+    let mut flags = vec![
         "--max-in-progress=10",
         "--max-in-progress-per=topology.kubernetes.io/zone=1",
     ];
+    flags.extend(SHORT_LEASE);
     let mut first = c.replica("first", &flags).await;
     let _second = c.replica("second", &flags).await;
     observer
@@ -187,9 +183,8 @@ async fn each_zone_has_its_own_ceiling_across_a_failover() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     // Kill the leader (whichever it is), then let the reboots go on.
-    let holder = c.lease_holder().await;
-    if holder.as_deref() == Some("first") {
-        first.kill().unwrap();
+    if c.lease_holder().await == "first" {
+        first.process.kill().unwrap();
     }
     for node in zone_of.keys() {
         agent.release(node);
@@ -240,7 +235,7 @@ async fn starts_are_paced_across_a_restart() {
     let b = c.node("b", &[]).await;
     c.needs_reboot(&a, 0).await;
     c.needs_reboot(&b, 1).await;
-    let agent = c.agent().await;
+    let agent = c.agent(REBOOT).await;
     agent.hold(&a);
     c.put_active_window("w", &c.scope.selector()).await;
     let flags = ["--max-in-progress=2", "--start-interval=15s"];
@@ -277,42 +272,32 @@ async fn starts_are_paced_across_a_restart() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Helpers
+// Helpers: what only these tests need beside testkit's Cluster
 
-struct Cluster(TestCluster);
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
+
+/// testkit's [`TestCluster`]-based cluster with `--in-progress` and the reboot
+/// requirement, and what the brain's tests do to nodes and pods.
+struct Cluster(testkit::cluster::Cluster);
 
 impl Deref for Cluster {
-    type Target = TestCluster;
-    fn deref(&self) -> &TestCluster {
+    type Target = testkit::cluster::Cluster;
+    fn deref(&self) -> &Self::Target {
         &self.0
     }
 }
 
 impl Cluster {
     async fn new(name: &str) -> Self {
-        Cluster(TestCluster::new(ApiServer::shared(), name).await)
+        let c = testkit::cluster::Cluster::new(ApiServer::shared(), name, KUMACO).await;
+        Cluster(c.with_flags(&["--in-progress", REQUIRE_REBOOT]))
     }
 
     /// `RebootRequired=True`, since `order` seconds after a fixed instant (the start order).
     async fn needs_reboot(&self, node: &str, order: usize) {
         let since = Timestamp::now() - SignedDuration::from_hours(1)
             + SignedDuration::from_secs(order as i64);
-        set_condition_at(
-            &self.client,
-            node,
-            REBOOT_REQUIRED,
-            "True",
-            "test-agent",
-            since,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    }
-
-    async fn set(&self, node: &str, type_: &str, status: &str) {
-        set_condition(&self.client, node, type_, status, "test-agent")
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"));
+        self.needs_reboot_since(node, since).await;
     }
 
     /// The node's `Ready` condition, as its kubelet would report it.
@@ -335,7 +320,7 @@ impl Cluster {
     }
 
     /// A pod of `app` bound to `node` in this test's namespace, in `phase`.
-    async fn pod(&self, name: &str, node: &str, app: &str, phase: &str) {
+    async fn pod_on(&self, name: &str, node: &str, app: &str, phase: &str) {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": { "name": name, "labels": { "app": app } },
             "spec": { "nodeName": node, "containers": [{ "name": "c", "image": "registry.invalid/c" }] },
@@ -400,90 +385,23 @@ impl Cluster {
         }
     }
 
-    async fn observer(&self) -> Observer {
-        Observer::start(&self.client, &self.scope.selector())
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    async fn agent(&self) -> RebootAgent {
-        let pause = (Duration::from_millis(300), Duration::from_millis(800));
-        RebootAgent::start(&self.client, &self.scope.selector(), pause)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    fn args(&self, extra: &[&str]) -> Vec<String> {
-        let mut args = self.scope_args();
-        args.extend(["--in-progress", REQUIRE_REBOOT].map(String::from));
-        args.extend(extra.iter().map(|s| s.to_string()));
-        args
-    }
-
-    /// A single kumaco (leader election off).
-    async fn kumaco(&self, extra: &[&str]) -> KumacoProcess {
-        let args = self.args(extra);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        KumacoProcess::start(env!("CARGO_BIN_EXE_kumaco"), ApiServer::shared(), &args)
-            .await
-            .unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// A leader-electing replica named `pod`.
-    async fn replica(&self, pod: &str, extra: &[&str]) -> KumacoProcess {
-        let mut args = self.args(extra);
-        args.extend(LEASE.map(String::from));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let options = StartOptions {
-            leader: Some(PodIdentity {
-                name: pod.into(),
-                namespace: self.ns.clone(),
-            }),
-            healthy_is_enough: true,
-            ..StartOptions::default()
-        };
-        KumacoProcess::start_with(
-            env!("CARGO_BIN_EXE_kumaco"),
-            ApiServer::shared(),
-            &args,
-            &options,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("replica {pod}: {e:#}"))
-    }
-
-    async fn lease_holder(&self) -> Option<String> {
-        let lease = poll_until_value(|| async {
-            Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
-                self.client.clone(),
-                &self.ns,
-            )
-            .get_opt("brain")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec?.holder_identity)
+    /// The holder of the replicas' Lease, once there is one.
+    async fn lease_holder(&self) -> String {
+        let leases = Api::<Lease>::namespaced(self.client.clone(), &self.ns);
+        poll_for("a holder of the Lease", PROMPT, || async {
+            leases
+                .get_opt(REPLICA_LEASE)
+                .await
+                .ok()??
+                .spec?
+                .holder_identity
         })
-        .await;
-        Some(lease)
+        .await
     }
 }
 
-/// Polls until `check` gives a value (at most 10 s).
-async fn poll_until_value<T, F, Fut>(check: F) -> T
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(std::time::Instant::now() < deadline, "no value within 10 s");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+/// How long a reboot takes in these tests (the agent's random pause).
+const REBOOT: (Duration, Duration) = (Duration::from_millis(300), Duration::from_millis(800));
 
 // ---------------------------------------------------------------------------------------
 // The pods right

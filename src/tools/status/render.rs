@@ -359,7 +359,10 @@ pub fn age(d: SignedDuration) -> String {
 
 /// What takes `MaintenanceInProgress` slots: overall, then per group of each `--group-by`
 /// key.
-pub fn disruption_table(all: &Disruption, groups: &[(String, Option<String>, Disruption)]) -> String {
+pub fn disruption_table(
+    all: &Disruption,
+    groups: &[(String, Option<String>, Disruption)],
+) -> String {
     let row = |group: String, d: &Disruption| {
         let mut unavailable = d.unavailable.to_string();
         if !d.unavailable_names.is_empty() {
@@ -369,7 +372,11 @@ pub fn disruption_table(all: &Disruption, groups: &[(String, Option<String>, Dis
                 .map(|(n, why)| format!("{n} {why}"))
                 .collect();
             let more = d.unavailable - names.len();
-            let more = if more > 0 { format!(", +{more} more") } else { String::new() };
+            let more = if more > 0 {
+                format!(", +{more} more")
+            } else {
+                String::new()
+            };
             unavailable.push_str(&format!(" ({}{more})", names.join(", ")));
         }
         vec![
@@ -388,5 +395,8 @@ pub fn disruption_table(all: &Disruption, groups: &[(String, Option<String>, Dis
         };
         rows.push(row(group, d));
     }
-    render_table(&["GROUP", "NODES", "IN-PROGRESS", "DISRUPTED", "UNAVAILABLE"], &rows)
+    render_table(
+        &["GROUP", "NODES", "IN-PROGRESS", "DISRUPTED", "UNAVAILABLE"],
+        &rows,
+    )
 }

@@ -182,7 +182,10 @@ impl Disruption {
             .status
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == crate::conditions::MAINTENANCE_IN_PROGRESS))
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| c.type_ == crate::conditions::MAINTENANCE_IN_PROGRESS)
+            })
             .is_some_and(|c| c.status == "True");
         let unavailable = availability(node).unavailable();
         self.in_progress += usize::from(in_progress);
