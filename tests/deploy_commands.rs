@@ -9,7 +9,6 @@
 //! run: nothing here runs Pods. Every marked block must be run by a test below, so the
 //! docs and the tests cannot drift apart.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,71 +20,11 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use testkit::ApiServer;
 use testkit::cluster::UNDER_MAINTENANCE;
+use testkit::docs::{DOCS, block, marked_blocks, runnable};
 use testkit::files::{copy_dir, repo};
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::manifests;
 use testkit::nodes::{has_status, wait_for_condition};
-
-const DOCS: [&str; 2] = ["README.md", "docs/operations.md"];
-const MARKER: &str = "<!-- tested: ";
-
-/// Every marked block of the docs, by name.
-fn marked_blocks() -> BTreeMap<String, String> {
-    let mut blocks = BTreeMap::new();
-    for doc in DOCS {
-        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
-        let mut lines = text.lines();
-        while let Some(line) = lines.next() {
-            let Some(rest) = line.trim().strip_prefix(MARKER) else {
-                continue;
-            };
-            let name = rest
-                .split_whitespace()
-                .next()
-                .unwrap_or_else(|| panic!("{doc}: a marker without a name: {line}"));
-            let fence = lines.next().unwrap_or_default();
-            assert_eq!(
-                fence.trim(),
-                "```sh",
-                "{doc}: {name}: the marker must precede a ```sh block"
-            );
-            // A block in a list item is indented: so are its lines.
-            let indent = fence.len() - fence.trim_start().len();
-            let body: Vec<&str> = lines
-                .by_ref()
-                .take_while(|l| l.trim() != "```")
-                .map(|l| l.get(indent..).unwrap_or(""))
-                .collect();
-            let old = blocks.insert(name.to_string(), body.join("\n"));
-            assert!(old.is_none(), "{doc}: two blocks named {name}");
-        }
-    }
-    blocks
-}
-
-fn block(name: &str) -> String {
-    marked_blocks()
-        .remove(name)
-        .unwrap_or_else(|| panic!("no block marked `{MARKER}{name} -->` in {DOCS:?}"))
-}
-
-/// The commands of a block as the shell reads them (continued lines joined), without
-/// those marked `# (needs ...)`.
-fn runnable(script: &str) -> String {
-    let mut commands = Vec::new();
-    let mut current = String::new();
-    for line in script.lines() {
-        current.push_str(line);
-        current.push('\n');
-        if !line.ends_with('\\') {
-            if !current.contains("# (needs ") {
-                commands.push(std::mem::take(&mut current));
-            }
-            current.clear();
-        }
-    }
-    commands.concat()
-}
 
 /// A scratch directory holding copies of deploy/ and charts/, and `bin/` with kubectl,
 /// helm and kumaco (ahead of anything else on PATH: the machine may have another kubectl).
@@ -148,7 +87,7 @@ impl Workdir {
 
     /// Runs the docs' block `name` (its runnable lines).
     fn run_block(&self, server: &ApiServer, name: &str) -> String {
-        self.run(server, name, &runnable(&block(name)))
+        self.run(server, name, &runnable(&block(name), &[]))
     }
 }
 

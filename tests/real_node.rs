@@ -40,6 +40,7 @@ use kube::runtime::watcher;
 use serde_json::Value;
 use testkit::Scope;
 use testkit::cluster::UNDER_MAINTENANCE;
+use testkit::docs;
 use testkit::kumaco::{http_get, metric_sum};
 use testkit::nodes::{create_node, has_status, set_labels, wait_for_condition};
 use testkit::realcluster::{KUBERNETES_SERVICE_IP, NODE_NAME, RealCluster};
@@ -66,52 +67,10 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The ```sh block marked `<!-- tested: NAME ... -->` in README.md or docs/operations.md
-/// (tests/deploy_commands.rs checks every marked block is run somewhere).
+/// The ```sh block marked `<!-- tested: NAME ... -->`, with the commands a real node
+/// runs (tests/deploy_commands.rs checks every marked block is run somewhere).
 fn block(name: &str) -> String {
-    let marker = format!("<!-- tested: {name} ");
-    for doc in ["README.md", "docs/operations.md"] {
-        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
-        let mut lines = text.lines();
-        while let Some(line) = lines.next() {
-            if !line.trim().starts_with(&marker) {
-                continue;
-            }
-            let fence = lines.next().unwrap_or_default();
-            assert_eq!(
-                fence.trim(),
-                "```sh",
-                "{doc}: {name}: not before a ```sh block"
-            );
-            let indent = fence.len() - fence.trim_start().len();
-            let body: Vec<&str> = lines
-                .take_while(|l| l.trim() != "```")
-                .map(|l| l.get(indent..).unwrap_or(""))
-                .collect();
-            return on_a_real_node(&body.join("\n"));
-        }
-    }
-    panic!("no block marked {marker}--> in README.md or docs/operations.md");
-}
-
-/// The commands of a block as the shell reads them (continued lines joined), without
-/// those marked `# (needs ...)`, except those that need a kubelet: this cluster has one.
-fn on_a_real_node(script: &str) -> String {
-    let mut commands = Vec::new();
-    let mut current = String::new();
-    for line in script.lines() {
-        current.push_str(line);
-        current.push('\n');
-        if !line.ends_with('\\') {
-            let needs_more =
-                current.contains("# (needs ") && !current.contains("# (needs a kubelet)");
-            if !needs_more {
-                commands.push(std::mem::take(&mut current));
-            }
-            current.clear();
-        }
-    }
-    commands.concat()
+    docs::runnable(&docs::block(name), &["a kubelet"])
 }
 
 /// A scratch copy of deploy/ and charts/ with kubectl and helm first on PATH: where the

@@ -31,6 +31,7 @@ pub mod chaos;
 pub mod churn;
 pub mod cluster;
 pub mod diff;
+pub mod docs;
 pub mod events;
 pub mod faultproxy;
 pub mod files;
