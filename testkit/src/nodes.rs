@@ -95,6 +95,19 @@ pub async fn set_condition_at(
         .with_context(|| format!("setting {type_}={status} on node {node}"))
 }
 
+/// Merges `spec` into a node's spec (`{"unschedulable": true}` cordons it, as `kubectl
+/// cordon` does).
+pub async fn set_spec(client: &kube::Client, node: &str, spec: serde_json::Value) -> Result<Node> {
+    Ok(Api::<Node>::all(client.clone())
+        .patch(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .with_context(|| format!("patching node {node}'s spec"))?)
+}
+
 /// Changes a node's labels (merge patch; a `None` value removes the label).
 pub async fn set_labels(
     client: &kube::Client,

@@ -3,9 +3,13 @@
 //! Starts kube-apiserver + etcd on loopback, creates 10 nodes in two zones and a few
 //! window ConfigMaps that open within seconds, runs the kumaco binary against them (with
 //! the kured setup: `--in-progress --require-condition kured.dev/RebootRequired
-//! --max-in-progress 2`), plays a reboot agent that "reboots" a node 3 s after it gets
-//! `MaintenanceInProgress=True`, and prints every condition change and event as it
-//! happens. Everything is removed at the end.
+//! --max-in-progress 2 --max-in-progress-per topology.kubernetes.io/zone=1`), plays a
+//! reboot agent that does what kured does to a node that gets
+//! `MaintenanceInProgress=True` (cordons it, reboots it: NotReady, its reboot no longer
+//! required after 3 s, Ready again 2 s later, uncordoned 1 s after that), and prints every
+//! condition change and event as it happens: one node per zone at a time, and a node that
+//! completed holding its zone's slot until it is Ready and uncordoned. Everything is
+//! removed at the end.
 //!
 //! `--real-node` (`make demo-node`): the same on a real cluster (controller-manager,
 //! scheduler and a kubelet on containerd, `testkit::realcluster`), with kumaco installed
@@ -32,6 +36,8 @@ const NS: &str = "maintenance";
 const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
 const IN_PROGRESS: &str = "MaintenanceInProgress";
 const SHOW_FOR: Duration = Duration::from_secs(50);
+/// One disrupted node per zone at a time.
+const ZONE_CEILING: &str = "topology.kubernetes.io/zone=1";
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -77,9 +83,14 @@ async fn main() -> Result<()> {
         )
         .await?;
     }
+    for i in 0..10 {
+        // What a kubelet reports: Ready.
+        let name = scope.node_name(&format!("node-{i:02}"));
+        testkit::nodes::set_condition(&client, &name, "Ready", "True", "kubelet").await?;
+    }
     println!(
-        "Created 10 nodes: node-00..04 in zone-a, node-05..09 in zone-b; the even ones \
-         have {REBOOT_REQUIRED}=True."
+        "Created 10 nodes: node-00..04 in zone-a, node-05..09 in zone-b, all Ready; the even \
+         ones have {REBOOT_REQUIRED}=True."
     );
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -216,15 +227,39 @@ async fn main() -> Result<()> {
                     }
                     most_in_progress
                         .fetch_max(in_progress.len(), std::sync::atomic::Ordering::Relaxed);
+                    let cordoned = node
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false);
+                    let key = format!("{name}/cordoned");
+                    let line = cordoned.to_string();
+                    if seen.get(&key).is_some_and(|old| *old != line) {
+                        println!(
+                            "{clock}  {:<8} {}",
+                            name.trim_start_matches(&prefix),
+                            if cordoned { "cordoned" } else { "uncordoned" }
+                        );
+                    }
+                    seen.insert(key, line);
                     for (ty, short) in [
                         ("kured.dev/UnderMaintenance", "UnderMaintenance"),
                         (IN_PROGRESS, IN_PROGRESS),
                         (REBOOT_REQUIRED, "RebootRequired"),
+                        ("Ready", "Ready"),
                     ] {
                         let Some(c) = testkit::nodes::condition(&node, ty) else {
                             continue;
                         };
-                        let reason = c.reason.clone().unwrap_or_default();
+                        // The stand-in kubelet's Ready says nothing more than its status.
+                        let (reason, message) = if ty == "Ready" {
+                            (String::new(), String::new())
+                        } else {
+                            (
+                                c.reason.clone().unwrap_or_default(),
+                                c.message.clone().unwrap_or_default(),
+                            )
+                        };
                         let key = format!("{name}/{ty}");
                         let line = format!("{} {reason}", c.status);
                         if seen.get(&key) != Some(&line) {
@@ -233,24 +268,13 @@ async fn main() -> Result<()> {
                                 name.trim_start_matches(&prefix),
                                 format!("{short}={}", c.status),
                                 reason,
-                                c.message.clone().unwrap_or_default()
+                                message
                             );
                             seen.insert(key, line);
                         }
                         if ty == IN_PROGRESS && c.status == "True" && rebooting.insert(name.clone())
                         {
-                            let (client, name) = (client.clone(), name.clone());
-                            tokio::spawn(async move {
-                                tokio::time::sleep(Duration::from_secs(3)).await;
-                                let _ = testkit::nodes::set_condition(
-                                    &client,
-                                    &name,
-                                    REBOOT_REQUIRED,
-                                    "False",
-                                    "reboot-agent",
-                                )
-                                .await;
-                            });
+                            tokio::spawn(reboot(client.clone(), name.clone()));
                         }
                     }
                 }
@@ -295,7 +319,7 @@ async fn main() -> Result<()> {
         .count();
     println!(
         "\nAfter {}s: {rebooted} of {} nodes were rebooted; at most {} were in progress at \
-         once (ceiling 2). kumaco's log: {}",
+         once (ceiling 2, 1 per zone). kumaco's log: {}",
         SHOW_FOR.as_secs(),
         list.items.len(),
         most_in_progress.load(std::sync::atomic::Ordering::Relaxed),
@@ -319,9 +343,11 @@ fn start_process(
 ) -> Result<tokio::process::Child> {
     println!(
         "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {} \
-         --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2\n\
-         (leader election on a Lease in {NS:?}; a reboot agent clears {REBOOT_REQUIRED} 3 s \
-         after a node gets {IN_PROGRESS}=True)\n",
+         --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2 \
+         --max-in-progress-per {ZONE_CEILING}\n\
+         (leader election on a Lease in {NS:?}; a reboot agent, as kured, cordons a node \
+         that gets {IN_PROGRESS}=True, reboots it (NotReady, {REBOOT_REQUIRED} cleared \
+         after 3 s, Ready 2 s later) and uncordons it)\n",
         scope.selector()
     );
     let log_path = std::env::temp_dir().join("kumaco-demo.log");
@@ -338,6 +364,8 @@ fn start_process(
             REBOOT_REQUIRED,
             "--max-in-progress",
             "2",
+            "--max-in-progress-per",
+            ZONE_CEILING,
         ])
         .env("POD_NAMESPACE", NS)
         .env("POD_NAME", "kumaco-demo")
@@ -402,6 +430,8 @@ async fn install_on_the_real_node(
         format!("inProgress.requireConditions={{{REBOOT_REQUIRED}}}"),
         "--set".into(),
         "inProgress.maxInProgress=2".into(),
+        "--set".into(),
+        format!("inProgress.maxInProgressPer={{{ZONE_CEILING}}}"),
         "--wait".into(),
         "--timeout=3m".into(),
     ];
@@ -441,6 +471,26 @@ async fn install_on_the_real_node(
     }
     println!();
     Ok(())
+}
+
+/// What kured does to a node kumaco lets into maintenance: cordon, reboot (NotReady; its
+/// reporter clears the reboot after 3 s), Ready again 2 s later, uncordon 1 s after that.
+/// A node that completed holds its zone's slot until it is uncordoned.
+async fn reboot(client: kube::Client, name: String) {
+    let set = |ty: &'static str, status: &'static str, manager: &'static str| {
+        testkit::nodes::set_condition(&client, &name, ty, status, manager)
+    };
+    let cordon = |on: bool| {
+        testkit::nodes::set_spec(&client, &name, json!({ "unschedulable": on }))
+    };
+    let _ = cordon(true).await;
+    let _ = set("Ready", "False", "kubelet").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let _ = set(REBOOT_REQUIRED, "False", "reboot-agent").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _ = set("Ready", "True", "kubelet").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let _ = cordon(false).await;
 }
 
 enum Either<A, B> {
