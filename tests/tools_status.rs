@@ -130,8 +130,8 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
             "PLANNED",
             "REASON",
             "AGE",
-            "AVAILABLE",
-            "NEXT-MAINTENANCE"
+            "NEXT-MAINTENANCE",
+            "AVAILABLE"
         ],
         "{stdout}"
     );
@@ -139,14 +139,14 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
     assert_eq!(cells[9], a1, "{stdout}");
     let a1_cells: Vec<&str> = node_row(&a1).split_whitespace().collect();
     assert_eq!(a1_cells[1..3], ["True", "TestAgent"], "{stdout}");
-    // Available (no kubelet reports Ready here), in patch-night now.
-    assert_eq!(a1_cells[7..], ["-", "-", "-", "yes", "now"], "{stdout}");
+    // In patch-night now; available (no kubelet reports Ready here).
+    assert_eq!(a1_cells[7..], ["-", "-", "-", "now", "yes"], "{stdout}");
     let b1_cells: Vec<&str> = node_row(&b1).split_whitespace().collect();
     assert_eq!(b1_cells[1..7], ["-", "-", "-", "-", "-", "-"], "{stdout}");
     assert_eq!(b1_cells[7..9], ["True", "TestAgent"], "{stdout}");
     assert!(b1_cells[9].ends_with('s'), "an age: {stdout}");
-    assert_eq!(b1_cells[10], "yes", "{stdout}");
-    assert_eq!(b1_cells[11], "-", "no window selects b1: {stdout}");
+    assert_eq!(b1_cells[10], "-", "no window selects b1: {stdout}");
+    assert_eq!(b1_cells[11], "yes", "{stdout}");
     assert!(
         stdout.contains("NODES (2)"),
         "only the scope's nodes: {stdout}"
@@ -254,7 +254,7 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         nodes_header
             .split_whitespace()
             .collect::<Vec<_>>()
-            .ends_with(&["NEXT-MAINTENANCE", "UNTIL", "WINDOW"]),
+            .ends_with(&["NEXT-MAINTENANCE", "UNTIL", "WINDOW", "AVAILABLE"]),
         "{wide}"
     );
 

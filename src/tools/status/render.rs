@@ -162,10 +162,6 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
             ] {
                 row.extend(condition_cells(condition(n, type_), now));
             }
-            row.push(match availability(n).unavailable() {
-                None => "yes".into(),
-                Some(why) => why.to_string(),
-            });
             let next = next_maintenance(windows, labels(n), now);
             row.push(match &next {
                 None => "-".into(),
@@ -179,6 +175,10 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
                 );
                 row.push(next.map_or("-".into(), |m| m.window.to_string()));
             }
+            row.push(match availability(n).unavailable() {
+                None => "yes".into(),
+                Some(why) => why.to_string(),
+            });
             row
         })
         .collect();
@@ -193,12 +193,13 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
         "PLANNED",
         "REASON",
         "AGE",
-        "AVAILABLE",
         "NEXT-MAINTENANCE",
     ];
     if wide {
         header.extend(["UNTIL", "WINDOW"]);
     }
+    // New columns go last: the earlier ones keep their positions for scripts.
+    header.push("AVAILABLE");
     render_table(&header, &rows)
 }
 

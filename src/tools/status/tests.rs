@@ -98,10 +98,10 @@ fn nodes_table_shows_conditions_and_ages() {
         false,
     );
     let expected = [
-        "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   AVAILABLE   NEXT-MAINTENANCE",
-        "n0     -                   -                   -       -             -        -     -         -                      -     cordoned    -",
-        "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -     yes         -",
-        "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m   yes         -",
+        "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   NEXT-MAINTENANCE   AVAILABLE",
+        "n0     -                   -                   -       -             -        -     -         -                      -     -                  cordoned",
+        "n1     True                MaintenanceWindow   5m30s   -             -        -     -         -                      -     -                  yes",
+        "n2     -                   -                   -       -             -        -     True      MaintenanceScheduled   20m   -                  yes",
     ];
     assert_eq!(t.lines().collect::<Vec<_>>(), expected);
 
