@@ -14,7 +14,7 @@ use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use testkit::ApiServer;
 use testkit::cluster::TestCluster;
 use testkit::manifests::{ApplyOptions, apply};
-use testkit::nodes::{create_node, set_condition};
+use testkit::nodes::{create_node, set_condition, set_spec};
 
 async fn create_window(client: &kube::Client, ns: &str, name: &str, data: serde_json::Value) {
     let cm: ConfigMap = serde_json::from_value(json!({
@@ -187,6 +187,10 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
             .unwrap();
         names.push(node.metadata.name.unwrap());
     }
+    // a4 is cordoned: it counts as disrupted, as --max-in-progress counts it.
+    set_spec(&client, &names[3], json!({ "unschedulable": true }))
+        .await
+        .unwrap();
     let selector = scope.selector();
     let args = ["--namespace", &ns, "--node-selector", &selector];
 
@@ -219,11 +223,29 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
     assert_eq!(nodes[0]["nextMaintenance"]["active"], true);
     assert_eq!(nodes[4]["nextMaintenance"]["window"]["name"], "weekly");
     assert_eq!(nodes[4]["nextMaintenance"]["active"], false);
+    assert_eq!(nodes[0]["available"], "yes");
+    assert_eq!(nodes[3]["available"], "cordoned");
 
     // The table cuts the names; wide shows more columns and more names.
-    let output = status(server.kubeconfig(), &args);
+    let output = status(
+        server.kubeconfig(),
+        &[&args[..], &["--group-by", "zone"]].concat(),
+    );
     let table = String::from_utf8_lossy(&output.stdout);
-    println!("$ kumaco status ...\n{table}");
+    println!("$ kumaco status ... --group-by zone\n{table}");
+    let disrupted: Vec<Vec<&str>> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("GROUP "))
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let cordoned = format!("({}", names[3]);
+    let expected: [&[&str]; 3] = [
+        &["all", "5", "0", "1", "1", &cordoned, "cordoned)"],
+        &["zone=a", "4", "0", "1", "1", &cordoned, "cordoned)"],
+        &["zone=b", "1", "0", "0", "0"],
+    ];
+    assert_eq!(disrupted[1..], expected, "{table}");
     let row = table.lines().find(|l| l.contains(" weekly ")).unwrap();
     assert!(
         row.contains(&format!(

@@ -480,9 +480,8 @@ async fn reboot(client: kube::Client, name: String) {
     let set = |ty: &'static str, status: &'static str, manager: &'static str| {
         testkit::nodes::set_condition(&client, &name, ty, status, manager)
     };
-    let cordon = |on: bool| {
-        testkit::nodes::set_spec(&client, &name, json!({ "unschedulable": on }))
-    };
+    let cordon =
+        |on: bool| testkit::nodes::set_spec(&client, &name, json!({ "unschedulable": on }));
     let _ = cordon(true).await;
     let _ = set("Ready", "False", "kubelet").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
