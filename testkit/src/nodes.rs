@@ -98,14 +98,14 @@ pub async fn set_condition_at(
 /// Merges `spec` into a node's spec (`{"unschedulable": true}` cordons it, as `kubectl
 /// cordon` does).
 pub async fn set_spec(client: &kube::Client, node: &str, spec: serde_json::Value) -> Result<Node> {
-    Ok(Api::<Node>::all(client.clone())
+    Api::<Node>::all(client.clone())
         .patch(
             node,
             &PatchParams::default(),
             &Patch::Merge(json!({ "spec": spec })),
         )
         .await
-        .with_context(|| format!("patching node {node}'s spec"))?)
+        .with_context(|| format!("patching node {node}'s spec"))
 }
 
 /// Changes a node's labels (merge patch; a `None` value removes the label).
