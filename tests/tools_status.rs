@@ -276,7 +276,13 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         nodes_header
             .split_whitespace()
             .collect::<Vec<_>>()
-            .ends_with(&["NEXT-MAINTENANCE", "UNTIL", "WINDOW", "AVAILABLE"]),
+            .ends_with(&[
+                "NEXT-MAINTENANCE",
+                "UNTIL",
+                "WINDOW",
+                "AVAILABLE",
+                "IN-PROGRESS-MESSAGE"
+            ]),
         "{wide}"
     );
 

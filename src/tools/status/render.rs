@@ -179,6 +179,16 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
                 None => "yes".into(),
                 Some(why) => why.to_string(),
             });
+            if wide {
+                // Why a node does not start (or why it did): kumaco's own message,
+                // bounded where it is written.
+                row.push(
+                    condition(n, MAINTENANCE_IN_PROGRESS)
+                        .and_then(|c| c.message.clone())
+                        .filter(|m| !m.is_empty())
+                        .unwrap_or_else(|| "-".into()),
+                );
+            }
             row
         })
         .collect();
@@ -200,6 +210,9 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
     }
     // New columns go last: the earlier ones keep their positions for scripts.
     header.push("AVAILABLE");
+    if wide {
+        header.push("IN-PROGRESS-MESSAGE");
+    }
     render_table(&header, &rows)
 }
 

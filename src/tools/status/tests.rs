@@ -1,5 +1,5 @@
 use super::*;
-use crate::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::peers::LeaseRead;
 use crate::tools::nodes::ListedNode;
 use jiff::SignedDuration;
@@ -91,6 +91,29 @@ fn nodes_table_shows_conditions_and_ages() {
         "spec": {"unschedulable": true},
     }))
     .unwrap();
+    let mut waiting = node.clone();
+    waiting.metadata.name = Some("n3".into());
+    waiting.status.as_mut().unwrap().conditions = Some(vec![NodeCondition {
+        type_: MAINTENANCE_IN_PROGRESS.into(),
+        status: "False".into(),
+        reason: Some("WaitingForSlot".into()),
+        message: Some("1/1 slots in use: 1 unavailable (n0 cordoned)".into()),
+        last_transition_time: Some(Time(ts("2026-01-01T02:05:00Z"))),
+        ..Default::default()
+    }]);
+    // -o wide: the why-not, last.
+    let t = nodes_table(
+        &[bare.clone(), waiting],
+        &[],
+        ts("2026-01-01T02:05:30Z"),
+        true,
+    );
+    let expected = [
+        "NODE   UNDER-MAINTENANCE   REASON   AGE   IN-PROGRESS   REASON           AGE   PLANNED   REASON   AGE   NEXT-MAINTENANCE   UNTIL   WINDOW   AVAILABLE   IN-PROGRESS-MESSAGE",
+        "n0     -                   -        -     -             -                -     -         -        -     -                  -       -        cordoned    -",
+        "n3     -                   -        -     False         WaitingForSlot   30s   -         -        -     -                  -       -        yes         1/1 slots in use: 1 unavailable (n0 cordoned)",
+    ];
+    assert_eq!(t.lines().collect::<Vec<_>>(), expected);
     let t = nodes_table(
         &[planned.clone(), node.clone(), bare.clone()],
         &[],
