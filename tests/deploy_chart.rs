@@ -39,9 +39,10 @@ fn every_run_flag_has_a_chart_value() {
     // Flags are the `--name` words that start an option line of clap's help.
     let flags: Vec<&str> = help
         .lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
         .filter_map(|line| {
-            line.trim_start()
-                .split([' ', ',', '=', '<'])
+            line.split([' ', ',', '=', '<'])
                 .find(|word| word.starts_with("--"))
         })
         .filter(|flag| *flag != "--help")
