@@ -86,14 +86,16 @@ impl SlimNode {
 
     /// Whether `self` and `other` (two versions of a node, trimmed by [`Self::keep_only`])
     /// differ in anything a pass reads: the kept conditions (`lastHeartbeatTime` is not
-    /// read), the ownership of kumaco's conditions, or a label under one of `label_keys`, the
-    /// keys the selectors name. Most node updates in a cluster (kubelet heartbeats, image
-    /// lists, annotations, labels no selector names) differ in none of these: they cost
-    /// this comparison and no pass.
+    /// read), the ownership of kumaco's conditions, whether and why the node is unavailable
+    /// (not the raw `Ready`: a first kubelet report of `Ready=True` on a node that had none
+    /// leaves it available), or a label under one of `label_keys`, the keys the selectors
+    /// name. Most node updates in a cluster (kubelet heartbeats, image lists, annotations,
+    /// labels no selector names) differ in none of these: they cost this comparison and no
+    /// pass.
     pub fn differs_for_pass(&self, other: &SlimNode, label_keys: &HashSet<String>) -> bool {
         self.conditions != other.conditions
             || self.status_owners != other.status_owners
-            || self.availability != other.availability
+            || self.availability.unavailable() != other.availability.unavailable()
             || label_keys
                 .iter()
                 .any(|k| self.labels.label(k) != other.labels.label(k))

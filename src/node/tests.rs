@@ -125,6 +125,30 @@ fn only_changes_a_pass_reads_count() {
     assert!(changed(
         &|v| v["metadata"]["managedFields"][0]["manager"] = "someone".into()
     ));
+    // Availability: what it is and why, not how it reads.
+    fn ready(v: &mut serde_json::Value) -> &mut serde_json::Value {
+        v["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|c| c["type"] == "Ready")
+            .unwrap()
+    }
+    assert!(changed(&|v| ready(v)["status"] = "False".into()));
+    assert!(changed(&|v| ready(v)["status"] = "Unknown".into()));
+    assert!(changed(&|v| v["spec"]["unschedulable"] = true.into()));
+    assert!(!changed(&|v| ready(v)["reason"] = "KubeletReadyAgain".into()));
+    let mut no_ready = full_node();
+    no_ready["status"]["conditions"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|c| c["type"] != "Ready");
+    let mut first_report: SlimNode = serde_json::from_value(no_ready).unwrap();
+    first_report.keep_only("kumaco", &[]);
+    assert!(
+        !first_report.differs_for_pass(&base, &keys),
+        "a node without Ready is available, as one Ready=True is"
+    );
 }
 
 #[test]
