@@ -137,7 +137,9 @@ fn only_changes_a_pass_reads_count() {
     assert!(changed(&|v| ready(v)["status"] = "False".into()));
     assert!(changed(&|v| ready(v)["status"] = "Unknown".into()));
     assert!(changed(&|v| v["spec"]["unschedulable"] = true.into()));
-    assert!(!changed(&|v| ready(v)["reason"] = "KubeletReadyAgain".into()));
+    assert!(!changed(
+        &|v| ready(v)["reason"] = "KubeletReadyAgain".into()
+    ));
     let mut no_ready = full_node();
     no_ready["status"]["conditions"]
         .as_array_mut()
