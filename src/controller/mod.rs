@@ -112,6 +112,7 @@ pub async fn run(
         policy.map_or(&[][..], |p| &p.block_pod_selectors),
         settings.watch_timeout_secs,
         wake.clone(),
+        (!settings.dry_run).then(|| nodes.clone()),
     );
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =

@@ -6,7 +6,10 @@
 //!
 //! A pod that finishes (Succeeded, Failed) leaves the watch's selection and arrives as a
 //! deletion; one whose status changes otherwise (a container restart, a condition) is
-//! the same slim pod and wakes no pass.
+//! the same slim pod and wakes no pass. A pod that comes, goes or moves wakes a pass
+//! only when it does so on a node waiting to start ([`waits_to_start`]): elsewhere it
+//! changes no decision, and the pass that may start the node reads the pods as they are
+//! then.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -22,7 +25,8 @@ use tokio::sync::Notify;
 
 use super::watch::{LIST_PAGE, ListState, Watch, drive};
 use super::writer::Backoff;
-use crate::in_progress::BlockingPod;
+use crate::in_progress::{BlockingPod, waits_to_start};
+use crate::node::SlimNode;
 use crate::selector::Selector;
 
 /// Scheduled and not finished: a pending pod not yet bound to a node blocks nothing, a
@@ -109,12 +113,15 @@ impl kube::Resource for SlimPod {
     }
 }
 
-/// Starts one watch per `--block-pod-selector`, cluster-wide.
+/// Starts one watch per `--block-pod-selector`, cluster-wide. `nodes`: the node cache,
+/// to wake a pass only for pods on nodes waiting to start; `None` (a dry run, whose
+/// would-be writes never show on the nodes) wakes one for every pod that comes or goes.
 pub fn spawn(
     client: &Client,
     selectors: &[Selector],
     watch_timeout_secs: u32,
     wake: Arc<Notify>,
+    nodes: Option<Store<SlimNode>>,
 ) -> Vec<(Store<SlimPod>, ListState)> {
     selectors
         .iter()
@@ -128,16 +135,7 @@ pub fn spawn(
             let stream = move |client: Client| {
                 watcher(Api::<SlimPod>::all(client), config.clone()).backoff(Backoff::default())
             };
-            // Only a change of what is kept (a pod appearing, leaving, moving) matters;
-            // its resourceVersion changes with every status update.
-            let relevant = |event: &watcher::Event<SlimPod>, cached: &Store<SlimPod>| match event {
-                watcher::Event::Apply(pod) => cached
-                    .get(&reflector::ObjectRef::from_obj(pod))
-                    .is_none_or(|old| {
-                        (&old.node_name, old.blocks()) != (&pod.node_name, pod.blocks())
-                    }),
-                _ => true,
-            };
+            let relevant = pod_relevance(nodes.clone());
             let lists = ListState::default();
             let watch = Watch {
                 what: "pods",
@@ -149,6 +147,32 @@ pub fn spawn(
             (store, lists)
         })
         .collect()
+}
+
+/// Whether a pod event can change a decision: only a change of what is kept (a pod
+/// appearing, leaving, moving; its resourceVersion changes with every status update), on
+/// a node waiting to start (any node when `nodes` is `None`). The lists' events always
+/// count: a list's end wakes the first pass.
+fn pod_relevance(
+    nodes: Option<Store<SlimNode>>,
+) -> impl FnMut(&watcher::Event<SlimPod>, &Store<SlimPod>) -> bool {
+    let waiting = move |pod: &SlimPod| {
+        let Some(nodes) = &nodes else { return true };
+        pod.node_name.as_deref().is_some_and(|name| {
+            nodes
+                .get(&reflector::ObjectRef::new(name))
+                .is_some_and(|node| waits_to_start(&node.conditions))
+        })
+    };
+    move |event, cached| match event {
+        watcher::Event::Apply(pod) => match cached.get(&reflector::ObjectRef::from_obj(pod)) {
+            None => waiting(pod),
+            Some(old) if (&old.node_name, old.blocks()) == (&pod.node_name, pod.blocks()) => false,
+            Some(old) => waiting(&old) || waiting(pod),
+        },
+        watcher::Event::Delete(pod) => waiting(pod),
+        _ => true,
+    }
 }
 
 /// The pods keeping each node from starting, by node name, sorted; `stores[i]` holds the
@@ -180,6 +204,85 @@ pub fn by_node(stores: &[Store<SlimPod>]) -> HashMap<String, Vec<BlockingPod>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn pod(name: &str, node: &str, phase: &str, version: &str) -> SlimPod {
+        serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": "db", "resourceVersion": version },
+            "spec": { "nodeName": node },
+            "status": { "phase": phase },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_pod_coming_or_going_wakes_a_pass_only_on_a_node_waiting_to_start() {
+        let (nodes, mut node_cache) = reflector::store::<SlimNode>();
+        for (name, conditions) in [
+            (
+                "waiting",
+                json!([{ "type": "kured.dev/UnderMaintenance", "status": "True" },
+                               { "type": "MaintenanceInProgress", "status": "False" }]),
+            ),
+            (
+                "started",
+                json!([{ "type": "kured.dev/UnderMaintenance", "status": "True" },
+                               { "type": "MaintenanceInProgress", "status": "True" }]),
+            ),
+            (
+                "idle",
+                json!([{ "type": "kured.dev/UnderMaintenance", "status": "False" }]),
+            ),
+        ] {
+            let node: SlimNode = serde_json::from_value(json!({
+                "metadata": { "name": name }, "status": { "conditions": conditions },
+            }))
+            .unwrap();
+            node_cache.apply_watcher_event(&watcher::Event::Apply(node));
+        }
+        let (pods, mut pod_cache) = reflector::store::<SlimPod>();
+        let mut gated = pod_relevance(Some(nodes));
+        let mut ungated = pod_relevance(None);
+        let mut sees = |event: watcher::Event<SlimPod>| {
+            let answer = (gated(&event, &pods), ungated(&event, &pods));
+            pod_cache.apply_watcher_event(&event);
+            answer
+        };
+        // Created: on a node waiting to start, on one in progress, on one idle, on one
+        // kumaco has not seen.
+        assert_eq!(
+            sees(watcher::Event::Apply(pod("a", "waiting", "Running", "1"))),
+            (true, true)
+        );
+        assert_eq!(
+            sees(watcher::Event::Apply(pod("b", "started", "Running", "1"))),
+            (false, true)
+        );
+        assert_eq!(
+            sees(watcher::Event::Apply(pod("c", "idle", "Running", "1"))),
+            (false, true)
+        );
+        assert_eq!(
+            sees(watcher::Event::Apply(pod("d", "unknown", "Running", "1"))),
+            (false, true)
+        );
+        // A status update keeps what is kept: nothing, wherever it is.
+        assert_eq!(
+            sees(watcher::Event::Apply(pod("a", "waiting", "Running", "2"))),
+            (false, false)
+        );
+        // Gone (deleted, or finished and so out of the watch's selection).
+        assert_eq!(
+            sees(watcher::Event::Delete(pod("a", "waiting", "Running", "3"))),
+            (true, true)
+        );
+        assert_eq!(
+            sees(watcher::Event::Delete(pod("c", "idle", "Running", "2"))),
+            (false, true)
+        );
+        // Lists always count.
+        assert_eq!(sees(watcher::Event::InitDone), (true, true));
+    }
 
     #[test]
     fn a_pod_is_kept_as_its_name_node_and_phase() {

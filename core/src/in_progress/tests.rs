@@ -516,3 +516,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn only_a_node_under_maintenance_and_not_in_progress_waits_to_start() {
+    use crate::conditions::UNDER_MAINTENANCE;
+    let um = |on| cond(UNDER_MAINTENANCE, on, 0);
+    let mip = |on| cond(MAINTENANCE_IN_PROGRESS, on, 0);
+    assert!(waits_to_start(&[um(true)]));
+    assert!(waits_to_start(&[um(true), mip(false)]));
+    assert!(!waits_to_start(&[um(true), mip(true)]));
+    assert!(!waits_to_start(&[um(false), mip(false)]));
+    assert!(!waits_to_start(&[cond(REBOOT, true, 0)]));
+    assert!(!waits_to_start(&[]));
+}
