@@ -19,6 +19,9 @@
 //! bounded: at most `rate × duration` changes, none started after `duration`, each
 //! request given up after [`REQUEST_TIMEOUT`]; at most [`IN_FLIGHT`] are in flight, and a
 //! churn behind its schedule catches up within that bound (its lag is reported).
+//!
+//! [`pods`]: pods bound to the nodes and changes to them (and to the nodes' availability)
+//! at set rates, for the cost of `--block-pod-selector` (issue 21).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +36,8 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::fleet;
+
+pub mod pods;
 
 /// The stand-in kubelet's field manager.
 pub const KUBELET: &str = "churn-kubelet";

@@ -331,7 +331,8 @@ impl Kumaco {
         &self.log
     }
 
-    fn pid(&self) -> Result<u32> {
+    /// kumaco's process id.
+    pub fn pid(&self) -> Result<u32> {
         Ok(self.child.as_ref().context("kumaco is not running")?.id())
     }
 

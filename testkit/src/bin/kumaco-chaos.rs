@@ -10,6 +10,7 @@
 //! #   --nodes N         nodes (default 300)
 //! #   --replicas R      kumaco replicas (default 3)
 //! #   --ceiling C       kumaco's --max-in-progress (default 8)
+//! #   --zone-ceiling Z  kumaco's --max-in-progress-per topology.kubernetes.io/zone (default 3)
 //! #   --kumaco PATH     kumaco binary (default target/release/kumaco)
 //! #   --json FILE       figures (default target/kumaco-chaos.json)
 //! ```
@@ -17,11 +18,14 @@
 //! The cluster: a private real API server + etcd, N nodes in 4 zones; windows opening
 //! and closing every minute (one per zone for 3 minutes of every 4, 30 s of every minute
 //! on a rack, and a 20 s blackout every 5 minutes); kumaco as kured's brain
-//! (`--in-progress --require-condition kured.dev/RebootRequired`), each replica reaching
-//! the API server through its own fault proxy ([`testkit::faultproxy`]), replica 0 with a
-//! wall clock it alone sees ([`testkit::chaos::clock`]); the stand-in reporter marks each
+//! (`--in-progress --require-condition kured.dev/RebootRequired`, a ceiling overall and
+//! one per zone, unavailable nodes counted against both), each replica reaching the API
+//! server through its own fault proxy ([`testkit::faultproxy`]), replica 0 with a wall
+//! clock it alone sees ([`testkit::chaos::clock`]); the stand-in reporter marks each
 //! node for a reboot about every 10 minutes, the stand-in agent reboots the nodes kumaco
-//! lets in.
+//! lets in, and the drainer ([`testkit::chaos::lifecycle::Drainer`]) cordons them, makes
+//! them NotReady during the reboot and Ready and uncordoned after it, so that a node
+//! that completed holds its slot while it recovers.
 //!
 //! The schedule: episodes drawn from the seed, each a fault followed by a quiet gap of
 //! the checker's settling time plus 5-15 s, in which the checker compares the nodes with
@@ -30,7 +34,10 @@
 //! successor, the API server and etcd SIGKILLed and restarted on the same data (also
 //! across an edge), proxy faults (latency, stalls, resets mid-response, blackholes) on
 //! the leader or another replica, the leader partitioned from the API server, and
-//! replica 0's wall clock stepped forward or back (made leader first, most times).
+//! replica 0's wall clock stepped forward or back (made leader first, most times). With
+//! every episode, whatever its kind, 1-3 nodes go down (NotReady, Ready Unknown or
+//! cordoned) for 5-90 s, or 4-6 nodes of one zone at once, more than its ceiling
+//! ([`testkit::chaos::lifecycle::Outage`]).
 //! Killed replicas come back as new pods (a new identity, as a Deployment's). Windows
 //! are edited (duration, schedule, selector) during many episodes. The workload's own
 //! randomness (which node needs a reboot when) is not from the seed: a replay gets the
@@ -55,6 +62,7 @@ use testkit::agent::{REBOOT_REQUIRED, RebootAgent};
 use testkit::chaos::Rng;
 use testkit::chaos::checker::{Checker, CheckerConfig};
 use testkit::chaos::clock::FakeClock;
+use testkit::chaos::lifecycle::{DrainSpec, Drainer, Outage};
 use testkit::chaos::plan::{self, Plan, WindowSpec};
 use testkit::faultproxy::{Fault, FaultProxy, kubeconfig_via, upstream_of};
 use testkit::fleet::{
@@ -83,6 +91,19 @@ const REPORTER_SPEC: ReporterSpec = ReporterSpec {
     cooldown: Duration::from_secs(60),
 };
 const REBOOT_PAUSE: (Duration, Duration) = (Duration::from_secs(5), Duration::from_secs(20));
+/// kured around the reboot: cordon at once, NotReady after the drain, Ready 0.5-2 s after
+/// the agent reports the reboot done, uncordoned 2-8 s later.
+const DRAIN: DrainSpec = DrainSpec {
+    to_cordon: (Duration::from_millis(0), Duration::from_millis(500)),
+    drain: (Duration::from_secs(1), Duration::from_secs(3)),
+    to_ready: (Duration::from_millis(500), Duration::from_secs(2)),
+    to_uncordon: (Duration::from_secs(2), Duration::from_secs(8)),
+    unknown_share: 0.25,
+};
+/// The label of the per-group ceiling: the fleet's zones ([`ZONES`]).
+const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+/// How often an episode's outage takes down several nodes of one zone at once.
+const ZONE_OUTAGE_CHANCE: f64 = 0.15;
 /// The contract's bound on a window edge (§4).
 const EDGE_BOUND: Duration = Duration::from_secs(1);
 /// How far the plan reaches; recomputed at every window edit.
@@ -108,6 +129,9 @@ struct Args {
     /// kumaco's --max-in-progress.
     #[arg(long, default_value_t = 8)]
     ceiling: usize,
+    /// kumaco's --max-in-progress-per topology.kubernetes.io/zone (nodes are in 4 zones).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    zone_ceiling: u64,
     /// How long kumaco may take to recover after a fault ends before the checker compares
     /// the nodes with the plan again, in seconds.
     #[arg(long, default_value_t = 20)]
@@ -127,6 +151,14 @@ struct Args {
     /// still holds it to: a run that must fail, to see the checker catch a breach.
     #[arg(long)]
     kumaco_max_in_progress: Option<String>,
+    /// Runs kumaco with this per-zone ceiling instead of --zone-ceiling, which the
+    /// checker still holds it to (a run that must fail).
+    #[arg(long)]
+    kumaco_zone_ceiling: Option<String>,
+    /// Runs kumaco with --count-unavailable=false while the checker counts unavailable
+    /// nodes (a run that must fail).
+    #[arg(long)]
+    kumaco_ignores_unavailable: bool,
     /// The kumaco binary.
     #[arg(long, default_value = fleet::DEFAULT_KUMACO)]
     kumaco: PathBuf,
@@ -184,18 +216,25 @@ impl Args {
         } else {
             format!(" --kinds {}", kinds.join(","))
         };
-        let kinds = match &self.kumaco_max_in_progress {
+        let mut kinds = match &self.kumaco_max_in_progress {
             Some(c) => format!("{kinds} --kumaco-max-in-progress {c}"),
             None => kinds,
         };
+        if let Some(c) = &self.kumaco_zone_ceiling {
+            kinds.push_str(&format!(" --kumaco-zone-ceiling {c}"));
+        }
+        if self.kumaco_ignores_unavailable {
+            kinds.push_str(" --kumaco-ignores-unavailable");
+        }
         format!(
             "cargo run --release -p testkit --bin kumaco-chaos -- --seed {seed} --minutes {} \
-             --nodes {} --replicas {} --ceiling {} --settle {} --slack-ms {} --tail {}{kinds} \
-             --kumaco {}",
+             --nodes {} --replicas {} --ceiling {} --zone-ceiling {} --settle {} --slack-ms {} \
+             --tail {}{kinds} --kumaco {}",
             self.minutes,
             self.nodes,
             self.replicas,
             self.ceiling,
+            self.zone_ceiling,
             self.settle,
             self.slack_ms,
             self.tail,
@@ -370,6 +409,9 @@ struct Tally {
     window_edits: u64,
     restart_failures: u64,
     fault_seconds: f64,
+    /// Nodes the harness took down (outages), by how; zone outages among the episodes.
+    outages: BTreeMap<String, u64>,
+    zone_outages: u64,
 }
 
 struct Driver<'a> {
@@ -386,6 +428,8 @@ struct Driver<'a> {
     dir: PathBuf,
     tally: Tally,
     started: Instant,
+    /// The outages running in the background.
+    outages: Vec<tokio::task::JoinHandle<()>>,
 }
 
 async fn run(args: &Args, seed: u64) -> Result<Outcome> {
@@ -415,6 +459,7 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     let plan = compute_plan(args, &dir, &initial, &nodes)?;
     let cfg = CheckerConfig {
         ceiling: args.ceiling,
+        group_ceiling: Some((ZONE_KEY.into(), args.zone_ceiling as usize)),
         edge_bound: EDGE_BOUND,
         slack: Duration::from_millis(args.slack_ms),
         settle: Duration::from_secs(args.settle),
@@ -426,6 +471,7 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     let checker = Checker::start(&client, &selector, cfg, plan).await?;
     let startup = checker.fault_started("startup");
     let agent = Arc::new(RebootAgent::start(&client, &selector, REBOOT_PAUSE).await?);
+    let drainer = Drainer::start(&client, &selector, DRAIN).await?;
     let names: Vec<String> = nodes.iter().map(|(name, _)| name.clone()).collect();
     let mut reporter = RebootSource::start(client.clone(), names, agent.clone(), REPORTER_SPEC);
 
@@ -464,6 +510,13 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
                 .clone()
                 .unwrap_or_else(|| args.ceiling.to_string())
         ),
+        format!(
+            "--max-in-progress-per={ZONE_KEY}={}",
+            args.kumaco_zone_ceiling
+                .clone()
+                .unwrap_or_else(|| args.zone_ceiling.to_string())
+        ),
+        format!("--count-unavailable={}", !args.kumaco_ignores_unavailable),
     ]
     .into_iter()
     .chain(LEASE_ARGS.iter().map(|s| s.to_string()))
@@ -482,6 +535,7 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         dir,
         tally: Tally::default(),
         started: Instant::now(),
+        outages: Vec::new(),
     };
     for i in 0..driver.replicas.len() {
         driver.start_replica(i).await?;
@@ -534,11 +588,13 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         "nodes": args.nodes,
         "replicas": args.replicas,
         "ceiling": args.ceiling,
+        "zone_ceiling": args.zone_ceiling,
         "minutes": driver.started.elapsed().as_secs_f64() / 60.0,
         "faults": driver.tally,
         "kills": driver.tally.sigkill + driver.tally.sigterm,
         "reboots": agent.reboots(),
         "reboots_marked": reporter_state.marks,
+        "drainer": drainer.counts(),
         "max_in_progress": counts.max_in_progress,
         "checker": counts,
         "tail": tail,
@@ -551,6 +607,7 @@ async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     // The helpers first: they must not retry against an API server that is going away.
     drop(reporter);
     drop(agent);
+    drop(drainer);
     drop(driver);
     Ok(Outcome { figures, violation })
 }
@@ -559,6 +616,9 @@ impl Drop for Driver<'_> {
     /// The replicas and their proxies go before the API server: it would wait for their
     /// connections to drain (up to a minute) before it stops.
     fn drop(&mut self) {
+        for outage in self.outages.drain(..) {
+            outage.abort();
+        }
         for replica in &mut self.replicas {
             if let Some(mut process) = replica.process.take() {
                 let _ = process.kill();
@@ -719,6 +779,14 @@ impl<'a> Driver<'a> {
         } else {
             Signal::Term
         };
+        // Nodes going down with the fault, and coming back on their own time.
+        let outages = Outage::draw(
+            &mut self.rng,
+            self.nodes.len(),
+            ZONES.len(),
+            ZONE_OUTAGE_CHANCE,
+        );
+        self.start_outages(&outages, &mut notes);
         let fault = match kind {
             // The leader, just after a window edge.
             Kind::LeaderMidEdge => {
@@ -893,6 +961,32 @@ impl<'a> Driver<'a> {
         Ok(())
     }
 
+    /// Starts `outages` in the background (none is a fault for the checker: kumaco must
+    /// keep every promise while nodes come and go).
+    fn start_outages(&mut self, outages: &[Outage], notes: &mut Vec<String>) {
+        self.outages.retain(|h| !h.is_finished());
+        if outages.len() > 3 {
+            self.tally.zone_outages += 1;
+        }
+        let mut said = Vec::new();
+        for outage in outages {
+            let name = self.nodes[outage.node].0.clone();
+            *self
+                .tally
+                .outages
+                .entry(outage.down.name().to_string())
+                .or_default() += 1;
+            said.push(format!(
+                "{} {} {:.0}s",
+                name.rsplit('-').next().unwrap_or_default(),
+                outage.down.name(),
+                outage.length.as_secs_f64()
+            ));
+            self.outages.push(outage.spawn(self.client.clone(), name));
+        }
+        notes.push(format!("down: {}", said.join(", ")));
+    }
+
     /// The quiet gap after an episode, in which the checker compares with the plan.
     async fn quiet_gap(&mut self) {
         let gap = Duration::from_secs(self.args.settle)
@@ -981,6 +1075,28 @@ fn print_figures(f: &Value) {
         f["max_in_progress"], f["ceiling"]
     );
     let c = &f["checker"];
+    println!(
+        "nodes taken down: outages    {} ({} zone outages); drainer {}",
+        t["outages"], t["zone_outages"], f["drainer"]
+    );
+    println!("seen going unavailable       {}", c["went_unavailable"]);
+    println!(
+        "most unavailable / disrupted {} / {} overall, {} in a zone (ceilings {} / {}); events above a ceiling {}",
+        c["max_unavailable"],
+        c["max_disrupted"],
+        c["max_disrupted_in_group"],
+        f["ceiling"],
+        f["zone_ceiling"],
+        c["events_above_ceiling"]
+    );
+    println!(
+        "starts checked (in re-lists) {} ({}); at the last slot {}, with unavailable counted {}, raced {}",
+        c["starts_checked"],
+        c["starts_in_relists"],
+        c["starts_at_last_slot"],
+        c["starts_with_unavailable_counted"],
+        c["starts_raced"]
+    );
     println!(
         "checks: plan / writes        {} / {}",
         c["plan_checks"], c["writes_checked"]

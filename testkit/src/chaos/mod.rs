@@ -1,10 +1,12 @@
 //! The pieces of `kumaco-chaos` (issue 16): a seeded random source for the fault
 //! schedule, a wall clock that one kumaco replica sees shifted ([`clock`]), kumaco's own
-//! offline planner as the reference for `UnderMaintenance` ([`plan`]), and the
-//! independent checker ([`checker`]).
+//! offline planner as the reference for `UnderMaintenance` ([`plan`]), nodes going down
+//! and coming back ([`lifecycle`]: the harness's outages, kured's drain around a reboot),
+//! and the independent checker ([`checker`]).
 
 pub mod checker;
 pub mod clock;
+pub mod lifecycle;
 pub mod plan;
 
 /// A small seeded generator (SplitMix64): the whole fault schedule is drawn from it, so
