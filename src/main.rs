@@ -127,7 +127,7 @@ async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
     // server ends each after --watch-timeout), so this bounds how long a request can hang
     // on a connection the network swallowed.
     let read_timeout = Duration::from_secs(u64::from(settings.watch_timeout_secs) + 10);
-    let connect: controller::Connect = Box::new(move || connection.new_client(Some(read_timeout)));
+    let connect: controller::Connect = Arc::new(move || connection.new_client(Some(read_timeout)));
     let exit = controller::run(connect, settings, metrics, leadership).await;
     // The loop has returned: nothing writes any more, so a standby may take over now.
     if let Some(campaign) = campaign {

@@ -333,6 +333,50 @@ async fn kumaco_sees_changes_again_soon_after_a_blackhole_swallowed_its_watches(
     assert!(proxy.stats().blackholed >= 2, "{:?}", proxy.stats());
 }
 
+/// A list the network swallows as kumaco starts is asked for again on new connections
+/// after `LIST_STALL` (15 s), not after the read timeout (here `--watch-timeout` 5 m +
+/// 10 s). The chaos run caught a leader blackholed as it started: its lists hung for the
+/// read timeout (50 s by default) while it held the Lease, and it missed a window edge.
+#[tokio::test]
+async fn a_list_the_network_swallowed_is_asked_for_again_on_new_connections() {
+    const LIST_STALL: Duration = Duration::from_secs(15);
+    let server = ApiServer::shared();
+    let c = Cluster::new(server, "blacklist", KUMACO).await;
+    let node = c.node("a", &[("zone", "a")]).await;
+    c.put_active_window("w", "zone=a").await;
+    let (proxy, kubeconfig) = proxied(server, c.scope.value()).expect("a fault proxy");
+    proxy.set(Fault::Blackhole);
+    let options = StartOptions {
+        kubeconfig: Some(kubeconfig),
+        healthy_is_enough: true,
+        ..StartOptions::default()
+    };
+    let kumaco = c.kumaco_with(&["--watch-timeout=5m"], &options).await;
+    // The node list and the window list, each on a connection of its own, swallowed.
+    poll_showing("both lists swallowed", SOON, || async {
+        let stats = proxy.stats();
+        if stats.blackholed >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{stats:?}"))
+        }
+    })
+    .await;
+    proxy.set(Fault::None);
+    let lifted = Instant::now();
+    c.wait_status(&node, Some("True"), LIST_STALL + SOON).await;
+    eprintln!(
+        "PROXY_RECOVERY_MS {} lists swallowed at start, to the node marked",
+        lifted.elapsed().as_millis()
+    );
+    let log = std::fs::read_to_string(kumaco.log_path()).unwrap();
+    assert!(
+        log.contains("the list got no answer"),
+        "kumaco log {}",
+        kumaco.log_path().display()
+    );
+}
+
 /// A leader whose connections a blackhole swallowed keeps its Lease once the fault is
 /// lifted: its renewals go on connections of their own, so the first one after the fault
 /// times out on its one dead connection and the next opens a new one. Sharing the

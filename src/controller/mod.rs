@@ -72,8 +72,8 @@ pub enum ControllerError {
 /// Makes a client on connections of its own. The controller starts with one, and a new
 /// leader whose caches predate its term lists again on a new one: connections the
 /// network swallowed, which kept those caches behind, must not hold up the lists meant
-/// to catch up.
-pub type Connect = Box<dyn Fn() -> Result<Client, crate::kubeclient::ClientError> + Send>;
+/// to catch up, as does a watch whose list got no answer (`watch::LIST_STALL`).
+pub type Connect = Arc<dyn Fn() -> Result<Client, crate::kubeclient::ClientError> + Send + Sync>;
 
 /// Why `run` returned without an error.
 #[derive(Debug, PartialEq, Eq)]
@@ -100,6 +100,7 @@ pub async fn run(
     let label_keys = LabelKeys::default();
     let (nodes, node_lists) = watch::spawn_nodes(
         &client,
+        &connect,
         &settings,
         condition_types_read(&settings),
         label_keys.clone(),
@@ -109,6 +110,7 @@ pub async fn run(
     let policy = settings.in_progress.as_ref();
     let pod_watches = pods::spawn(
         &client,
+        &connect,
         policy.map_or(&[][..], |p| &p.block_pod_selectors),
         settings.watch_timeout_secs,
         wake.clone(),
@@ -116,7 +118,7 @@ pub async fn run(
     );
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =
-        watch::spawn_windows(&client, &settings, &tombstones, wake.clone())
+        watch::spawn_windows(&client, &connect, &settings, &tombstones, wake.clone())
             .into_iter()
             .unzip();
     info!(namespaces = ?settings.namespaces, node_selector = %settings.node_selector,

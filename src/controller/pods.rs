@@ -23,6 +23,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Deserialize, Deserializer};
 use tokio::sync::Notify;
 
+use super::Connect;
 use super::watch::{LIST_PAGE, ListState, Watch, drive};
 use super::writer::Backoff;
 use crate::in_progress::{BlockingPod, waits_to_start};
@@ -118,6 +119,7 @@ impl kube::Resource for SlimPod {
 /// would-be writes never show on the nodes) wakes one for every pod that comes or goes.
 pub fn spawn(
     client: &Client,
+    connect: &Connect,
     selectors: &[Selector],
     watch_timeout_secs: u32,
     wake: Arc<Notify>,
@@ -140,6 +142,7 @@ pub fn spawn(
             let watch = Watch {
                 what: "pods",
                 lists: lists.clone(),
+                connect: connect.clone(),
                 wake: wake.clone(),
                 metrics: None,
             };

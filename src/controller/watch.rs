@@ -18,7 +18,7 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use jiff::Timestamp;
@@ -30,7 +30,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
-use super::writer::Backoff;
+use super::Connect;
+use super::writer::{Backoff, MAX_RETRY_DELAY};
 use crate::config::Settings;
 use crate::configmap;
 use crate::metrics::Metrics;
@@ -41,6 +42,17 @@ use crate::selector::Selector;
 /// At 5,000 nodes, pages of 500 (kube's and client-go's default) raised the peak RSS from
 /// 28 to 42 MiB; pages of 100 keep it at 28 MiB for 50 requests (start-up 1.25 s).
 pub const LIST_PAGE: u32 = 100;
+
+/// The longest a list may go without an answer (a page, an error) before it is asked
+/// for again on new connections; doubled after each such list in a row, to 4 times. A
+/// list request on a connection the network swallowed otherwise waits for the read
+/// timeout (`--watch-timeout` + 10 s, 50 s by default), and a leader elected with its
+/// first lists lost writes nothing until then (the chaos run caught one, blackholed
+/// as it started, that missed a window edge). A page of [`LIST_PAGE`] nodes takes well
+/// under a second; the API server gives up on a list after 60 s.
+pub const LIST_STALL: Duration = Duration::from_secs(15);
+// An error is an answer: a list retried after the longest backoff is not taken for lost.
+const _: () = assert!(LIST_STALL.as_secs() > MAX_RETRY_DELAY.as_secs());
 
 /// The label keys any selector names (`--node-selector` and every valid window's): a node
 /// label change under another key changes no decision.
@@ -53,6 +65,7 @@ pub type Tombstones = Arc<Mutex<Vec<(ConfigMap, Timestamp)>>>;
 /// the condition types any decision reads), waking `wake` for the changes that matter.
 pub fn spawn_nodes(
     client: &Client,
+    connect: &Connect,
     settings: &Settings,
     read: Vec<String>,
     label_keys: LabelKeys,
@@ -79,6 +92,7 @@ pub fn spawn_nodes(
     let watch = Watch {
         what: "nodes",
         lists: lists.clone(),
+        connect: connect.clone(),
         wake,
         metrics: Some(metrics),
     };
@@ -90,6 +104,7 @@ pub fn spawn_nodes(
 /// recorded in `tombstones`.
 pub fn spawn_windows(
     client: &Client,
+    connect: &Connect,
     settings: &Settings,
     tombstones: &Tombstones,
     wake: Arc<Notify>,
@@ -124,6 +139,7 @@ pub fn spawn_windows(
         let watch = Watch {
             what: "configmaps",
             lists: lists.clone(),
+            connect: connect.clone(),
             wake: wake.clone(),
             metrics: None,
         };
@@ -197,6 +213,8 @@ impl ListState {
 pub(super) struct Watch {
     pub what: &'static str,
     pub lists: ListState,
+    /// A client on new connections, for a list that got no answer.
+    pub connect: Connect,
     pub wake: Arc<Notify>,
     /// Where node events are counted (`kumaco_node_events_total`).
     pub metrics: Option<Arc<Metrics>>,
@@ -220,6 +238,7 @@ pub(super) async fn drive<K, S>(
     let Watch {
         what,
         lists,
+        connect,
         wake,
         metrics,
     } = watch;
@@ -228,6 +247,8 @@ pub(super) async fn drive<K, S>(
     let mut client = client;
     // When the list in progress was asked for (at the latest), while one is.
     let mut listing: Option<Instant> = None;
+    // Lists in a row that got no answer (see `LIST_STALL`).
+    let mut stalls = 0u32;
     loop {
         // The poll that yields a list's `Init` is the one that asks for it (or a backoff
         // before): the list was asked for after this instant.
@@ -237,6 +258,17 @@ pub(super) async fn drive<K, S>(
             new = lists.relist_requested() => {
                 info!(what, "listing again: this replica leads now, and writes only from lists asked for since");
                 client = new;
+                stream = Box::pin(make(client.clone()));
+                listing = None;
+                continue;
+            }
+            () = tokio::time::sleep(LIST_STALL * 2u32.pow(stalls.min(2))), if listing.is_some() => {
+                stalls += 1;
+                match connect() {
+                    Ok(new) => client = new,
+                    Err(e) => warn!(what, error = %e, "cannot make a new client"),
+                }
+                warn!(what, stalls, "the list got no answer: listing again, on new connections");
                 stream = Box::pin(make(client.clone()));
                 listing = None;
                 continue;
@@ -267,6 +299,7 @@ pub(super) async fn drive<K, S>(
                     && let Some(asked_at) = listing.take()
                 {
                     lists.completed(asked_at);
+                    stalls = 0;
                 }
                 if let Some(m) = &metrics {
                     m.node_event(is_relevant);
