@@ -297,14 +297,16 @@ pub struct Decisions {
     pub unavailable: usize,
 }
 
-/// Whether what blocks a node (a pod, a label, a condition) can change its decision now:
-/// only a node under maintenance and not yet in progress may start, and no blocker ends
-/// maintenance in progress. The shell wakes a pass for a blocking pod's coming or going
-/// only on such a node; a node that becomes one is written to first, and that write's
-/// echo wakes the pass that reads its pods as they are then.
-pub fn waits_to_start(conditions: &[Condition]) -> bool {
+/// Whether a blocking pod can change this node's decision now: only a node under
+/// maintenance and not yet in progress may start (no blocker ends maintenance in
+/// progress), and on one whose `required` conditions are not all `True`,
+/// `RequirementNotMet` takes precedence over `Blocked`. The shell wakes a pass for a
+/// blocking pod's coming or going only on such a node. A node becomes one by a change of
+/// these conditions, which wakes a pass of its own that reads the pods as they are then.
+pub fn waits_to_start(conditions: &[Condition], required: &[String]) -> bool {
     is_true(conditions, crate::conditions::UNDER_MAINTENANCE)
         && !is_true(conditions, MAINTENANCE_IN_PROGRESS)
+        && required.iter().all(|t| is_true(conditions, t))
 }
 
 /// Decides `MaintenanceInProgress` for the in-scope `nodes`.

@@ -114,7 +114,10 @@ pub async fn run(
         policy.map_or(&[][..], |p| &p.block_pod_selectors),
         settings.watch_timeout_secs,
         wake.clone(),
-        (!settings.dry_run).then(|| nodes.clone()),
+        (!settings.dry_run).then(|| pods::Waiting {
+            nodes: nodes.clone(),
+            required: policy.map_or_else(Vec::new, |p| p.required.clone()),
+        }),
     );
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =

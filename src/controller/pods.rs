@@ -114,16 +114,34 @@ impl kube::Resource for SlimPod {
     }
 }
 
-/// Starts one watch per `--block-pod-selector`, cluster-wide. `nodes`: the node cache,
-/// to wake a pass only for pods on nodes waiting to start; `None` (a dry run, whose
-/// would-be writes never show on the nodes) wakes one for every pod that comes or goes.
+/// The nodes on which a blocking pod can change a decision: those of the node cache
+/// that wait to start ([`waits_to_start`] with the `--require-condition` types).
+#[derive(Clone)]
+pub struct Waiting {
+    pub nodes: Store<SlimNode>,
+    pub required: Vec<String>,
+}
+
+impl Waiting {
+    fn on(&self, node: Option<&str>) -> bool {
+        node.is_some_and(|name| {
+            self.nodes
+                .get(&reflector::ObjectRef::new(name))
+                .is_some_and(|node| waits_to_start(&node.conditions, &self.required))
+        })
+    }
+}
+
+/// Starts one watch per `--block-pod-selector`, cluster-wide. `waiting`: to wake a pass
+/// only for pods on nodes waiting to start; `None` (a dry run, whose would-be writes
+/// never show on the nodes) wakes one for every pod that comes or goes.
 pub fn spawn(
     client: &Client,
     connect: &Connect,
     selectors: &[Selector],
     watch_timeout_secs: u32,
     wake: Arc<Notify>,
-    nodes: Option<Store<SlimNode>>,
+    waiting: Option<Waiting>,
 ) -> Vec<(Store<SlimPod>, ListState)> {
     selectors
         .iter()
@@ -137,7 +155,7 @@ pub fn spawn(
             let stream = move |client: Client| {
                 watcher(Api::<SlimPod>::all(client), config.clone()).backoff(Backoff::default())
             };
-            let relevant = pod_relevance(nodes.clone());
+            let relevant = pod_relevance(waiting.clone());
             let lists = ListState::default();
             let watch = Watch {
                 what: "pods",
@@ -157,15 +175,12 @@ pub fn spawn(
 /// a node waiting to start (any node when `nodes` is `None`). The lists' events always
 /// count: a list's end wakes the first pass.
 fn pod_relevance(
-    nodes: Option<Store<SlimNode>>,
+    waiting: Option<Waiting>,
 ) -> impl FnMut(&watcher::Event<SlimPod>, &Store<SlimPod>) -> bool {
     let waiting = move |pod: &SlimPod| {
-        let Some(nodes) = &nodes else { return true };
-        pod.node_name.as_deref().is_some_and(|name| {
-            nodes
-                .get(&reflector::ObjectRef::new(name))
-                .is_some_and(|node| waits_to_start(&node.conditions))
-        })
+        waiting
+            .as_ref()
+            .is_none_or(|w| w.on(pod.node_name.as_deref()))
     };
     move |event, cached| match event {
         watcher::Event::Apply(pod) => match cached.get(&reflector::ObjectRef::from_obj(pod)) {
@@ -244,9 +259,18 @@ mod tests {
             node_cache.apply_watcher_event(&watcher::Event::Apply(node));
         }
         let (pods, mut pod_cache) = reflector::store::<SlimPod>();
-        let mut gated = pod_relevance(Some(nodes));
+        let mut gated = pod_relevance(Some(Waiting {
+            nodes: nodes.clone(),
+            required: Vec::new(),
+        }));
         let mut ungated = pod_relevance(None);
+        // A node whose required condition is not True does not start whatever its pods.
+        let mut requiring = pod_relevance(Some(Waiting {
+            nodes,
+            required: vec!["kured.dev/RebootRequired".into()],
+        }));
         let mut sees = |event: watcher::Event<SlimPod>| {
+            assert!(!requiring(&event, &pods) || matches!(event, watcher::Event::InitDone));
             let answer = (gated(&event, &pods), ungated(&event, &pods));
             pod_cache.apply_watcher_event(&event);
             answer

@@ -518,14 +518,90 @@ proptest! {
 }
 
 #[test]
-fn only_a_node_under_maintenance_and_not_in_progress_waits_to_start() {
+fn only_a_node_under_maintenance_not_in_progress_and_meeting_its_requirements_waits_to_start() {
     use crate::conditions::UNDER_MAINTENANCE;
     let um = |on| cond(UNDER_MAINTENANCE, on, 0);
     let mip = |on| cond(MAINTENANCE_IN_PROGRESS, on, 0);
-    assert!(waits_to_start(&[um(true)]));
-    assert!(waits_to_start(&[um(true), mip(false)]));
-    assert!(!waits_to_start(&[um(true), mip(true)]));
-    assert!(!waits_to_start(&[um(false), mip(false)]));
-    assert!(!waits_to_start(&[cond(REBOOT, true, 0)]));
-    assert!(!waits_to_start(&[]));
+    let reboot = |on| cond(REBOOT, on, 0);
+    let required = [REBOOT.to_string()];
+    assert!(waits_to_start(&[um(true)], &[]));
+    assert!(waits_to_start(&[um(true), mip(false)], &[]));
+    assert!(waits_to_start(
+        &[um(true), mip(false), reboot(true)],
+        &required
+    ));
+    assert!(!waits_to_start(
+        &[um(true), mip(false), reboot(false)],
+        &required
+    ));
+    assert!(!waits_to_start(&[um(true), mip(false)], &required));
+    assert!(!waits_to_start(
+        &[um(true), mip(true), reboot(true)],
+        &required
+    ));
+    assert!(!waits_to_start(&[um(false), mip(false)], &[]));
+    assert!(!waits_to_start(&[reboot(true)], &required));
+    assert!(!waits_to_start(&[], &[]));
+}
+
+proptest! {
+    /// The shell wakes no pass for a blocking pod coming or going on a node that does not
+    /// wait to start: on such a node, whether it has a blocking pod changes no decision,
+    /// its own or another's (a pass in which the cache agrees with the windows).
+    #[test]
+    fn a_blocking_pod_changes_decisions_only_on_a_node_waiting_to_start(
+        nodes in prop::collection::vec(
+            (any::<bool>(), prop::option::of(any::<bool>()), any::<bool>(), 0u8..4, any::<bool>(),
+             prop::option::of(prop::sample::select(vec!["a", "b"]))),
+            1..8,
+        ),
+        ceiling in 1u32..4,
+        flip in 0usize..8,
+    ) {
+        use crate::conditions::UNDER_MAINTENANCE;
+        let p = Policy {
+            group_ceilings: vec![GroupCeiling { key: "zone".into(), ceiling: Ceiling::Count(1) }],
+            ..policy(ceiling)
+        };
+        let pod = [BlockingPod { name: "db/postgres-0".into(), selector: 0 }];
+        let names: Vec<String> = (0..nodes.len()).map(|i| format!("node-{i}")).collect();
+        let conds: Vec<Vec<Condition>> = nodes
+            .iter()
+            .map(|&(um, mip, reboot, _, _, _)| {
+                let mut c = vec![cond(UNDER_MAINTENANCE, um, 0), cond(REBOOT, reboot, 0)];
+                c.extend(mip.map(|on| cond(MAINTENANCE_IN_PROGRESS, on, 0)));
+                c
+            })
+            .collect();
+        let labels: Vec<std::collections::BTreeMap<String, String>> = nodes
+            .iter()
+            .map(|n| n.5.iter().map(|z| ("zone".to_string(), z.to_string())).collect())
+            .collect();
+        let flip = flip % nodes.len();
+        prop_assume!(!waits_to_start(&conds[flip], &p.required));
+        let states = |flipped: bool| -> Vec<NodeState> {
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(i, &(um, _, _, availability, blocked, _))| NodeState {
+                    name: &names[i],
+                    window: if um { window() } else { None },
+                    window_active: um,
+                    blackout: None,
+                    conditions: &conds[i],
+                    labels: &labels[i],
+                    availability: match availability {
+                        0 => Availability { ready: Some(Status::False), unschedulable: false },
+                        1 => Availability { ready: Some(Status::True), unschedulable: true },
+                        _ => Availability::default(),
+                    },
+                    pods: if blocked != (flipped && i == flip) { &pod } else { &[] },
+                })
+                .collect()
+        };
+        prop_assert_eq!(
+            decide(&p, &states(false), now()).conditions,
+            decide(&p, &states(true), now()).conditions
+        );
+    }
 }
