@@ -14,7 +14,7 @@
 //! #   --pods P        the pods mode instead (issue 21, below): P pods, of which
 //! #     --matching-pods M (default 200) match kumaco's --block-pod-selector
 //! #     --other-pod-rate R (100) --matching-pod-rate R (10) --heartbeat-rate R (100)
-//! #     --availability-rate R (5) --phase-seconds S (60)
+//! #     --availability-rate R (5) --phase-seconds S (60) --waiting-nodes W (20)
 //! ```
 //!
 //! For each N, on a fresh API server (so its request counters and the cluster size belong
@@ -63,8 +63,12 @@
 //! that do not match (labels, annotations, status); status updates of matching pods;
 //! matching pods deleted and created again among their status updates (a pass due
 //! each); kubelet heartbeats (`lastHeartbeatTime` of Ready only); Ready and
-//! `spec.unschedulable` flipping (a pass due each). CPU per change is given as measured
-//! and net of the baseline's CPU over the same time.
+//! `spec.unschedulable` flipping (a pass due each); last, with `--waiting-nodes W`
+//! (default 20), W nodes under maintenance made to wait to start (`RebootRequired=True`,
+//! a blocking pod each) whose blocking pods are deleted and created again in turn (a
+//! pass and a write due each: the node's reason moves between `Blocked` and
+//! `WaitingForSlot`). CPU per change is given as measured and net of the baseline's CPU
+//! over the same time.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -165,6 +169,10 @@ struct Args {
     /// Seconds of each phase of the pods mode.
     #[arg(long, default_value_t = 60.0)]
     phase_seconds: f64,
+    /// Nodes made to wait to start for the last phase of the pods mode, each with a
+    /// blocking pod that comes and goes (0: no such phase).
+    #[arg(long, default_value_t = 20)]
+    waiting_nodes: usize,
 }
 
 impl Args {
@@ -1331,6 +1339,93 @@ async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnaps
     })
 }
 
+/// `count` nodes for the waiting phase: under maintenance (the always-active windows
+/// select racks r07-r09 outside batch b0) and available, neither down nor blocked by
+/// label nor flipped by the availability phase. Checked against what kumaco wrote.
+async fn waiting_nodes(api: &Api<Node>, names: &[String], count: usize) -> Result<Vec<String>> {
+    let picked: Vec<String> = (0..names.len())
+        .filter(|i| {
+            (7..=9).contains(&(i % RACKS))
+                && i / BATCH != 0
+                && ![0, 37].contains(&(i % 100))
+                && i % 250 != 0
+        })
+        .take(count)
+        .map(|i| names[i].clone())
+        .collect();
+    if picked.len() < count {
+        bail!(
+            "--waiting-nodes {count}: only {} nodes are under maintenance here",
+            picked.len()
+        );
+    }
+    for name in &picked {
+        let node = api.get(name).await?;
+        if condition(&node, UNDER_MAINTENANCE).is_none_or(|c| c.status != "True") {
+            bail!("node {name} was picked to wait to start but is not {UNDER_MAINTENANCE}=True");
+        }
+    }
+    Ok(picked)
+}
+
+/// The last phase of the pods mode: the `waiting` nodes wait to start (`RebootRequired`
+/// True, held back by a blocking pod each; the down nodes fill every slot, so none
+/// starts), and their blocking pods are deleted and created again at the matching rate.
+/// Each such change decides what the node's `MaintenanceInProgress` says (`Blocked`, or
+/// `WaitingForSlot` while its pod is gone): a pass and a write each.
+async fn waiting_phase(
+    kumaco: &Kumaco,
+    client: &kube::Client,
+    node_api: &Api<Node>,
+    waiting: &[String],
+    spec: ChurnSpec,
+    baseline_rate: f64,
+) -> Result<Value> {
+    const WAITING_NAMESPACE: &str = "bench-pods-waiting";
+    println!(
+        "   blocking pods on {} nodes waiting to start: {}/s deleted or created for {:.0}s...",
+        waiting.len(),
+        spec.rate,
+        spec.duration.as_secs_f64()
+    );
+    fleet::create_namespace(client, WAITING_NAMESPACE).await?;
+    let fleet = Arc::new(PodFleet {
+        namespace: WAITING_NAMESPACE.into(),
+        nodes: waiting.to_vec(),
+        total: waiting.len(),
+        matching: waiting.len(),
+    });
+    podchurn::create_pods(client, &fleet).await?;
+    for name in waiting {
+        podchurn::require_reboot(node_api, name).await?;
+    }
+    settle(client).await?;
+    let api: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(client.clone(), WAITING_NAMESPACE);
+    let pods = Arc::new(fleet.matching_pods());
+    let before = pod_snapshot(kumaco, client).await?;
+    let counts = Paced::start(spec, move |k| {
+        podchurn::matching_change(&api, &fleet, &pods, Some(2), k)
+    })
+    .finish()
+    .await;
+    tokio::time::sleep(CHURN_DRAIN).await;
+    let after = pod_snapshot(kumaco, client).await?;
+    if counts.failed > 0 {
+        println!(
+            "   waiting nodes: {} changes failed, first: {:?}",
+            counts.failed, counts.first_error
+        );
+    }
+    Ok(pod_phase(
+        "blocking pods, waiting nodes",
+        "blocking pods on nodes waiting to start, deleted and created again in turn",
+        (&before, &after),
+        Some(&counts),
+        Some(baseline_rate),
+    ))
+}
+
 /// One phase's figures, between two snapshots.
 fn pod_phase(
     name: &str,
@@ -1551,6 +1646,20 @@ async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
             Some(&counts),
             Some(baseline_rate),
         ));
+    }
+    if args.waiting_nodes > 0 {
+        let waiting = waiting_nodes(&node_api, &names, args.waiting_nodes).await?;
+        phases.push(
+            waiting_phase(
+                &kumaco,
+                &client,
+                &node_api,
+                &waiting,
+                spec(args.matching_pod_rate),
+                baseline_rate,
+            )
+            .await?,
+        );
     }
     let rss = kumaco.status_kib("VmHWM")? * 1024;
     let log = kumaco.log_path().to_path_buf();
