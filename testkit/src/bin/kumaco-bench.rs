@@ -212,6 +212,18 @@ async fn main() -> Result<()> {
                 bail!("--other-pod-rate, --matching-pod-rate: positive");
             }
         }
+        if let Some(n) = args
+            .nodes
+            .iter()
+            .find(|n| waiting_candidates(**n as usize).count() < args.waiting_nodes)
+        {
+            bail!(
+                "--waiting-nodes {}: {n} nodes have {} nodes under maintenance to wait; \
+                 use more --nodes (5000 have 240) or --waiting-nodes 0",
+                args.waiting_nodes,
+                waiting_candidates(*n as usize).count()
+            );
+        }
         for rate in [args.heartbeat_rate, args.availability_rate] {
             if !rate.is_finite() || rate < 0.0 {
                 bail!("--heartbeat-rate, --availability-rate: 0 or more");
@@ -1339,26 +1351,24 @@ async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnaps
     })
 }
 
-/// `count` nodes for the waiting phase: under maintenance (the always-active windows
-/// select racks r07-r09 outside batch b0) and available, neither down nor blocked by
-/// label nor flipped by the availability phase. Checked against what kumaco wrote.
+/// Indices of the nodes that may wait to start in the waiting phase: under maintenance
+/// (the always-active windows select racks r07-r09 outside batch b0) and available,
+/// neither down nor blocked by label nor flipped by the availability phase.
+fn waiting_candidates(n: usize) -> impl Iterator<Item = usize> {
+    (0..n).filter(|i| {
+        (7..=9).contains(&(i % RACKS))
+            && i / BATCH != 0
+            && ![0, 37].contains(&(i % 100))
+            && i % 250 != 0
+    })
+}
+
+/// The first `count` of [`waiting_candidates`], checked against what kumaco wrote.
 async fn waiting_nodes(api: &Api<Node>, names: &[String], count: usize) -> Result<Vec<String>> {
-    let picked: Vec<String> = (0..names.len())
-        .filter(|i| {
-            (7..=9).contains(&(i % RACKS))
-                && i / BATCH != 0
-                && ![0, 37].contains(&(i % 100))
-                && i % 250 != 0
-        })
+    let picked: Vec<String> = waiting_candidates(names.len())
         .take(count)
         .map(|i| names[i].clone())
         .collect();
-    if picked.len() < count {
-        bail!(
-            "--waiting-nodes {count}: only {} nodes are under maintenance here",
-            picked.len()
-        );
-    }
     for name in &picked {
         let node = api.get(name).await?;
         if condition(&node, UNDER_MAINTENANCE).is_none_or(|c| c.status != "True") {
