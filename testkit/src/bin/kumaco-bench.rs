@@ -82,11 +82,12 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use testkit::agent::REBOOT_REQUIRED;
 use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
 use testkit::churn::{self, Churn, ChurnSpec};
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, POOLS, ZONES, load_average};
 use testkit::kumaco::{apiserver_metrics, metric_sum};
-use testkit::nodes::condition;
+use testkit::nodes::{condition, set_condition};
 use testkit::{ApiServer, Scope};
 
 const UNDER_MAINTENANCE: &str = "kured.dev/UnderMaintenance";
@@ -1386,7 +1387,6 @@ async fn waiting_nodes(api: &Api<Node>, names: &[String], count: usize) -> Resul
 async fn waiting_phase(
     kumaco: &Kumaco,
     client: &kube::Client,
-    node_api: &Api<Node>,
     waiting: &[String],
     spec: ChurnSpec,
     baseline_rate: f64,
@@ -1407,7 +1407,7 @@ async fn waiting_phase(
     });
     podchurn::create_pods(client, &fleet).await?;
     for name in waiting {
-        podchurn::require_reboot(node_api, name).await?;
+        set_condition(client, name, REBOOT_REQUIRED, "True", "churn-kured").await?;
     }
     settle(client).await?;
     let api: Api<k8s_openapi::api::core::v1::Pod> =
@@ -1663,7 +1663,6 @@ async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
             waiting_phase(
                 &kumaco,
                 &client,
-                &node_api,
                 &waiting,
                 spec(args.matching_pod_rate),
                 baseline_rate,

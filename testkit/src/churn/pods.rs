@@ -10,8 +10,6 @@
 //! - [`Paced`]: changes at a set rate, at most [`IN_FLIGHT`] in flight, as
 //!   [`super::Churn`] paces its own; what a change is, the caller says
 //!   ([`non_matching_change`], [`matching_change`], [`heartbeat`], [`availability_change`]).
-//! - [`require_reboot`]: a node made to wait to start, for the phase in which a blocking
-//!   pod comes and goes where it decides something.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -312,24 +310,6 @@ pub fn availability_change(
         result.map(|_| kind).map_err(|e| e.to_string())
     }
     .boxed()
-}
-
-/// Sets `kured.dev/RebootRequired=True` on node `name`, as kured's reporter would: the
-/// condition kumaco's `--require-condition` reads, so the node waits to start.
-pub async fn require_reboot(api: &Api<Node>, name: &str) -> Result<()> {
-    let now = Timestamp::now().to_string();
-    let patch = json!({ "status": { "conditions": [{
-        "type": "kured.dev/RebootRequired", "status": "True", "reason": "Bench",
-        "lastHeartbeatTime": now, "lastTransitionTime": now,
-    }]}});
-    let params = PatchParams {
-        field_manager: Some("churn-kured".into()),
-        ..Default::default()
-    };
-    api.patch_status(name, &params, &Patch::Strategic(patch))
-        .await
-        .with_context(|| format!("setting RebootRequired on node {name}"))?;
-    Ok(())
 }
 
 /// Counts of a paced run so far.
