@@ -165,6 +165,20 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
             "duration: \"-5m\" is not positive",
         ),
         (with(&ok, "duration", "0"), "is not positive"),
+        // The object form: CEL cannot parse it, but a first field that is neither
+        // matchLabels nor matchExpressions is a typo kumaco rejects too.
+        (
+            with(&ok, "nodeSelector", "matchLabel:\n  zone: a\n"),
+            r#"nodeSelector: "matchLabel:\n  zone: a\n" is not a LabelSelector object: its first field is neither matchLabels nor matchExpressions"#,
+        ),
+        (
+            with(&ok, "nodeSelector", r#" {"matchlabels": {"zone": "a"}}"#),
+            "is not a LabelSelector object",
+        ),
+        (
+            with(&ok, "nodeSelector", "{'selector': {}}"),
+            "is not a LabelSelector object",
+        ),
         (
             with(&ok, "blackout", "yes"),
             r#"denied request: blackout: "yes" is not a boolean; expected "true" or "false""#,
@@ -178,7 +192,8 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
                 ("blackout", "yes"),
             ],
             "denied request: nodeSelector: missing; expected a label selector such as \
-             \"zone=a\" (\"\" selects every node); startTime: \"0 2 * *\" is not a schedule; \
+             \"zone=a\" (\"\" selects every node), or a LabelSelector object such as \
+             {\"matchLabels\": {\"zone\": \"a\"}}; startTime: \"0 2 * *\" is not a schedule; \
              expected 5 fields",
         ),
         (
@@ -255,6 +270,32 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
     let good: Vec<Vec<(&str, &str)>> = vec![
         ok.to_vec(),
         with(&ok, "nodeSelector", ""),
+        // The object form, YAML and JSON, and what the policy's patterns leave to kumaco.
+        with(
+            &ok,
+            "nodeSelector",
+            "matchLabels:\n  topology.kubernetes.io/zone: zone-a\nmatchExpressions:\n\
+             - {key: node-role, operator: NotIn, values: [control-plane]}\n",
+        ),
+        with(
+            &ok,
+            "nodeSelector",
+            "\nmatchExpressions :\n- {key: a, operator: Exists}",
+        ),
+        with(&ok, "nodeSelector", r#"{"matchLabels":{"zone":"a"}}"#),
+        with(&ok, "nodeSelector", "{ 'matchExpressions': [] }"),
+        with(&ok, "nodeSelector", "{}"),
+        with(&ok, "nodeSelector", "{ } # every node"),
+        with(
+            &ok,
+            "nodeSelector",
+            "{ # every node in zone a\n matchLabels: {zone: a}}",
+        ),
+        with(
+            &ok,
+            "nodeSelector",
+            r#"{"match\u004cabels": {"zone": "a"}}"#,
+        ),
         with(&ok, "startTime", "CRON_TZ=Europe/Berlin 0 2 * * sat"),
         with(
             &ok,

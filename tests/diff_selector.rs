@@ -5,7 +5,9 @@
 //! token soup, and junk), generated in bulk from one seed and sent to one oracle process
 //! in batches, each with several label sets drawn from the same small alphabet of keys
 //! and values as the selectors, so that matches come out both true and false. Both sides
-//! must agree on accept/reject, on `String()` and on every `Matches`.
+//! must agree on accept/reject, on `String()` and on every `Matches`. Every input that
+//! `selector::object::is_object_form` would read as a window's `nodeSelector` in object
+//! form must be one Go rejects: the object form takes nothing from the string form.
 //!
 //! `KUMACO_DIFF_CASES` sets the number of selectors (default 100,000); `KUMACO_DIFF_SEED`
 //! replays a run (the seed is printed at the start of every run).
@@ -13,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use kumaco::selector::{self, Selector, SelectorError};
+use kumaco::selector::{self, Selector, SelectorError, object};
 use proptest::prelude::*;
 use testkit::diff::draw;
 use testkit::oracle::{Answer, Oracle, Request};
@@ -37,7 +39,7 @@ fn selectors_agree_with_go() {
     );
     let mut oracle = Oracle::start().expect("starting the Go oracle");
     let mut mismatches = Vec::new();
-    let (mut compared, mut accepted, mut matched, mut unmatched) = (0, 0, 0, 0);
+    let (mut compared, mut accepted, mut matched, mut unmatched, mut objects) = (0, 0, 0, 0, 0);
     while compared < cases {
         let inputs: Vec<(String, Vec<Labels>)> =
             draw(&mut runner, &strategy, BATCH.min(cases - compared));
@@ -50,6 +52,15 @@ fn selectors_agree_with_go() {
             .collect();
         let answers = oracle.ask(&requests).expect("asking the Go oracle");
         for ((input, labels), go) in inputs.iter().zip(&answers) {
+            if object::is_object_form(input) {
+                objects += 1;
+                if go.ok {
+                    mismatches.push(format!(
+                        "input {input:?} reads as the object form, but Go accepts it as a \
+                         string selector: {go:?}"
+                    ));
+                }
+            }
             let ours = selector::parse(input);
             if let Ok(selector) = &ours {
                 accepted += 1;
@@ -72,7 +83,8 @@ fn selectors_agree_with_go() {
 
     eprintln!(
         "diff_selector: compared {compared} selectors ({accepted} accepted, {} rejected; \
-         {matched} matches and {unmatched} non-matches) with Go in {:.1?}, {} mismatches",
+         {matched} matches and {unmatched} non-matches; {objects} in object form, all \
+         rejected by Go) with Go in {:.1?}, {} mismatches",
         compared - accepted,
         started.elapsed(),
         mismatches.len()
@@ -133,7 +145,23 @@ fn selector_input() -> impl Strategy<Value = String> {
         2 => "[abc!=<>(),/ \t\n\r0-9.\0-]{0,30}",
         1 => "\\PC{0,20}",
         1 => prop::sample::select(FIXED.to_vec()).prop_map(str::to_owned),
+        1 => object_like(),
     ]
+}
+
+/// Text near the rule that tells the object form of a window's `nodeSelector` apart: a
+/// word and a colon, or a brace, after some whitespace, followed by selector-like text.
+fn object_like() -> impl Strategy<Value = String> {
+    (
+        ws(),
+        prop_oneof![
+            "[a-zA-Z][a-zA-Z0-9_-]{0,6}[ \t]{0,2}:",
+            "\\{",
+            "[a-z!]{1,3}[ \t\0]{0,2}[:{]",
+        ],
+        "[a-z=!,() :{}\0\n]{0,12}",
+    )
+        .prop_map(|(w, head, tail)| format!("{w}{head}{tail}"))
 }
 
 /// Hand-picked corners, so every run covers them whatever the seed.
@@ -182,6 +210,21 @@ const FIXED: &[&str] = &[
     "/a",
     "a/",
     "A.b/c",
+    // What the object form takes (selector::object::is_object_form).
+    "{",
+    "{}",
+    "{a}",
+    " \n{\"matchLabels\":{}}",
+    "a:b",
+    "a :b",
+    "a\t:",
+    "in: x",
+    "notin :",
+    "matchLabels:",
+    "matchLabels: {a: b}",
+    "matchExpressions:\n- {key: a, operator: Exists}",
+    "a=b\0:",
+    "a \0:",
 ];
 
 fn ws() -> impl Strategy<Value = &'static str> {

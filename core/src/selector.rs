@@ -20,9 +20,14 @@
 //!   value is not a base-10 int64.
 //!
 //! Only the error messages differ: ours say where, what was found and what was expected.
+//!
+//! A window's `nodeSelector` may also be a `metav1.LabelSelector` object in YAML or JSON
+//! ([`object`]); [`parse_string_or_object`] tells the two forms apart.
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+pub mod object;
 
 /// A node's labels as a selector reads them: at most one value per key (Go's
 /// `labels.Labels`). A trait so that the controller can keep its cache's labels in a
@@ -258,6 +263,25 @@ pub fn parse(input: &str) -> Result<Selector, SelectorError> {
     let mut requirements = parser.selector()?;
     go_sort::sort(&mut requirements, |a, b| a.key < b.key);
     Ok(Selector { requirements })
+}
+
+/// Why a window's `nodeSelector` is not a selector, in whichever form it was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeSelectorError {
+    #[error(transparent)]
+    String(#[from] SelectorError),
+    #[error("object form: {0}")]
+    Object(#[from] object::ObjectError),
+}
+
+/// A window's `nodeSelector`: the object form ([`object::parse`]) when
+/// [`object::is_object_form`] says the text is one, else the string form ([`parse`]).
+pub fn parse_string_or_object(text: &str) -> Result<Selector, NodeSelectorError> {
+    if object::is_object_form(text) {
+        Ok(object::parse(text)?)
+    } else {
+        Ok(parse(text)?)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -665,6 +689,12 @@ fn char_position(input: &str, byte_offset: usize) -> usize {
 
 // ---------------------------------------------------------------------------------------
 // Validation (k8s.io/apimachinery/pkg/api/validate/content: IsLabelKey, IsLabelValue)
+
+/// What is wrong with a qualified name (a label key, a condition type kumaco writes), or
+/// `None` when it is valid.
+pub fn qualified_name_problem(name: &str) -> Option<String> {
+    label_key_problem(name)
+}
 
 /// What is wrong with a label key, or `None` when it is valid. A key is an optional
 /// DNS-subdomain prefix and `/`, then a name of 1 to 63 characters.

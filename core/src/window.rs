@@ -149,7 +149,8 @@ impl Window {
         let dur = required(KEY_DURATION, "a Go duration such as \"90m\" or \"1h30m\"");
         let sel = required(
             KEY_NODE_SELECTOR,
-            "a label selector such as \"zone=a\" (\"\" selects every node)",
+            "a label selector such as \"zone=a\" (\"\" selects every node), or a \
+             LabelSelector object such as {\"matchLabels\": {\"zone\": \"a\"}}",
         );
 
         let schedule = start.and_then(|s| {
@@ -173,7 +174,7 @@ impl Window {
                 None
             }
         });
-        let selector = sel.and_then(|s| match selector::parse(s) {
+        let selector = sel.and_then(|s| match selector::parse_string_or_object(s) {
             Ok(sel) if sel.requirements().len() > MAX_SELECTOR_REQUIREMENTS => {
                 errors.push(FieldError {
                     key: KEY_NODE_SELECTOR,

@@ -10,6 +10,7 @@ use jiff::Timestamp;
 
 use super::{Classified, Document, ToolError, WindowRules};
 use crate::cli::ValidateArgs;
+use crate::selector;
 
 /// What validation found in a set of documents.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -53,11 +54,29 @@ pub fn check(docs: &[Document], rules: &WindowRules, now: Timestamp) -> Report {
                 Ok(window) => {
                     report.valid += 1;
                     let warnings = window.lint(now);
-                    if warnings.is_empty() {
-                        report.lines.push(format!("{at}: ok"));
+                    // A selector in object form is shown as kumaco reads it, in the
+                    // string form (Go's `String()`).
+                    let object_form = doc
+                        .object
+                        .pointer("/data/nodeSelector")
+                        .and_then(|v| v.as_str())
+                        .is_some_and(selector::object::is_object_form)
+                        .then(|| {
+                            format!(
+                                "nodeSelector in object form, as a string: {:?}",
+                                window.selector.to_string()
+                            )
+                        });
+                    match (&object_form, warnings.is_empty()) {
+                        (None, true) => report.lines.push(format!("{at}: ok")),
+                        (Some(form), true) => report.lines.push(format!("{at}: ok ({form})")),
+                        (_, false) => {}
                     }
-                    for w in warnings {
+                    for w in &warnings {
                         report.lines.push(format!("{at}: warning: {w}"));
+                    }
+                    if let (Some(form), false) = (&object_form, warnings.is_empty()) {
+                        report.lines.push(format!("{at}: note: {form}"));
                     }
                 }
             },
@@ -187,6 +206,59 @@ data: {startTime: "@daily", duration: 5, nodeSelector: ""}
                 .any(|l| l.starts_with("w.yaml: ops/typo: warning: unknown key \"nodeselector\"")),
             "{:#?}",
             r.lines
+        );
+    }
+
+    /// A selector in object form is accepted and shown as kumaco reads it; a typo in it
+    /// is an error naming the field.
+    #[test]
+    fn object_form_selectors_are_reported_as_read() {
+        let docs = parse_documents(
+            "w.yaml",
+            r#"
+kind: ConfigMap
+metadata: {name: obj, namespace: ops, labels: {kured.dev/maintenance-window: ""}}
+data:
+  startTime: "@daily"
+  duration: "1h"
+  nodeSelector: |
+    matchLabels:
+      topology.kubernetes.io/zone: zone-a
+    matchExpressions:
+    - {key: node-role, operator: NotIn, values: [control-plane]}
+---
+kind: ConfigMap
+metadata: {name: warned, namespace: ops, labels: {kured.dev/maintenance-window: ""}}
+data: {startTime: "@every 0s", duration: "1h", nodeSelector: "{}"}
+---
+kind: ConfigMap
+metadata: {name: typo, namespace: ops, labels: {kured.dev/maintenance-window: ""}}
+data: {startTime: "@daily", duration: "1h", nodeSelector: '{"matchLabel": {"zone": "a"}}'}
+"#,
+        )
+        .unwrap();
+        let rules = WindowRules::new("kured.dev/maintenance-window", "UTC").unwrap();
+        let r = check(&docs, &rules, "2026-01-01T00:00:00Z".parse().unwrap());
+        assert_eq!((r.valid, r.invalid), (2, 1), "{r:#?}");
+        assert_eq!(
+            r.lines[0],
+            "w.yaml: ops/obj: ok (nodeSelector in object form, as a string: \
+             \"node-role notin (control-plane),topology.kubernetes.io/zone=zone-a\")"
+        );
+        assert!(
+            r.lines[1].starts_with("w.yaml: ops/warned: warning: "),
+            "{r:#?}"
+        );
+        assert_eq!(
+            r.lines[2],
+            "w.yaml: ops/warned: note: nodeSelector in object form, as a string: \"\""
+        );
+        assert!(
+            r.lines[3].starts_with(
+                "w.yaml: ops/typo: nodeSelector: object form: not a LabelSelector: unknown \
+                 field `matchLabel`, expected one of matchLabels, matchExpressions"
+            ),
+            "{r:#?}"
         );
     }
 

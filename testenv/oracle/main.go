@@ -1,7 +1,7 @@
 // Command oracle answers questions with the Go code kumaco imitates, for kumaco's
 // differential tests: robfig/cron v3 ParseStandard + Schedule.Next, time.ParseDuration,
-// and k8s.io/apimachinery/pkg/labels.Parse + Matches, at the versions kube-apiserver
-// v1.37.2 uses (this module's go.mod).
+// k8s.io/apimachinery/pkg/labels.Parse + Matches, and metav1.LabelSelectorAsSelector, at
+// the versions kube-apiserver v1.37.2 uses (this module's go.mod).
 //
 // Protocol: one JSON request per line on stdin, one JSON answer per line on stdout, in
 // order. Requests:
@@ -14,6 +14,12 @@
 //	  -> {"ok":false,"error":"..."}             (an error, or a panic in robfig)
 //	{"op":"selector","input":"a in (x,y),!b","labels":[{"a":"x"},{}]}
 //	  -> {"ok":true,"string":"a in (x,y),!b","matches":[true,true]} | {"ok":false,"error":"..."}
+//	{"op":"labelselector","object":{"matchLabels":{"a":"x"},"matchExpressions":[...]},"labels":[{"a":"x"}]}
+//	  -> {"ok":true,"string":"a=x","parts":["a=x"],"matches":[true]} | {"ok":false,"error":"..."}
+//
+// "object" is a metav1.LabelSelector in JSON, decoded by encoding/json with unknown
+// fields refused (null is Go's nil selector); "parts" are its requirements' String(), in
+// order.
 //
 // "zone" is the time zone the caller's instant is expressed in (robfig uses it when the
 // spec has no CRON_TZ/TZ prefix); "from" is in Unix nanoseconds.
@@ -21,12 +27,14 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"time"
 
 	"github.com/robfig/cron/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -37,16 +45,18 @@ type request struct {
 	From   int64               `json:"from"`
 	Count  int                 `json:"count"`
 	Labels []map[string]string `json:"labels"`
+	Object json.RawMessage     `json:"object"`
 }
 
 type answer struct {
-	OK      bool    `json:"ok"`
-	Error   string  `json:"error,omitempty"`
-	Nanos   *int64  `json:"nanos,omitempty"`
-	Next    []int64 `json:"next,omitempty"`
-	Every   *int64  `json:"every,omitempty"`
-	String  *string `json:"string,omitempty"`
-	Matches []bool  `json:"matches,omitempty"`
+	OK      bool     `json:"ok"`
+	Error   string   `json:"error,omitempty"`
+	Nanos   *int64   `json:"nanos,omitempty"`
+	Next    []int64  `json:"next,omitempty"`
+	Every   *int64   `json:"every,omitempty"`
+	String  *string  `json:"string,omitempty"`
+	Parts   []string `json:"parts,omitempty"`
+	Matches []bool   `json:"matches,omitempty"`
 }
 
 func main() {
@@ -91,6 +101,8 @@ func handle(req request) answer {
 		return answer{OK: true, Nanos: &n, String: &str}
 	case "cron":
 		return cronAnswer(req)
+	case "labelselector":
+		return labelSelectorAnswer(req)
 	case "selector":
 		sel, err := labels.Parse(req.Input)
 		if err != nil {
@@ -105,6 +117,29 @@ func handle(req request) answer {
 	default:
 		return answer{Error: "unknown op " + req.Op}
 	}
+}
+
+func labelSelectorAnswer(req request) answer {
+	var ps *metav1.LabelSelector
+	dec := json.NewDecoder(bytes.NewReader(req.Object))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&ps); err != nil {
+		return answer{Error: "bad request: " + err.Error()}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ps)
+	if err != nil {
+		return answer{Error: err.Error()}
+	}
+	s := sel.String()
+	ans := answer{OK: true, String: &s, Parts: []string{}, Matches: []bool{}}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		ans.Parts = append(ans.Parts, r.String())
+	}
+	for _, l := range req.Labels {
+		ans.Matches = append(ans.Matches, sel.Matches(labels.Set(l)))
+	}
+	return ans
 }
 
 func cronAnswer(req request) (ans answer) {

@@ -1,8 +1,9 @@
 //! Building the Go test programs in `testenv/` once per machine.
 //!
-//! The binaries are cached outside the repository, keyed by a hash of the module's
-//! go.mod, go.sum and Go sources, so only the first build on a machine (or after a change
-//! to testenv/) pays. Concurrent test binaries coordinate through a file lock.
+//! The binaries are cached outside the repository, each keyed by a hash of the module's
+//! go.mod, go.sum and its own Go sources (the oracle's are `testenv/oracle/`, the API
+//! server's the rest), so only the first build on a machine (or after a change to those
+//! sources) pays: a new oracle request does not rebuild the API server. Concurrent test binaries coordinate through a file lock.
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,17 @@ impl Program {
             Program::ApiServer => "testenv",
             Program::Oracle => "oracle",
         }
+    }
+    /// Whether `rel` (a path inside testenv/) is one of this program's own sources;
+    /// go.mod and go.sum belong to both.
+    fn owns(self, rel: &Path) -> bool {
+        let in_oracle = rel.starts_with("oracle");
+        let shared = rel == Path::new("go.mod") || rel == Path::new("go.sum");
+        shared
+            || match self {
+                Program::ApiServer => !in_oracle,
+                Program::Oracle => in_oracle,
+            }
     }
 }
 
@@ -64,8 +76,8 @@ pub fn binary(program: Program) -> Result<PathBuf> {
         return Ok(PathBuf::from(path));
     }
     let module = module_dir();
-    let hash = source_hash(&module)?;
-    let dir = cache_root().join(format!("testenv-{}", &hash[..16]));
+    let hash = source_hash(&module, program)?;
+    let dir = cache_root().join(format!("{}-{}", program.name(), &hash[..16]));
     let bin = dir.join(program.name());
     if bin.exists() {
         return Ok(bin);
@@ -306,10 +318,11 @@ pub(crate) fn kubernetes_version(module: &Path) -> Result<String> {
         .context("testenv/go.mod does not require k8s.io/kubernetes")
 }
 
-/// Hash of everything that decides what the Go module builds.
-fn source_hash(module: &Path) -> Result<String> {
+/// Hash of everything that decides what `program` builds.
+fn source_hash(module: &Path, program: Program) -> Result<String> {
     let mut files = Vec::new();
     collect(module, module, &mut files)?;
+    files.retain(|rel| program.owns(rel));
     files.sort();
     let mut h = Sha256::new();
     for rel in files {

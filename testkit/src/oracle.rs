@@ -32,6 +32,13 @@ pub enum Request {
         input: String,
         labels: Vec<BTreeMap<String, String>>,
     },
+    /// apimachinery `metav1.LabelSelectorAsSelector` of `object` (a `metav1.LabelSelector`
+    /// in JSON, decoded strictly; `null` is Go's nil selector), its `String()`, each
+    /// requirement's `String()` and `Matches` on each set.
+    LabelSelector {
+        object: serde_json::Value,
+        labels: Vec<BTreeMap<String, String>>,
+    },
 }
 
 /// The oracle's answer; which fields are set depends on the request.
@@ -52,7 +59,10 @@ pub struct Answer {
     /// Duration and selector: Go's `String()` of the parsed value.
     #[serde(default)]
     pub string: Option<String>,
-    /// Selector: `Matches` for each label set of the request.
+    /// Label selector: each requirement's `String()`, in the selector's order.
+    #[serde(default)]
+    pub parts: Option<Vec<String>>,
+    /// Selector and label selector: `Matches` for each label set of the request.
     #[serde(default)]
     pub matches: Option<Vec<bool>>,
 }

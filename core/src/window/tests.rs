@@ -533,3 +533,73 @@ fn lint_durations_longer_than_a_year() {
         );
     }
 }
+
+fn selector_window(selector: &str) -> Result<Window, InvalidWindow> {
+    Window::from_data(
+        id(),
+        &data(&[
+            (KEY_START_TIME, "@daily"),
+            (KEY_DURATION, "1h"),
+            (KEY_NODE_SELECTOR, selector),
+        ]),
+        &TimeZone::UTC,
+    )
+}
+
+#[test]
+fn node_selector_in_object_form_loads_as_its_go_string() {
+    let yaml = "matchLabels:\n  topology.kubernetes.io/zone: zone-a\nmatchExpressions:\n\
+                - {key: node-role, operator: NotIn, values: [control-plane]}\n";
+    let w = selector_window(yaml).unwrap();
+    assert_eq!(
+        w.selector.to_string(),
+        "node-role notin (control-plane),topology.kubernetes.io/zone=zone-a"
+    );
+    let json = selector_window(r#" {"matchLabels":{"zone":"a"}}"#).unwrap();
+    assert_eq!(json.selector, selector::parse("zone=a").unwrap());
+    // An empty object selects every node, as the empty string does.
+    assert!(selector_window("{}").unwrap().selector.is_everything());
+}
+
+#[test]
+fn node_selector_object_errors_name_the_key_and_the_field() {
+    let err = selector_window("matchLabel:\n  zone: a\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(
+            "nodeSelector: object form: not a LabelSelector: unknown field `matchLabel`"
+        ),
+        "{err}"
+    );
+    let err =
+        selector_window(r#"{"matchExpressions":[{"key":"a","operator":"in","values":["x"]}]}"#)
+            .unwrap_err()
+            .to_string();
+    assert!(
+        err.contains(
+            r#"matchExpressions[0].operator: "in" is not a valid label selector operator"#
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn node_selector_objects_have_the_same_bounds() {
+    let labels: Vec<String> = (0..=MAX_SELECTOR_REQUIREMENTS)
+        .map(|i| format!("k{i}: v"))
+        .collect();
+    let err = selector_window(&format!("matchLabels: {{{}}}", labels.join(", ")))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "nodeSelector: 65 requirements; at most 64 are allowed");
+    let big = format!(
+        "{{\"matchLabels\":{{\"a\":\"{}\"}}}}",
+        "v".repeat(MAX_VALUE_BYTES)
+    );
+    let err = selector_window(&big).unwrap_err().to_string();
+    assert!(
+        err.contains("nodeSelector: longer than 4096 bytes"),
+        "{err}"
+    );
+}
