@@ -244,6 +244,7 @@ fn views<'a>(
             owners: &n.status_owners,
             availability: n.availability,
             pods: pods.get(name).map_or(&[][..], Vec::as_slice),
+            boot_id: n.boot_id.as_deref(),
         }
     })
 }

@@ -120,10 +120,33 @@ pub struct ClientArgs {
     pub context: Option<String>,
 }
 
+/// The names kumaco's conditions carry on the nodes (`node::names`): the same flags for
+/// the controller and for `kumaco status`, which reads what it writes.
+#[derive(Clone, Debug, Args)]
+pub struct ConditionNameArgs {
+    /// The condition type kumaco writes while a window is active, for executors that read
+    /// another name (kured's v2 prototype: kured.dev/under-maintenance-window).
+    #[arg(
+        long,
+        value_name = "TYPE",
+        default_value = "kured.dev/UnderMaintenance"
+    )]
+    pub under_maintenance_condition: String,
+
+    /// The condition type kumaco writes for the nodes that may be disrupted now, for
+    /// executors that read another name (kured's v2 prototype:
+    /// kured.dev/maintenance-in-progress).
+    #[arg(long, value_name = "TYPE", default_value = "MaintenanceInProgress")]
+    pub in_progress_condition: String,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
     pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub condition_names: ConditionNameArgs,
 
     /// Namespace watched for window ConfigMaps (repeatable). Default: the namespace kumaco
     /// runs in (POD_NAMESPACE), else `default`.
@@ -183,6 +206,13 @@ pub struct RunArgs {
     /// Default true. Only with --in-progress.
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     pub count_unavailable: Option<bool>,
+
+    /// End a node's maintenance when the node reboots (its status.nodeInfo.bootID
+    /// changes), whatever its required conditions still show, and start the next one only
+    /// once they are confirmed after the reboot. Set false for maintenance that reboots a
+    /// node more than once. Default true. Only with --in-progress.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub complete_on_reboot: Option<bool>,
 
     /// A node matching this label selector does not start maintenance (repeatable).
     /// Only with --in-progress.
@@ -373,6 +403,9 @@ pub enum StatusOutput {
 pub struct StatusArgs {
     #[command(flatten)]
     pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub condition_names: ConditionNameArgs,
 
     /// Namespace holding window ConfigMaps (repeatable).
     #[arg(long = "namespace", short = 'n', required = true, value_name = "NS")]

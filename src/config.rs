@@ -12,6 +12,7 @@ use jiff::tz::TimeZone;
 use crate::cli::RunArgs;
 use crate::duration;
 use crate::in_progress::Policy;
+use crate::node::names::Names;
 use crate::schedule;
 use crate::selector::{self, Selector};
 
@@ -67,6 +68,8 @@ pub struct Settings {
     pub dry_run: bool,
     /// `--node-events`.
     pub node_events: bool,
+    /// `--under-maintenance-condition`, `--in-progress-condition`.
+    pub condition_names: Names,
     /// Why other instances cannot tell that this one runs, if they cannot: its field
     /// manager does not name a Lease it holds (`peers`).
     pub invisible_to_peers: Option<&'static str>,
@@ -123,6 +126,18 @@ impl Settings {
             }
         };
         let in_progress = policy::from_args(args)?;
+        let reads: Vec<String> = args
+            .require_conditions
+            .iter()
+            .chain(&args.block_conditions)
+            .cloned()
+            .collect();
+        let condition_names = Names::new(
+            &args.condition_names.under_maintenance_condition,
+            &args.condition_names.in_progress_condition,
+            &reads,
+        )
+        .map_err(|e| flag_err(e.flag(), e))?;
         // A shadow must not take the Lease of the live instance it shadows (that would
         // stop the live one writing), nor need a Lease of its own: it writes nothing.
         let election = if args.leader_elect && !args.dry_run {
@@ -189,6 +204,7 @@ impl Settings {
             election,
             dry_run: args.dry_run,
             node_events: args.node_events,
+            condition_names,
         })
     }
 }
@@ -268,6 +284,33 @@ mod tests {
             set.planned_lead_time,
             Some(jiff::SignedDuration::from_hours(1))
         );
+    }
+
+    #[test]
+    fn reboots_complete_by_default_and_the_flag_needs_in_progress() {
+        let on = settings(&["--in-progress"]).unwrap().in_progress.unwrap();
+        assert!(on.complete_on_reboot);
+        let off = settings(&["--in-progress", "--complete-on-reboot=false"]).unwrap();
+        assert!(!off.in_progress.unwrap().complete_on_reboot);
+        let e = settings(&["--complete-on-reboot=false"]).unwrap_err();
+        assert_eq!(e.flag, "complete-on-reboot");
+    }
+
+    #[test]
+    fn condition_names_are_checked_and_name_their_flag() {
+        let kured = settings(&["--in-progress-condition=kured.dev/maintenance-in-progress"]);
+        assert!(kured.is_ok());
+        let e = settings(&[
+            "--in-progress",
+            "--require-condition=kured.dev/reboot-required",
+            "--in-progress-condition=kured.dev/reboot-required",
+        ])
+        .unwrap_err();
+        assert_eq!(e.flag, "in-progress-condition");
+        assert!(e.message.contains("--require-condition"), "{e}");
+        let e = settings(&["--under-maintenance-condition=not a type"]).unwrap_err();
+        assert_eq!(e.flag, "under-maintenance-condition");
+        assert!(e.message.contains("not a valid condition type"), "{e}");
     }
 
     #[test]

@@ -32,6 +32,11 @@ pub struct TransitionLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RelevanceLabels {
     pub relevant: String,
 }
@@ -63,6 +68,7 @@ pub struct Metrics {
     pub nodes_planned: Gauge,
     pub leader: Gauge,
     pub transitions: Family<TransitionLabels, Counter>,
+    pub maintenances_ended: Family<ReasonLabels, Counter>,
     pub api_writes: Family<WriteLabels, Counter>,
     pub node_events: Family<RelevanceLabels, Counter>,
     pub reconcile_duration: Histogram,
@@ -133,6 +139,12 @@ impl Metrics {
             "transitions",
             "Condition status changes written, by condition type and new status",
             transitions.clone(),
+        );
+        let maintenances_ended = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "maintenances_ended",
+            "Maintenances this instance ended (MaintenanceInProgress True to False), by reason: MaintenanceCompleted, MaintenanceWindowEnded or NodeRebooted",
+            maintenances_ended.clone(),
         );
         let api_writes = Family::<WriteLabels, Counter>::default();
         registry.register(
@@ -207,6 +219,7 @@ impl Metrics {
             nodes_planned,
             leader,
             transitions,
+            maintenances_ended,
             api_writes,
             node_events,
             reconcile_duration,
@@ -245,6 +258,15 @@ impl Metrics {
             .get_or_create(&TransitionLabels {
                 condition: condition.into(),
                 status: status.into(),
+            })
+            .inc();
+    }
+
+    /// A maintenance ended with `reason` (one of kumaco's end reasons: a bounded set).
+    pub fn maintenance_ended(&self, reason: &str) {
+        self.maintenances_ended
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
             })
             .inc();
     }

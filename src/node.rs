@@ -8,6 +8,7 @@
 //! and every write's answer. Used as the object type of the node watch, cache and writes.
 
 mod labels;
+pub mod names;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
@@ -41,6 +42,9 @@ pub struct SlimNode {
     /// that the Ready condition itself (a kubelet rewrites its message and heartbeat) need
     /// not be cached.
     pub availability: Availability,
+    /// `status.nodeInfo.bootID`, which the kubelet sets anew at each boot: how kumaco
+    /// tells that a node in maintenance rebooted (`None`: empty or absent).
+    pub boot_id: Option<String>,
 }
 
 impl SlimNode {
@@ -85,15 +89,31 @@ impl SlimNode {
     }
 
     /// Whether `self` and `other` (two versions of a node, trimmed by [`Self::keep_only`])
-    /// differ in anything a pass reads: the kept conditions (`lastHeartbeatTime` is not
-    /// read), the ownership of kumaco's conditions, whether and why the node is unavailable
+    /// differ in anything a pass reads: the kept conditions (their `lastHeartbeatTime`
+    /// only where it confirms a condition after the reboot that ended the node's
+    /// maintenance: there a confirmed requirement may start the next one), the boot ID,
+    /// the ownership of kumaco's conditions, whether and why the node is unavailable
     /// (not the raw `Ready`: a first kubelet report of `Ready=True` on a node that had none
     /// leaves it available), or a label under one of `label_keys`, the keys the selectors
     /// name. Most node updates in a cluster (kubelet heartbeats, image lists, annotations,
     /// labels no selector names) differ in none of these: they cost this comparison and no
     /// pass.
     pub fn differs_for_pass(&self, other: &SlimNode, label_keys: &HashSet<String>) -> bool {
-        self.conditions != other.conditions
+        // A heartbeat counts only where it confirms a requirement after the reboot that
+        // ended a maintenance: once per condition and reboot, not once per report.
+        let conditions_differ =
+            crate::conditions::differ_beyond_heartbeats(&self.conditions, &other.conditions)
+                || rebooted_at(self).is_some_and(|end| {
+                    let confirmed = |n: &SlimNode| -> Vec<bool> {
+                        n.conditions
+                            .iter()
+                            .map(|c| c.confirmed_after(end))
+                            .collect()
+                    };
+                    confirmed(self) != confirmed(other)
+                });
+        conditions_differ
+            || self.boot_id != other.boot_id
             || self.status_owners != other.status_owners
             || self.availability.unavailable() != other.availability.unavailable()
             || label_keys
@@ -104,6 +124,14 @@ impl SlimNode {
     pub fn resource_version(&self) -> Option<u64> {
         self.metadata.resource_version.as_deref()?.parse().ok()
     }
+}
+
+/// When a reboot ended the node's maintenance (`NodeRebooted`'s `lastTransitionTime`).
+fn rebooted_at(n: &SlimNode) -> Option<Timestamp> {
+    n.conditions
+        .iter()
+        .find(|c| c.reason == crate::reasons::NODE_REBOOTED)
+        .and_then(|c| c.last_transition_time)
 }
 
 /// Every distinct label key and value the node cache holds, once.
@@ -202,6 +230,14 @@ struct WireConditionFields {
 struct WireStatus {
     #[serde(default)]
     conditions: Option<Vec<WireCondition>>,
+    #[serde(default, rename = "nodeInfo")]
+    node_info: Option<WireNodeInfo>,
+}
+
+#[derive(Deserialize)]
+struct WireNodeInfo {
+    #[serde(default, rename = "bootID")]
+    boot_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -216,6 +252,17 @@ struct WireCondition {
     message: Option<String>,
     #[serde(default)]
     last_transition_time: Option<String>,
+    #[serde(default)]
+    last_heartbeat_time: Option<String>,
+}
+
+impl WireCondition {
+    /// The condition as the core reads it, under kumaco's names (`names`); `None` for
+    /// one that carries a name kumaco does not read here.
+    fn decode(mut self) -> Option<Condition> {
+        self.type_ = names::get().from_wire(std::mem::take(&mut self.type_))?;
+        Some(Condition::from(self))
+    }
 }
 
 impl From<WireCondition> for Condition {
@@ -229,20 +276,23 @@ impl From<WireCondition> for Condition {
             last_transition_time: w
                 .last_transition_time
                 .and_then(|t| t.parse::<Timestamp>().ok()),
+            last_heartbeat_time: w
+                .last_heartbeat_time
+                .and_then(|t| t.parse::<Timestamp>().ok()),
         }
     }
 }
 
 /// A condition from the API's JSON form, as the node cache decodes it.
-pub fn condition_from_json(v: serde_json::Value) -> Result<Condition, serde_json::Error> {
-    serde_json::from_value::<WireCondition>(v).map(Condition::from)
+pub fn condition_from_json(v: serde_json::Value) -> Result<Option<Condition>, serde_json::Error> {
+    serde_json::from_value::<WireCondition>(v).map(WireCondition::decode)
 }
 
 /// The API's JSON form of a condition kumaco applies (`lastHeartbeatTime` is never
 /// written: kumaco writes nothing in steady state).
 pub fn condition_json(c: &Condition) -> serde_json::Value {
     let mut v = serde_json::json!({
-        "type": c.type_,
+        "type": names::get().to_wire(&c.type_),
         "status": c.status.as_str(),
         "reason": c.reason,
         "message": c.message,
@@ -282,12 +332,14 @@ impl<'de> Deserialize<'de> for SlimNode {
             owner.types.sort();
             owner.types.dedup();
         }
-        let conditions: Vec<Condition> = wire
+        let (conditions, node_info) = wire
             .status
-            .and_then(|s| s.conditions)
+            .map(|s| (s.conditions, s.node_info))
+            .unwrap_or_default();
+        let conditions: Vec<Condition> = conditions
             .unwrap_or_default()
             .into_iter()
-            .map(Condition::from)
+            .filter_map(WireCondition::decode)
             .collect();
         let availability = Availability {
             ready: conditions
@@ -307,6 +359,9 @@ impl<'de> Deserialize<'de> for SlimNode {
             conditions,
             status_owners: owners.into_values().collect(),
             availability,
+            boot_id: node_info
+                .and_then(|i| i.boot_id)
+                .filter(|id| !id.is_empty()),
         })
     }
 }
@@ -320,7 +375,8 @@ fn condition_type_of_key(key: &str) -> Option<String> {
         type_: String,
     }
     let json = key.strip_prefix("k:")?;
-    serde_json::from_str::<Key>(json).ok().map(|k| k.type_)
+    let type_ = serde_json::from_str::<Key>(json).ok()?.type_;
+    names::get().from_wire(type_)
 }
 
 #[cfg(test)]

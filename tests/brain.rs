@@ -20,13 +20,10 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, REBOOT_REQUIRED};
-use testkit::cluster::REPLICA_LEASE;
 use testkit::kumaco::SHORT_LEASE;
 use testkit::nodes::{condition, set_condition, wait_for_condition};
-use testkit::time::poll_for;
 
 /// How soon kumaco must react to a node or pod change (a watch event, then a pass), on a
 /// loaded 2-core machine.
@@ -383,20 +380,6 @@ impl Cluster {
             assert_ne!(c.status, "True", "{node} started: {c:?}");
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-    }
-
-    /// The holder of the replicas' Lease, once there is one.
-    async fn lease_holder(&self) -> String {
-        let leases = Api::<Lease>::namespaced(self.client.clone(), &self.ns);
-        poll_for("a holder of the Lease", PROMPT, || async {
-            leases
-                .get_opt(REPLICA_LEASE)
-                .await
-                .ok()??
-                .spec?
-                .holder_identity
-        })
-        .await
     }
 }
 

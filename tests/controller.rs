@@ -374,6 +374,49 @@ async fn deleting_a_window_ends_it_now() {
     assert_eq!(cond.reason.as_deref(), Some(REASON_NO_WINDOW), "{cond:?}");
 }
 
+/// A window's `nodeSelector` in object form (a LabelSelector in YAML, as kured v2 writes
+/// it) selects what Go's `LabelSelectorAsSelector` says, its `WindowLoaded` event shows it
+/// in the string form, and a typo in it is a `WindowInvalid` event naming the field.
+#[tokio::test]
+async fn node_selector_in_object_form_selects_as_go_converts_it() {
+    let c = Cluster::new(ApiServer::shared(), "object-selector", KUMACO).await;
+    let worker = c.node("worker", &[("zone", "a")]).await;
+    let cp = c
+        .node("cp", &[("zone", "a"), ("node-role", "control-plane")])
+        .await;
+    let b = c.node("b", &[("zone", "b")]).await;
+    c.put_active_window(
+        "obj",
+        "matchLabels:\n  zone: a\nmatchExpressions:\n\
+         - {key: node-role, operator: NotIn, values: [control-plane]}\n",
+    )
+    .await;
+    let _kumaco = c.kumaco(&[]).await;
+    c.wait_status(&worker, Some("True"), SOON).await;
+    let loaded = wait_for_event(&c, "obj", "WindowLoaded").await;
+    let note = loaded.note.unwrap_or_default();
+    assert!(
+        note.contains(r#"nodeSelector "node-role notin (control-plane),zone=a""#),
+        "{note}"
+    );
+    assert_eq!(c.condition(&cp).await, None, "{cp} is not selected");
+    assert_eq!(c.condition(&b).await, None, "{b} is not selected");
+
+    c.put_active_window("typo", r#"{"matchLabel": {"zone": "b"}}"#)
+        .await;
+    let invalid = wait_for_event(&c, "typo", "WindowInvalid").await;
+    let note = invalid.note.unwrap_or_default();
+    assert!(
+        note.contains("nodeSelector: object form: not a LabelSelector: unknown field `matchLabel`"),
+        "{note}"
+    );
+    assert_eq!(
+        c.condition(&b).await,
+        None,
+        "the invalid window selects {b}"
+    );
+}
+
 #[tokio::test]
 async fn invalid_window_is_reported_and_other_windows_keep_working() {
     let c = Cluster::new(ApiServer::shared(), "invalid", KUMACO).await;

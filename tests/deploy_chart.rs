@@ -384,6 +384,8 @@ async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
         "inProgress.blockPodSelectors={app=postgres}",
         "inProgress.maxInProgressPer={topology.kubernetes.io/zone=1}",
         "inProgress.startInterval=10m",
+        "inProgress.completeOnReboot=false",
+        "conditionNames.inProgress=kured.dev/maintenance-in-progress",
     ]);
     assert_eq!(
         pods_rules(&with),
@@ -397,9 +399,18 @@ async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
         "--max-in-progress-per=topology.kubernetes.io/zone=1",
         "--start-interval=10m",
         "--count-unavailable=true",
+        "--complete-on-reboot=false",
+        "--in-progress-condition=kured.dev/maintenance-in-progress",
     ] {
         assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
     }
+    // The default names are not repeated as flags.
+    assert!(
+        !args
+            .iter()
+            .any(|a| a.starts_with("--under-maintenance-condition")),
+        "{args:?}"
+    );
     let client = ApiServer::shared().client().await.unwrap();
     for obj in with
         .iter()

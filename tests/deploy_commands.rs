@@ -198,7 +198,7 @@ async fn kustomize_install_commands_work_as_written() {
         &server,
         &[
             "--namespace=kumaco",
-            "--node-selector=node-role.kubernetes.io/worker",
+            "--node-selector=!node-role.kubernetes.io/control-plane",
         ],
         &StartOptions {
             leader: Some(Pod {
@@ -267,7 +267,7 @@ async fn helm_install_upgrade_uninstall_work_as_written() {
     );
     let args = container["args"].to_string();
     assert!(args.contains("--namespace=maintenance"), "{args}");
-    assert!(!args.contains("--in-progress"), "{args}");
+    assert!(!args.contains("\"--in-progress\""), "{args}");
 
     let upgraded = work.run_block(&server, "helm-upgrade");
     assert!(upgraded.contains("REVISION: 2"), "{upgraded}");

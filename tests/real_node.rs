@@ -59,6 +59,8 @@ const NAMESPACE: &str = "kumaco";
 const EDGE_BOUND: Duration = Duration::from_secs(2);
 /// The label the README's overlay and the docs' chart values scope kumaco to.
 const WORKER: &str = "node-role.kubernetes.io/worker";
+/// The docs' scope is `!node-role.kubernetes.io/control-plane`: the outsider carries it.
+const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 /// The Deployment's memory limit (deploy/base/deployment.yaml, the chart's values).
 const MEMORY_LIMIT: u64 = 128 * 1024 * 1024;
 const SA_DIR: &str = "var/run/secrets/kubernetes.io/serviceaccount";
@@ -228,7 +230,7 @@ async fn setup(test: &str) -> Setup {
             .unwrap();
         workers.push(node.metadata.name.unwrap());
     }
-    let outsider = create_node(&client, &scope, "db", &[], &[])
+    let outsider = create_node(&client, &scope, "cp", &[(CONTROL_PLANE, "")], &[])
         .await
         .unwrap()
         .metadata

@@ -80,7 +80,9 @@ fn desired(status: bool, message: &str) -> Desired {
 
 /// The API's condition as kumaco's cache reads it.
 fn read(c: &NodeCondition) -> Condition {
-    condition_from_json(serde_json::to_value(c).unwrap()).unwrap()
+    condition_from_json(serde_json::to_value(c).unwrap())
+        .unwrap()
+        .expect("one of kumaco's names")
 }
 
 #[tokio::test]
@@ -225,6 +227,7 @@ async fn an_apply_with_an_old_resource_version_is_refused() {
         reason: "MaintenanceWindow".into(),
         message: "test".into(),
         last_transition_time: Some(Timestamp::now()),
+        last_heartbeat_time: None,
     };
     let version_of = |n: &Node| n.metadata.resource_version.clone().unwrap();
     let before = version_of(&api.get(&node).await.unwrap());

@@ -164,7 +164,12 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         &client,
         &ns,
         "now",
-        json!({ "startTime": start.to_string(), "duration": "1h", "nodeSelector": "zone=a" }),
+        // The object form (a LabelSelector in JSON) is shown as its string form.
+        json!({
+            "startTime": start.to_string(),
+            "duration": "1h",
+            "nodeSelector": r#"{"matchLabels": {"zone": "a"}}"#,
+        }),
     )
     .await;
     create_window(
@@ -208,6 +213,7 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
     let windows = report["windows"].as_array().unwrap();
     assert_eq!(windows.len(), 2, "{stdout}");
     assert_eq!(windows[0]["name"], "now");
+    assert_eq!(windows[0]["nodeSelector"], "zone=a");
     assert_eq!(windows[0]["selectedNodes"], json!(names[..4]));
     assert_eq!(
         windows[0]["activeUntil"],
@@ -271,6 +277,8 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         "{wide}"
     );
     assert!(wide.contains(&names.join(",")), "{wide}");
+    let now_row = wide.lines().find(|l| l.contains(" now ")).unwrap();
+    assert!(now_row.split_whitespace().any(|w| w == "zone=a"), "{wide}");
     let nodes_header = wide.lines().find(|l| l.starts_with("NODE ")).unwrap();
     assert!(
         nodes_header

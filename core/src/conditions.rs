@@ -57,8 +57,7 @@ impl From<bool> for Status {
     }
 }
 
-/// A node condition as kumaco reads and writes it (`lastHeartbeatTime` is never read and
-/// never written).
+/// A node condition as kumaco reads and writes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Condition {
     pub type_: String,
@@ -66,12 +65,42 @@ pub struct Condition {
     pub reason: String,
     pub message: String,
     pub last_transition_time: Option<Timestamp>,
+    /// When its writer last confirmed it (a reporter refreshes it while the status holds).
+    /// Read only to tell a requirement confirmed after a reboot from a stale one
+    /// (`in_progress`); kumaco never writes it, so its own conditions have none.
+    pub last_heartbeat_time: Option<Timestamp>,
 }
 
 impl Condition {
     pub fn is_true(&self) -> bool {
         self.status == Status::True
     }
+
+    /// Whether its writer set or confirmed it after `t`: its `lastTransitionTime` or
+    /// `lastHeartbeatTime` is later.
+    pub fn confirmed_after(&self, t: Timestamp) -> bool {
+        self.last_transition_time.max(self.last_heartbeat_time) > Some(t)
+    }
+}
+
+/// Whether two versions of a node's conditions differ in more than their heartbeats.
+pub fn differ_beyond_heartbeats(a: &[Condition], b: &[Condition]) -> bool {
+    a.len() != b.len()
+        || a.iter().zip(b).any(|(x, y)| {
+            (
+                &x.type_,
+                x.status,
+                &x.reason,
+                &x.message,
+                x.last_transition_time,
+            ) != (
+                &y.type_,
+                y.status,
+                &y.reason,
+                &y.message,
+                y.last_transition_time,
+            )
+        })
 }
 
 /// The condition of `type_` in `conditions`, if the node has one.
@@ -130,6 +159,7 @@ pub fn to_apply(desired: &Desired, existing: Option<&Condition>, now: Timestamp)
         reason: desired.reason.clone(),
         message: desired.message.clone(),
         last_transition_time,
+        last_heartbeat_time: None,
     }
 }
 

@@ -350,6 +350,7 @@ mod tests {
             reason: reason.into(),
             message: "m".into(),
             last_transition_time: Some(ts("2026-01-01T00:00:00Z")),
+            last_heartbeat_time: None,
         }
     }
 

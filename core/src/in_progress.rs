@@ -13,8 +13,15 @@
 //!   despite blockers (finish what was started); without required conditions, until the
 //!   window ends; `--stop-at-window-end` ends it at the window end in any case; a
 //!   blackout stops new starts, never maintenance in progress (its window is still
-//!   active underneath). No rule but those ends maintenance in progress: every other one
-//!   only keeps a node from starting;
+//!   active underneath). With `--complete-on-reboot` (the default) a node whose boot ID
+//!   changed since its maintenance started has rebooted: its maintenance ends
+//!   (`NodeRebooted`), whatever its reporter still shows. No rule but those ends
+//!   maintenance in progress: every other one only keeps a node from starting;
+//! - **after a reboot** a node starts again only once every required condition has been
+//!   confirmed by its reporter after the end (its `lastTransitionTime` or
+//!   `lastHeartbeatTime` later): reporters lag behind a reboot, and a stale
+//!   `RebootRequired=True` must not reboot the node a second time. Without required
+//!   conditions, not before its `UnderMaintenance` turned True again: a later window;
 //! - **ceiling**: the slots bound the *disrupted* nodes: those in progress (including
 //!   ones ending in this pass: a slot is reused only in a later pass, once the end is
 //!   written) and, with `--count-unavailable` (the default), those unavailable, each
@@ -93,6 +100,8 @@ pub struct Policy {
     pub group_ceilings: Vec<GroupCeiling>,
     /// `--start-interval`: the least time between a start or an end and the next start.
     pub start_interval: Option<SignedDuration>,
+    /// `--complete-on-reboot`: a node in progress whose boot ID changed has completed.
+    pub complete_on_reboot: bool,
 }
 
 impl Policy {
@@ -110,6 +119,7 @@ impl Policy {
             block_pod_selectors: Vec::new(),
             group_ceilings: Vec::new(),
             start_interval: None,
+            complete_on_reboot: true,
         }
     }
 
@@ -187,6 +197,9 @@ pub struct NodeState<'a> {
     pub availability: Availability,
     /// The pods keeping it from starting, sorted.
     pub pods: &'a [BlockingPod],
+    /// `status.nodeInfo.bootID`: recorded in the message of a start, compared while in
+    /// progress (`None`: no reboot detection for this node).
+    pub boot_id: Option<&'a str>,
 }
 
 impl std::fmt::Debug for NodeState<'_> {
@@ -196,6 +209,7 @@ impl std::fmt::Debug for NodeState<'_> {
             .field("window", &self.window)
             .field("availability", &self.availability)
             .field("pods", &self.pods)
+            .field("boot_id", &self.boot_id)
             .finish_non_exhaustive()
     }
 }
@@ -377,6 +391,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
                 c.is_true()
                     || c.reason == reasons::MAINTENANCE_COMPLETED
                     || c.reason == reasons::MAINTENANCE_WINDOW_ENDED
+                    || c.reason == reasons::NODE_REBOOTED
             })
             .filter_map(|c| c.last_transition_time)
             .max()?;
@@ -440,10 +455,16 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
         } else {
             format!("; {} True", policy.required.join(", "))
         };
+        // The boot ID comes first: a long list of windows may be cut from the message.
+        let boot = node
+            .boot_id
+            .filter(|id| recordable(id))
+            .map(|id| format!(" ({BOOT_ID} {id})"))
+            .unwrap_or_default();
         out[i] = Some(desired(
             true,
             reasons::MAINTENANCE_WINDOW,
-            format!("maintenance started in {windows}{because}"),
+            format!("maintenance started{boot} in {windows}{because}"),
         ));
     }
     for (i, why) in held {
@@ -473,11 +494,29 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
         .iter()
         .find(|t| !is_true(node.conditions, t));
     if let Some(current) = existing.filter(|c| c.is_true()) {
+        let rebooted = policy
+            .complete_on_reboot
+            .then(|| rebooted(current, node.boot_id))
+            .flatten();
         return Alone::Decided(Some(if let Some(t) = missing {
             desired(
                 false,
                 reasons::MAINTENANCE_COMPLETED,
                 format!("{t} is no longer True"),
+            )
+        } else if let Some((before, now_id)) = rebooted {
+            let next = if policy.required.is_empty() {
+                "it starts again in a later window".to_string()
+            } else {
+                format!(
+                    "a new maintenance waits for {} to be confirmed after the reboot",
+                    policy.required.join(", ")
+                )
+            };
+            desired(
+                false,
+                reasons::NODE_REBOOTED,
+                format!("the node rebooted ({BOOT_ID} {before} -> {now_id}); {next}"),
             )
         } else if !node.window_active && (policy.stop_at_window_end || policy.required.is_empty()) {
             desired(
@@ -514,14 +553,18 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
         // A completed maintenance is a better answer than "requirement not met" for a
         // node that no longer needs one, and it stays while the node recovers.
         return match existing {
-            Some(c) if !c.is_true() && c.reason == reasons::MAINTENANCE_COMPLETED => {
-                Alone::Decided(Some(Desired::keep(c)))
-            }
+            Some(c) if !c.is_true() && is_completion(c) => Alone::Decided(Some(Desired::keep(c))),
             _ => why(
                 reasons::REQUIREMENT_NOT_MET,
                 format!("waiting for {t} to be True"),
             ),
         };
+    }
+    if let Some(c) = existing.filter(|c| !c.is_true() && c.reason == reasons::NODE_REBOOTED)
+        && !confirmed_since(policy, node.conditions, c.last_transition_time)
+    {
+        // Its message says what it waits for.
+        return Alone::Decided(Some(Desired::keep(c)));
     }
     if let Some(u) = node.availability.unavailable() {
         return why(reasons::NODE_UNAVAILABLE, format!("the node is {u}"));
@@ -567,6 +610,55 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
         );
     }
     Alone::Candidate
+}
+
+/// How a start's message records the node's boot ID: `(boot ID <id>)`.
+pub const BOOT_ID: &str = "boot ID";
+
+/// Boot IDs are UUIDs; anything else that reads back unambiguously from a message is
+/// recorded too. Others (a `)` inside, overlong) are not: no reboot detection there.
+fn recordable(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// The boot ID a start recorded in `message`, if any.
+pub fn recorded_boot_id(message: &str) -> Option<&str> {
+    // `BOOT_ID` with its opening parenthesis, spelled out: no allocation per node and pass.
+    const OPEN: &str = "(boot ID ";
+    debug_assert_eq!(OPEN, format!("({BOOT_ID} "));
+    let (_, rest) = message.split_once(OPEN)?;
+    let (id, _) = rest.split_once(')')?;
+    recordable(id).then_some(id)
+}
+
+/// `(recorded, current)` when the node in progress (`current` is its True condition)
+/// shows another boot ID than the one its start recorded.
+fn rebooted<'a>(current: &'a Condition, boot_id: Option<&'a str>) -> Option<(&'a str, &'a str)> {
+    let before = recorded_boot_id(&current.message)?;
+    let now = boot_id.filter(|id| recordable(id))?;
+    (before != now).then_some((before, now))
+}
+
+/// Whether the node may start a new maintenance after one that a reboot ended at `ended`:
+/// every required condition set or confirmed since; without any, `UnderMaintenance`
+/// turned True since (a later window).
+fn confirmed_since(policy: &Policy, conditions: &[Condition], ended: Option<Timestamp>) -> bool {
+    let Some(ended) = ended else { return true };
+    let confirmed = |t: &str| find(conditions, t).is_some_and(|c| c.confirmed_after(ended));
+    if policy.required.is_empty() {
+        confirmed(crate::conditions::UNDER_MAINTENANCE)
+    } else {
+        policy.required.iter().all(|t| confirmed(t))
+    }
+}
+
+/// A maintenance that ended as it should: kept while the node no longer needs another.
+fn is_completion(c: &Condition) -> bool {
+    c.reason == reasons::MAINTENANCE_COMPLETED || c.reason == reasons::NODE_REBOOTED
 }
 
 fn desired(status: bool, reason: &str, message: String) -> Desired {

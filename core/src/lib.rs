@@ -7,7 +7,8 @@
 //! `tests/diff_*.rs` run the Go originals as oracles):
 //! - [`duration`]: Go `time.ParseDuration` and `Duration.String()`.
 //! - [`selector`]: Kubernetes label selectors as `k8s.io/apimachinery/pkg/labels` parses
-//!   and matches them.
+//!   and matches them, and `LabelSelector` objects (a window's `nodeSelector` in YAML or
+//!   JSON) as `metav1.LabelSelectorAsSelector` converts them.
 //! - [`schedule`]: cron schedules as robfig/cron v3 `ParseStandard` and `Next` compute
 //!   them, plus kumaco's extensions (one-shots, epoch-anchored `@every`, DST anomalies).
 //!

@@ -78,9 +78,9 @@ pub fn reason_for(c: &Condition) -> Option<&'static str> {
         }
         (MAINTENANCE_IN_PROGRESS, Status::True) => "MaintenanceStarted",
         (MAINTENANCE_IN_PROGRESS, Status::False) => match reason {
-            reasons::MAINTENANCE_COMPLETED | reasons::MAINTENANCE_WINDOW_ENDED => {
-                "MaintenanceCompleted"
-            }
+            reasons::MAINTENANCE_COMPLETED
+            | reasons::MAINTENANCE_WINDOW_ENDED
+            | reasons::NODE_REBOOTED => "MaintenanceCompleted",
             reasons::WAITING_FOR_SLOT | reasons::START_INTERVAL => "WaitingForSlot",
             reasons::BLOCKED
             | reasons::MAINTENANCE_BLACKOUT
@@ -249,6 +249,7 @@ mod tests {
             reason: reason.into(),
             message: "m".into(),
             last_transition_time: Some(ts(at)),
+            last_heartbeat_time: None,
         }
     }
 

@@ -77,6 +77,8 @@ pub struct NodeView<'a> {
     pub availability: Availability,
     /// The pods keeping it from starting (`--block-pod-selector`), sorted.
     pub pods: &'a [BlockingPod],
+    /// `status.nodeInfo.bootID` (`None`: empty or absent).
+    pub boot_id: Option<&'a str>,
 }
 
 /// A write of this instance that the node cache may not show yet.
@@ -186,7 +188,8 @@ pub struct Counts {
     /// The same per group of `--max-in-progress-per`.
     pub groups: BTreeMap<Group, Usage>,
     /// When the maintenance of the longest-unrecovered node completed: among the nodes
-    /// still unavailable after `MaintenanceCompleted`, the earliest completion.
+    /// still unavailable after `MaintenanceCompleted` or `NodeRebooted`, the earliest
+    /// completion.
     pub oldest_unrecovered: Option<Timestamp>,
 }
 
@@ -528,7 +531,8 @@ fn tally(counts: &mut Counts, plan: &Plan, write: Option<&Write>, required: &[St
     if progress.is_true() {
         counts.oldest_in_progress =
             min_some(counts.oldest_in_progress, since(MAINTENANCE_IN_PROGRESS));
-    } else if progress.reason == reasons::MAINTENANCE_COMPLETED
+    } else if (progress.reason == reasons::MAINTENANCE_COMPLETED
+        || progress.reason == reasons::NODE_REBOOTED)
         && plan.node.availability.unavailable().is_some()
     {
         counts.oldest_unrecovered =
@@ -599,6 +603,7 @@ fn decide_in_progress(
                     labels: plans[i].node.labels,
                     availability: plans[i].node.availability,
                     pods: plans[i].node.pods,
+                    boot_id: plans[i].node.boot_id,
                 }
             })
             .collect();

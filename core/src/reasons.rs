@@ -29,6 +29,9 @@ pub const MAINTENANCE_COMPLETED: &str = "MaintenanceCompleted";
 /// `MaintenanceInProgress=False`: the window ended (no required condition, or
 /// `--stop-at-window-end`).
 pub const MAINTENANCE_WINDOW_ENDED: &str = "MaintenanceWindowEnded";
+/// `MaintenanceInProgress=False`: the node rebooted (its boot ID changed) while in
+/// progress; the reboot was the maintenance.
+pub const NODE_REBOOTED: &str = "NodeRebooted";
 /// Why not started: every slot is taken.
 pub const WAITING_FOR_SLOT: &str = "WaitingForSlot";
 /// Why not started: a blocking condition is True.
@@ -43,7 +46,7 @@ pub const NODE_UNAVAILABLE: &str = "NodeUnavailable";
 pub const START_INTERVAL: &str = "StartInterval";
 
 /// Every reason kumaco writes.
-pub const ALL: [&str; 16] = [
+pub const ALL: [&str; 17] = [
     MAINTENANCE_WINDOW,
     NO_ACTIVE_MAINTENANCE_WINDOW,
     MAINTENANCE_BLACKOUT,
@@ -54,6 +57,7 @@ pub const ALL: [&str; 16] = [
     NO_MAINTENANCE_PLANNED,
     MAINTENANCE_COMPLETED,
     MAINTENANCE_WINDOW_ENDED,
+    NODE_REBOOTED,
     WAITING_FOR_SLOT,
     BLOCKED,
     REQUIREMENT_NOT_MET,

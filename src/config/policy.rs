@@ -18,6 +18,7 @@ pub fn from_args(args: &RunArgs) -> Result<Option<Policy>, FlagError> {
             (args.max_in_progress.is_some(), "max-in-progress"),
             (args.start_cutoff.is_some(), "start-cutoff"),
             (args.count_unavailable.is_some(), "count-unavailable"),
+            (args.complete_on_reboot.is_some(), "complete-on-reboot"),
             (!args.block_node_selectors.is_empty(), "block-node-selector"),
             (!args.block_pod_selectors.is_empty(), "block-pod-selector"),
             (!args.max_in_progress_per.is_empty(), "max-in-progress-per"),
@@ -66,6 +67,7 @@ pub fn from_args(args: &RunArgs) -> Result<Option<Policy>, FlagError> {
         block_pod_selectors: selectors("block-pod-selector", &args.block_pod_selectors)?,
         group_ceilings,
         start_interval,
+        complete_on_reboot: args.complete_on_reboot.unwrap_or(true),
     }))
 }
 

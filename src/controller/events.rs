@@ -175,7 +175,7 @@ impl Poster {
             reporting_instance: Some(self.instance.clone()),
             action: Some(if e.warning { "Contest" } else { "SetCondition" }.into()),
             reason: Some(e.reason.into()),
-            note: Some(e.note.clone()),
+            note: Some(on_the_wire(&e.condition, &e.note)),
             type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
             regarding: Some(ObjectReference {
                 api_version: Some("v1".into()),
@@ -233,6 +233,16 @@ fn reporting_instance() -> String {
         .unwrap_or_else(|| "kumaco".into());
     name.truncate(128);
     name
+}
+
+/// A node event's note names its condition first (`MaintenanceInProgress=True (...)`):
+/// under the name the node carries it (`--in-progress-condition`).
+fn on_the_wire(condition: &str, note: &str) -> String {
+    let wire = crate::node::names::get().to_wire(condition);
+    match note.strip_prefix(condition) {
+        Some(rest) if wire != condition && !condition.is_empty() => format!("{wire}{rest}"),
+        _ => note.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -423,6 +423,7 @@ fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) -> NodeView
         owners: &n.status_owners,
         availability: n.availability,
         pods,
+        boot_id: n.boot_id.as_deref(),
     }
 }
 

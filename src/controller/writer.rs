@@ -24,10 +24,12 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
+use crate::conditions::{MAINTENANCE_IN_PROGRESS, Status};
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, WriteResult};
 use crate::node::{SlimNode, condition_json};
 use crate::pass::{Pending, Write};
+use crate::reasons;
 
 /// Every API write gets this long before it counts as failed and is retried.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -254,8 +256,21 @@ impl NodeWriter {
                 self.refused.remove(&w.node);
                 self.metrics.write("patch", WriteResult::Ok);
                 for (ty, status) in &w.transitions {
-                    info!(node = %w.node, condition = %ty, status = status.as_str(), "condition changed");
+                    info!(node = %w.node, condition = %crate::node::names::get().to_wire(ty), status = status.as_str(), "condition changed");
                     self.metrics.transition(ty, status.as_str());
+                    if ty == MAINTENANCE_IN_PROGRESS && *status == Status::False {
+                        let reason = w.conditions.iter().find(|c| &c.type_ == ty);
+                        if let Some(r) = reason.map(|c| c.reason.as_str())
+                            && matches!(
+                                r,
+                                reasons::MAINTENANCE_COMPLETED
+                                    | reasons::MAINTENANCE_WINDOW_ENDED
+                                    | reasons::NODE_REBOOTED
+                            )
+                        {
+                            self.metrics.maintenance_ended(r);
+                        }
+                    }
                 }
                 for ty in &w.dropped {
                     info!(node = %w.node, condition = %ty,

@@ -79,6 +79,7 @@ fn keep_only_drops_other_managers_and_unread_conditions() {
             reason: String::new(),
             message: String::new(),
             last_transition_time: None,
+            last_heartbeat_time: None,
         });
     }
     node.keep_only("kumaco", &["kured.dev/RebootRequired".to_string()]);
@@ -209,10 +210,74 @@ fn conditions_round_trip_through_the_api_form() {
         reason: "R".into(),
         message: "m".into(),
         last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+        last_heartbeat_time: None,
     };
     let wire: WireCondition = serde_json::from_value(condition_json(&c)).unwrap();
     assert_eq!(Condition::from(wire), c);
     let api: k8s_openapi::api::core::v1::NodeCondition =
         serde_json::from_value(condition_json(&c)).unwrap();
     assert_eq!(api.status, "False");
+}
+
+#[test]
+fn reads_the_boot_id_and_the_heartbeats() {
+    let mut v = full_node();
+    v["status"]["nodeInfo"]["bootID"] = json!("b-1");
+    v["status"]["conditions"][0]["lastHeartbeatTime"] = json!("2026-01-01T00:00:05Z");
+    let node: SlimNode = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(node.boot_id.as_deref(), Some("b-1"));
+    assert_eq!(
+        node.conditions[0].last_heartbeat_time,
+        Some("2026-01-01T00:00:05Z".parse().unwrap())
+    );
+    v["status"]["nodeInfo"]["bootID"] = json!("");
+    let node: SlimNode = serde_json::from_value(v).unwrap();
+    assert_eq!(node.boot_id, None, "an empty boot ID is none");
+}
+
+/// A reporter's heartbeat costs no pass, except on a node whose maintenance a reboot
+/// ended: there a confirmed requirement may start the next one. A new boot ID always
+/// counts.
+#[test]
+fn heartbeats_matter_only_after_a_reboot_and_boot_ids_always() {
+    let keys = HashSet::new();
+    let reboot = |heartbeat: &str, mip_reason: &str| SlimNode {
+        conditions: vec![
+            Condition {
+                type_: "kured.dev/RebootRequired".into(),
+                status: Status::True,
+                reason: "R".into(),
+                message: String::new(),
+                last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
+                last_heartbeat_time: Some(heartbeat.parse().unwrap()),
+            },
+            Condition {
+                type_: "MaintenanceInProgress".into(),
+                status: Status::False,
+                reason: mip_reason.into(),
+                message: String::new(),
+                last_transition_time: Some("2026-01-01T00:00:30Z".parse().unwrap()),
+                last_heartbeat_time: None,
+            },
+        ],
+        ..SlimNode::default()
+    };
+    // The maintenance ended at 00:00:30.
+    let (t0, t1, t2) = (
+        "2026-01-01T00:00:10Z",
+        "2026-01-01T00:01:00Z",
+        "2026-01-01T00:02:00Z",
+    );
+    assert!(!reboot(t1, "WaitingForSlot").differs_for_pass(&reboot(t2, "WaitingForSlot"), &keys));
+    assert!(
+        reboot(t0, "NodeRebooted").differs_for_pass(&reboot(t1, "NodeRebooted"), &keys),
+        "the first report after the end confirms the requirement"
+    );
+    assert!(
+        !reboot(t1, "NodeRebooted").differs_for_pass(&reboot(t2, "NodeRebooted"), &keys),
+        "later reports confirm nothing new"
+    );
+    let mut other_boot = reboot(t1, "WaitingForSlot");
+    other_boot.boot_id = Some("b-2".into());
+    assert!(reboot(t1, "WaitingForSlot").differs_for_pass(&other_boot, &keys));
 }

@@ -8,6 +8,7 @@ use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, NodeCondition};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -296,6 +297,20 @@ impl Cluster {
         KumacoProcess::start_on(&self.bin, &self.kubeconfig, args, options)
             .await
             .unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// The holder of the replicas' Lease, once there is one (within 5 s).
+    pub async fn lease_holder(&self) -> String {
+        let leases = Api::<Lease>::namespaced(self.client.clone(), &self.ns);
+        crate::time::poll_for("a holder of the Lease", Duration::from_secs(5), || async {
+            leases
+                .get_opt(REPLICA_LEASE)
+                .await
+                .ok()??
+                .spec?
+                .holder_identity
+        })
+        .await
     }
 
     /// A replica with leader election on (Lease [`REPLICA_LEASE`] in this test's

@@ -39,6 +39,7 @@ pub mod fleet;
 pub mod gobuild;
 pub mod history;
 pub mod kumaco;
+pub mod kured;
 pub mod manifests;
 pub mod nodebins;
 pub mod nodes;

@@ -1,3 +1,5 @@
+mod reboot;
+
 use super::*;
 use crate::conditions::Status;
 use proptest::prelude::*;
@@ -16,6 +18,7 @@ fn cond(type_: &str, status: bool, since: i64) -> Condition {
         reason: "R".into(),
         message: "m".into(),
         last_transition_time: Some(Timestamp::from_second(since).unwrap()),
+        last_heartbeat_time: None,
     }
 }
 
@@ -49,6 +52,7 @@ fn node<'a>(name: &'a str, conds: &'a [Condition], in_window: bool) -> NodeState
         labels: &*NO_LABELS,
         availability: Availability::default(),
         pods: &[],
+        boot_id: None,
     }
 }
 
@@ -204,6 +208,7 @@ fn blacked_out<'a>(name: &'a str, conds: &'a [Condition]) -> NodeState<'a> {
         labels: &*NO_LABELS,
         availability: Availability::default(),
         pods: &[],
+        boot_id: None,
     }
 }
 
@@ -348,6 +353,7 @@ proptest! {
                             labels: &*NO_LABELS,
                             availability: Availability::default(),
                             pods: &[],
+                            boot_id: None,
                         })
                         .collect();
                     let before = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.is_true())).count();
@@ -472,6 +478,7 @@ proptest! {
                             labels: l,
                             availability: s.availability,
                             pods: &[],
+                            boot_id: None,
                         })
                         .collect();
                     let disrupted = |zone: Option<Option<&str>>| {
@@ -596,6 +603,7 @@ proptest! {
                         _ => Availability::default(),
                     },
                     pods: if blocked != (flipped && i == flip) { &pod } else { &[] },
+                    boot_id: None,
                 })
                 .collect()
         };

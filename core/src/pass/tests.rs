@@ -74,6 +74,7 @@ struct Node {
     rv: u64,
     availability: Availability,
     pods: Vec<BlockingPod>,
+    boot_id: Option<String>,
 }
 
 impl Node {
@@ -151,6 +152,7 @@ impl Cluster {
                     rv: 1,
                     availability: Availability::default(),
                     pods: Vec::new(),
+                    boot_id: None,
                 })
                 .collect(),
             posted: BTreeSet::new(),
@@ -203,6 +205,7 @@ impl Cluster {
             reason: "Agent".into(),
             message: String::new(),
             last_transition_time: Some(at),
+            last_heartbeat_time: None,
         });
         n.apply(manager, &applied, at);
     }
@@ -245,6 +248,7 @@ impl Cluster {
                     owners,
                     availability: n.availability,
                     pods: &n.pods,
+                    boot_id: n.boot_id.as_deref(),
                 }
             })
             .collect();
@@ -516,6 +520,7 @@ fn pending_writes_cover_a_lagging_cache_until_it_catches_up() {
         reason: "MaintenanceWindow".into(),
         message: "m".into(),
         last_transition_time: None,
+        last_heartbeat_time: None,
     }];
     let labels = BTreeMap::new();
     let view = |rv| NodeView {
@@ -529,6 +534,7 @@ fn pending_writes_cover_a_lagging_cache_until_it_catches_up() {
         owners: &[],
         availability: Availability::default(),
         pods: &[],
+        boot_id: None,
     };
     let p = Pending {
         conditions: conditions.clone(),
@@ -1075,6 +1081,7 @@ fn node_events_read_the_cluster_or_a_shadow_its_own_writes() {
             owners: &[],
             availability: Availability::default(),
             pods: &[],
+            boot_id: None,
         }
     }
     let contest = [Contest {

@@ -8,6 +8,7 @@ pub mod report;
 #[cfg(test)]
 mod tests;
 
+use crate::node::names::Names;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -58,6 +59,17 @@ pub async fn run(
 ) -> Result<Outcome, ToolError> {
     let rules = WindowRules::from_args(&args.window_args)?;
     let node_selector = super::node_selector(&args.node_selector)?;
+    let names = Names::new(
+        &args.condition_names.under_maintenance_condition,
+        &args.condition_names.in_progress_condition,
+        &[],
+    )
+    .map_err(|e| ToolError::Flag {
+        flag: e.flag(),
+        message: e.to_string(),
+    })?;
+    // One process, one set of names: the first wins (tests run status in-process).
+    let _ = crate::node::names::install(names);
     let connection = crate::kubeclient::connect(&args.client).await?;
     let api_error = |action: String, error: kube::Error, hint: &str| ToolError::Api {
         action,

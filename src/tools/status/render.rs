@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::report::{Disruption, Owners, WindowReport, availability, contested, next_maintenance};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::node::names;
 use crate::tools::{format_time, render_table};
 use crate::window::Window;
 
@@ -160,7 +161,10 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
                 MAINTENANCE_IN_PROGRESS,
                 MAINTENANCE_PLANNED,
             ] {
-                row.extend(condition_cells(condition(n, type_), now));
+                row.extend(condition_cells(
+                    condition(n, names::get().to_wire(type_)),
+                    now,
+                ));
             }
             let next = next_maintenance(windows, labels(n), now);
             row.push(match &next {
@@ -183,7 +187,7 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
                 // Why a node does not start (or why it did): kumaco's own message,
                 // bounded where it is written.
                 row.push(
-                    condition(n, MAINTENANCE_IN_PROGRESS)
+                    condition(n, names::get().to_wire(MAINTENANCE_IN_PROGRESS))
                         .and_then(|c| c.message.clone())
                         .filter(|m| !m.is_empty())
                         .unwrap_or_else(|| "-".into()),
@@ -277,7 +281,7 @@ pub fn json_report(
                     MAINTENANCE_PLANNED,
                 ]
                 .iter()
-                .filter_map(|t| condition(n, t))
+                .filter_map(|t| condition(n, names::get().to_wire(t)))
                 .map(|c| {
                     json!({
                         "type": c.type_,

@@ -183,8 +183,11 @@ impl Disruption {
             .as_ref()
             .and_then(|s| s.conditions.as_ref())
             .and_then(|c| {
-                c.iter()
-                    .find(|c| c.type_ == crate::conditions::MAINTENANCE_IN_PROGRESS)
+                c.iter().find(|c| {
+                    c.type_
+                        == crate::node::names::get()
+                            .to_wire(crate::conditions::MAINTENANCE_IN_PROGRESS)
+                })
             })
             .is_some_and(|c| c.status == "True");
         let unavailable = availability(node).unavailable();

@@ -4,12 +4,14 @@
 //! window ConfigMaps that open within seconds, runs the kumaco binary against them (with
 //! the kured setup: `--in-progress --require-condition kured.dev/RebootRequired
 //! --max-in-progress 2 --max-in-progress-per topology.kubernetes.io/zone=1`), plays a
-//! reboot agent that does what kured does to a node that gets
-//! `MaintenanceInProgress=True` (cordons it, reboots it: NotReady, its reboot no longer
-//! required after 3 s, Ready again 2 s later, uncordoned 1 s after that), and prints every
-//! condition change and event as it happens: one node per zone at a time, and a node that
-//! completed holding its zone's slot until it is Ready and uncordoned. Everything is
-//! removed at the end.
+//! kured v2's node daemons as they behave (`testkit::kured`: a reporter that checks every
+//! 5 s, so it still says `RebootRequired=True` for seconds after a reboot, and a reboot
+//! daemon that acts the moment it starts: cordons, reboots, NotReady for 3 s, back with a
+//! new boot ID, uncordons once `MaintenanceInProgress` is False), and prints every
+//! condition change and event as it happens: one node per zone at a time, each rebooted
+//! once (a new boot ID ends its maintenance, `NodeRebooted`), and a node that completed
+//! holding its zone's slot until it is Ready and uncordoned. Everything is removed at the
+//! end.
 //!
 //! `--real-node` (`make demo-node`): the same on a real cluster (controller-manager,
 //! scheduler and a kubelet on containerd, `testkit::realcluster`), with kumaco installed
@@ -83,11 +85,26 @@ async fn main() -> Result<()> {
         )
         .await?;
     }
-    for i in 0..10 {
-        // What a kubelet reports: Ready.
-        let name = scope.node_name(&format!("node-{i:02}"));
-        testkit::nodes::set_condition(&client, &name, "Ready", "True", "kubelet").await?;
-    }
+    // kured's daemons on each node; its kubelet boots it: Ready, a boot ID.
+    let needs: Vec<(String, u32)> = (0..10)
+        .map(|i| {
+            (
+                scope.node_name(&format!("node-{i:02}")),
+                u32::from(i % 2 == 0),
+            )
+        })
+        .collect();
+    let kured = testkit::kured::Kured::start(
+        &client,
+        &needs,
+        testkit::kured::KuredSpec {
+            period: Duration::from_secs(5),
+            reboot: Duration::from_secs(3),
+            daemon_delay: Duration::from_secs(1),
+            in_progress: IN_PROGRESS.into(),
+        },
+    )
+    .await?;
     println!(
         "Created 10 nodes: node-00..04 in zone-a, node-05..09 in zone-b, all Ready; the even \
          ones have {REBOOT_REQUIRED}=True."
@@ -242,6 +259,20 @@ async fn main() -> Result<()> {
                         );
                     }
                     seen.insert(key, line);
+                    let boot = node
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.node_info.as_ref())
+                        .map(|i| i.boot_id.clone())
+                        .unwrap_or_default();
+                    let key = format!("{name}/boot");
+                    if seen.get(&key).is_some_and(|old| *old != boot) {
+                        println!(
+                            "{clock}  {:<8} rebooted: boot ID {boot}",
+                            name.trim_start_matches(&prefix)
+                        );
+                    }
+                    seen.insert(key, boot);
                     for (ty, short) in [
                         ("kured.dev/UnderMaintenance", "UnderMaintenance"),
                         (IN_PROGRESS, IN_PROGRESS),
@@ -272,7 +303,12 @@ async fn main() -> Result<()> {
                             );
                             seen.insert(key, line);
                         }
-                        if ty == IN_PROGRESS && c.status == "True" && rebooting.insert(name.clone())
+                        // The real node of `--real-node` cannot be rebooted here: a stand-in
+                        // plays its reboot.
+                        if ty == IN_PROGRESS
+                            && c.status == "True"
+                            && name == NODE_NAME
+                            && rebooting.insert(name.clone())
                         {
                             tokio::spawn(reboot(client.clone(), name.clone()));
                         }
@@ -310,21 +346,30 @@ async fn main() -> Result<()> {
     let list = nodes
         .list(&ListParams::default().labels(&scope.selector()))
         .await?;
-    let rebooted = list
+    let completed = list
         .iter()
         .filter(|n| {
-            testkit::nodes::condition(n, IN_PROGRESS)
-                .is_some_and(|c| c.reason.as_deref() == Some("MaintenanceCompleted"))
+            testkit::nodes::condition(n, IN_PROGRESS).is_some_and(|c| {
+                matches!(
+                    c.reason.as_deref(),
+                    Some("MaintenanceCompleted" | "NodeRebooted")
+                )
+            })
         })
         .count();
+    let reboots: Vec<usize> = needs.iter().map(|(n, _)| kured.reboots(n)).collect();
     println!(
-        "\nAfter {}s: {rebooted} of {} nodes were rebooted; at most {} were in progress at \
-         once (ceiling 2, 1 per zone). kumaco's log: {}",
+        "\nAfter {}s: {completed} of {} nodes completed their maintenance, {} reboots in all \
+         (at most {} of one node: each needed one); at most {} were in progress at once \
+         (ceiling 2, 1 per zone). kumaco's log: {}",
         SHOW_FOR.as_secs(),
         list.items.len(),
+        reboots.iter().sum::<usize>(),
+        reboots.iter().max().copied().unwrap_or(0),
         most_in_progress.load(std::sync::atomic::Ordering::Relaxed),
         log_path.display()
     );
+    drop(kured);
     if real_node {
         println!(
             "Stopping the cluster (the kubelet, its Pods, containerd, the control plane) and removing its data."
@@ -345,9 +390,10 @@ fn start_process(
         "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {} \
          --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2 \
          --max-in-progress-per {ZONE_CEILING}\n\
-         (leader election on a Lease in {NS:?}; a reboot agent, as kured, cordons a node \
-         that gets {IN_PROGRESS}=True, reboots it (NotReady, {REBOOT_REQUIRED} cleared \
-         after 3 s, Ready 2 s later) and uncordons it)\n",
+         (leader election on a Lease in {NS:?}; on each node kured v2's reboot daemon \
+         cordons it as soon as it shows {IN_PROGRESS}=True and reboots it: NotReady for \
+         3 s, back with a new boot ID; its reporter checks every 5 s, so it says \
+         {REBOOT_REQUIRED}=True for a while after the reboot)\n",
         scope.selector()
     );
     let log_path = std::env::temp_dir().join("kumaco-demo.log");

@@ -12,6 +12,9 @@
 //!   "Starts at the ceiling" below;
 //! - `lastTransitionTime` changes only with the status, and `UnderMaintenance=False` is
 //!   never added to a node without the condition (§4).
+//! - one maintenance per requirement: a node never starts twice while its
+//!   `RebootRequired=True` is the same episode (the same `lastTransitionTime`), which
+//!   with kured's executor would be a second reboot for one requirement (issue 27).
 //!
 //! In quiet time — no fault active, and `settle` passed since the last one ended — and
 //! once `edge_bound + slack` has passed since the last window edge or edit (the
@@ -156,6 +159,9 @@ struct NodeState {
     um: Option<Cond>,
     mip: Option<Cond>,
     rr: bool,
+    /// While `RebootRequired=True`: since when (its `lastTransitionTime`), which names the
+    /// requirement's episode.
+    rr_since: Option<Timestamp>,
     /// The value of the group ceiling's label key (None: no such label, or no groups).
     group: Option<String>,
     /// Why the node is unavailable, as kumaco decodes it (src/node.rs); None: available.
@@ -180,6 +186,10 @@ impl NodeState {
             um: Cond::of(condition(node, UNDER_MAINTENANCE)),
             mip: Cond::of(condition(node, MAINTENANCE_IN_PROGRESS)),
             rr: condition(node, REBOOT_REQUIRED).is_some_and(|c| c.status == "True"),
+            rr_since: condition(node, REBOOT_REQUIRED)
+                .filter(|c| c.status == "True")
+                .and_then(|c| c.last_transition_time.as_ref())
+                .map(|t| t.0),
             group: group_key.and_then(|k| node.metadata.labels.as_ref()?.get(k).cloned()),
             down: unavailable(node),
             down_since: None,
@@ -313,6 +323,9 @@ struct State {
     pending: VecDeque<Write>,
     last_kumaco_change: Option<Timestamp>,
     last_node_change: Option<Timestamp>,
+    /// Each node's `RebootRequired` episode of its last start: one maintenance, so one
+    /// reboot, per requirement.
+    episodes: HashMap<String, Timestamp>,
     /// Nodes waiting for maintenance while a slot is free, since when.
     starved: HashMap<String, Timestamp>,
     overdue_since: Option<Timestamp>,
@@ -682,6 +695,17 @@ impl Ctx {
     /// holds every other node as it was just before the start.
     fn check_start(&self, s: &mut State, name: &str, old: &NodeState, new: &NodeState, at: &str) {
         s.counts.starts_checked += 1;
+        if let Some(since) = new.rr_since
+            && s.episodes.insert(name.to_string(), since) == Some(since)
+        {
+            self.violate(
+                s,
+                format!(
+                    "a second maintenance started on {at} for one requirement \
+                     (RebootRequired=True since {since}): a second reboot"
+                ),
+            );
+        }
         if let Some(why) = new.down {
             self.violate(
                 s,
@@ -1359,6 +1383,34 @@ mod tests {
                 && found[0].contains("a in progress"),
             "{found:?}"
         );
+    }
+
+    /// The loop of issue 27 as the checker sees it: a node in progress ends (a reboot)
+    /// while its requirement is still True from the same episode, and starts again.
+    #[test]
+    fn a_second_start_for_one_requirement_is_a_violation() {
+        let ctx = ctx(8, 8);
+        cluster(&ctx);
+        let second = "a second maintenance started";
+        apply(&ctx, v("x", 10, "z1"));
+        apply(
+            &ctx,
+            V {
+                mip: Some("True"),
+                ..v("x", 11, "z1")
+            },
+        );
+        assert!(!violations(&ctx).iter().any(|f| f.contains(second)));
+        apply(&ctx, v("x", 12, "z1"));
+        apply(
+            &ctx,
+            V {
+                mip: Some("True"),
+                ..v("x", 13, "z1")
+            },
+        );
+        let found = violations(&ctx);
+        assert!(found.iter().any(|f| f.contains(second)), "{found:?}");
     }
 
     #[test]

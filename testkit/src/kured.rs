@@ -1,0 +1,381 @@
+//! kured v2's node daemons as they behave, not as a brain would wish (issue 27): the
+//! reboot-required detector and the reboot daemon of kured's public v2 prototype, one
+//! pair per node, against a real API server.
+//!
+//! - The **detector** checks its node's sentinel on a ticker, the first check one period
+//!   after it starts, and writes `kured.dev/RebootRequired` when the status changes or
+//!   its heartbeat is a period old. After a reboot it reports the old value until that
+//!   first check: it lags.
+//! - The **executor** acts the moment it starts (the initial list) and on every change of
+//!   its node's in-progress condition: when True it cordons the node (remembering that it
+//!   did), evicts the node's pods and reboots; when False it uncordons a node it cordoned.
+//! - A **reboot** stops both daemons, clears the sentinel (the update is installed), takes
+//!   the node NotReady for a while, brings it back Ready with a new
+//!   `status.nodeInfo.bootID`, as a kubelet does, and starts the daemons again a moment
+//!   later (their pods start after the kubelet).
+//!
+//! A brain that keeps the node in progress because the requirement still reads True gets
+//! it rebooted again at once: the loop [`Kured::reboots`] counts.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use crate::agent::REBOOT_REQUIRED;
+use crate::nodes::condition;
+
+/// The field manager of the detector's writes.
+pub const DETECTOR: &str = "kured-reboot-required-detector";
+/// The field manager of the reboot daemon's writes.
+pub const EXECUTOR: &str = "kured-reboot-daemon";
+/// The field manager of the stand-in kubelet's writes (Ready, bootID).
+pub const KUBELET: &str = "kubelet";
+/// Marks a node the executor cordoned (kured keeps the earlier `unschedulable` so that it
+/// never uncordons a node someone else cordoned).
+const CORDONED_BY_EXECUTOR: &str = "kumaco.test/cordoned-by-reboot-daemon";
+
+/// How the daemons behave.
+#[derive(Clone, Debug)]
+pub struct KuredSpec {
+    /// The detector's period (kured's `--period`).
+    pub period: Duration,
+    /// How long a reboot keeps the node NotReady.
+    pub reboot: Duration,
+    /// From the node's Ready to its daemons running.
+    pub daemon_delay: Duration,
+    /// The condition the executor reads: `MaintenanceInProgress`, or the prototype's
+    /// `kured.dev/maintenance-in-progress`.
+    pub in_progress: String,
+}
+
+/// What happened, for assertions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Happened {
+    /// The executor cordoned the node (it is disrupted from here).
+    Cordoned,
+    Rebooted,
+    /// The executor uncordoned it (it is back in service).
+    Uncordoned,
+}
+
+struct Shared {
+    client: kube::Client,
+    spec: KuredSpec,
+    /// Reboots each node still needs: its sentinel is set while above 0.
+    needs: Mutex<BTreeMap<String, u32>>,
+    boots: Mutex<BTreeMap<String, u32>>,
+    log: Mutex<Vec<(Timestamp, String, Happened)>>,
+}
+
+/// kured's daemons on a set of nodes. Dropping it stops them.
+pub struct Kured {
+    shared: Arc<Shared>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Kured {
+    /// Boots each node (Ready, a boot ID) with the reboots it needs (the detector reported
+    /// them before: `RebootRequired=True` now when above 0), and starts its daemons.
+    pub async fn start(
+        client: &kube::Client,
+        nodes: &[(String, u32)],
+        spec: KuredSpec,
+    ) -> Result<Kured> {
+        let shared = Arc::new(Shared {
+            client: client.clone(),
+            spec,
+            needs: Mutex::new(nodes.iter().cloned().collect()),
+            boots: Mutex::new(BTreeMap::new()),
+            log: Mutex::new(Vec::new()),
+        });
+        for (node, needs) in nodes {
+            shared.boot(node).await?;
+            shared.report(node, *needs > 0).await?;
+        }
+        let tasks = nodes
+            .iter()
+            .map(|(n, _)| tokio::spawn(life(shared.clone(), n.clone())))
+            .collect();
+        Ok(Kured { shared, tasks })
+    }
+
+    /// How many times `node` rebooted.
+    pub fn reboots(&self, node: &str) -> usize {
+        self.log()
+            .iter()
+            .filter(|(_, n, h)| n == node && *h == Happened::Rebooted)
+            .count()
+    }
+
+    /// Everything the daemons did, in order.
+    pub fn log(&self) -> Vec<(Timestamp, String, Happened)> {
+        self.shared.log.lock().unwrap().clone()
+    }
+
+    /// The most nodes disrupted at once (cordoned by the executor until it uncordoned
+    /// them), counting only nodes for which `group` is true.
+    pub fn most_disrupted(&self, group: impl Fn(&str) -> bool) -> usize {
+        let mut now = 0usize;
+        let mut most = 0;
+        for (_, node, h) in self.log() {
+            if !group(&node) {
+                continue;
+            }
+            match h {
+                Happened::Cordoned => now += 1,
+                Happened::Uncordoned => now = now.saturating_sub(1),
+                Happened::Rebooted => {}
+            }
+            most = most.max(now);
+        }
+        most
+    }
+
+    /// The nodes' reboots still to come.
+    pub fn needs(&self) -> BTreeMap<String, u32> {
+        self.shared.needs.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Kured {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A node's life: its daemons run until the executor reboots it, then it reboots.
+async fn life(shared: Arc<Shared>, node: String) {
+    /// Stops the detector when the node reboots, and when the life is aborted.
+    struct Running(JoinHandle<()>);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    loop {
+        let detector = Running(tokio::spawn(detect(shared.clone(), node.clone())));
+        let executed = execute(&shared, &node).await;
+        drop(detector);
+        if let Err(e) = executed {
+            eprintln!("kured stand-in on {node}: {e:#}");
+            return;
+        }
+        if let Err(e) = shared.reboot(&node).await {
+            eprintln!("kured stand-in on {node}: rebooting: {e:#}");
+            return;
+        }
+        tokio::time::sleep(shared.spec.daemon_delay).await;
+    }
+}
+
+/// The detector: every period, the first one period after it starts.
+async fn detect(shared: Arc<Shared>, node: String) {
+    let mut ticker = tokio::time::interval_at(
+        tokio::time::Instant::now() + shared.spec.period,
+        shared.spec.period,
+    );
+    loop {
+        ticker.tick().await;
+        let needed = shared
+            .needs
+            .lock()
+            .unwrap()
+            .get(&node)
+            .copied()
+            .unwrap_or(0)
+            > 0;
+        if let Err(e) = shared.report(&node, needed).await {
+            eprintln!("kured detector on {node}: {e:#}");
+        }
+    }
+}
+
+/// The executor, until it reboots the node (Ok) or fails.
+async fn execute(shared: &Shared, node: &str) -> Result<()> {
+    let api: Api<Node> = Api::all(shared.client.clone());
+    let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let mut events = watcher(api.clone(), config).default_backoff().boxed();
+    let mut seen: Option<Option<String>> = None;
+    while let Some(event) = events.next().await {
+        let n = match event {
+            Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => n,
+            _ => continue,
+        };
+        let status = condition(&n, &shared.spec.in_progress).map(|c| c.status.clone());
+        if seen.as_ref() == Some(&status) {
+            continue;
+        }
+        seen = Some(status.clone());
+        if status.as_deref() == Some("True") {
+            let unschedulable = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+            if !unschedulable {
+                shared.cordon(node, true).await?;
+                shared.happened(node, Happened::Cordoned);
+            }
+            shared.evict(node).await?;
+            return Ok(());
+        }
+        let ours = n
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(CORDONED_BY_EXECUTOR));
+        if status.is_some() && ours {
+            shared.cordon(node, false).await?;
+            shared.happened(node, Happened::Uncordoned);
+        }
+    }
+    anyhow::bail!("the executor's watch of {node} ended")
+}
+
+impl Shared {
+    /// Cordons the node and notes that the executor did, or uncordons it and drops the
+    /// note.
+    async fn cordon(&self, node: &str, on: bool) -> Result<()> {
+        let (note, unschedulable) = if on {
+            (json!("true"), json!(true))
+        } else {
+            (json!(null), json!(null))
+        };
+        Api::<Node>::all(self.client.clone())
+            .patch(
+                node,
+                &PatchParams {
+                    field_manager: Some(EXECUTOR.into()),
+                    ..Default::default()
+                },
+                &Patch::Merge(json!({
+                    "metadata": { "annotations": { CORDONED_BY_EXECUTOR: note } },
+                    "spec": { "unschedulable": unschedulable },
+                })),
+            )
+            .await
+            .with_context(|| format!("{} {node}", if on { "cordoning" } else { "uncordoning" }))?;
+        Ok(())
+    }
+
+    fn happened(&self, node: &str, what: Happened) {
+        self.log
+            .lock()
+            .unwrap()
+            .push((Timestamp::now(), node.to_string(), what));
+    }
+
+    /// Deletes the node's pods (a drain, without PodDisruptionBudgets to honour here).
+    async fn evict(&self, node: &str) -> Result<()> {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        for pod in pods.list(&on_node).await?.items {
+            let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
+                continue;
+            };
+            let _ = Api::<Pod>::namespaced(self.client.clone(), &ns)
+                .delete(&name, &DeleteParams::default().grace_period(0))
+                .await;
+        }
+        Ok(())
+    }
+
+    /// The reboot: NotReady, the update installed (the sentinel cleared), back Ready with
+    /// a new boot ID.
+    async fn reboot(&self, node: &str) -> Result<()> {
+        self.happened(node, Happened::Rebooted);
+        if let Some(n) = self.needs.lock().unwrap().get_mut(node) {
+            *n = n.saturating_sub(1);
+        }
+        self.kubelet(node, "False", None).await?;
+        tokio::time::sleep(self.spec.reboot).await;
+        self.boot(node).await
+    }
+
+    /// The kubelet starts: a new boot ID, Ready.
+    async fn boot(&self, node: &str) -> Result<()> {
+        let boot = {
+            let mut boots = self.boots.lock().unwrap();
+            let b = boots.entry(node.to_string()).or_insert(0);
+            *b += 1;
+            *b
+        };
+        self.kubelet(node, "True", Some(format!("{node}-boot-{boot}")))
+            .await
+    }
+
+    async fn kubelet(&self, node: &str, ready: &str, boot_id: Option<String>) -> Result<()> {
+        let now = Time(Timestamp::now());
+        let mut status = json!({ "conditions": [{
+            "type": "Ready",
+            "status": ready,
+            "reason": if ready == "True" { "KubeletReady" } else { "KubeletNotReady" },
+            "message": "set by the kured stand-in's kubelet",
+            "lastTransitionTime": now,
+            "lastHeartbeatTime": now,
+        }]});
+        if let Some(id) = boot_id {
+            status["nodeInfo"] = json!({ "bootID": id });
+        }
+        Api::<Node>::all(self.client.clone())
+            .patch_status(
+                node,
+                &PatchParams {
+                    field_manager: Some(KUBELET.into()),
+                    ..Default::default()
+                },
+                &Patch::Strategic(json!({ "status": status })),
+            )
+            .await
+            .with_context(|| format!("the kubelet of {node} setting Ready={ready}"))?;
+        Ok(())
+    }
+
+    /// The detector's write: when the status changes, or the heartbeat is a period old.
+    async fn report(&self, node: &str, needed: bool) -> Result<()> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let current = api.get_status(node).await?;
+        let status = if needed { "True" } else { "False" };
+        let existing = condition(&current, REBOOT_REQUIRED);
+        let now = Timestamp::now();
+        let fresh = existing
+            .and_then(|c| c.last_heartbeat_time.as_ref())
+            .is_some_and(|t| {
+                now.duration_since(t.0).as_secs_f64() < self.spec.period.as_secs_f64()
+            });
+        let unchanged = existing.is_some_and(|c| c.status == status);
+        if unchanged && fresh {
+            return Ok(());
+        }
+        let transition = match existing {
+            Some(c) if unchanged => c.last_transition_time.clone().unwrap_or(Time(now)),
+            _ => Time(now),
+        };
+        api.patch_status(
+            node,
+            &PatchParams {
+                field_manager: Some(DETECTOR.into()),
+                ..Default::default()
+            },
+            &Patch::Strategic(json!({ "status": { "conditions": [{
+                "type": REBOOT_REQUIRED,
+                "status": status,
+                "reason": "KuredSentinelDetected",
+                "message": if needed { "the reboot sentinel exists" } else { "no reboot sentinel" },
+                "lastTransitionTime": transition,
+                "lastHeartbeatTime": Time(now),
+            }]}})),
+        )
+        .await
+        .with_context(|| format!("the detector of {node} writing {REBOOT_REQUIRED}={status}"))?;
+        Ok(())
+    }
+}
