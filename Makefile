@@ -14,6 +14,19 @@ IMAGE_BIN := target/image/x86_64-unknown-linux-gnu/dist/kumaco
 
 .PHONY: demo demo-node test lint bench smoke chaos diff-long testenv image prometheusrule
 
+# Prerequisites first: before any recipe runs, hack/check-prereqs.sh checks what the goals
+# given (`make` alone: demo) need on this machine, and stops with one message naming each
+# missing program and the command that installs it. KUMACO_SKIP_PREREQS=1 skips it.
+CHECKED_GOALS := $(filter demo demo-node test lint bench smoke chaos diff-long testenv image,$(or $(MAKECMDGOALS),demo))
+ifneq ($(CHECKED_GOALS),)
+ifneq ($(KUMACO_SKIP_PREREQS),1)
+PREREQS_OK := $(shell ENGINE='$(ENGINE)' bash hack/check-prereqs.sh $(CHECKED_GOALS) >&2 && echo yes)
+ifneq ($(PREREQS_OK),yes)
+$(error prerequisites missing (see above))
+endif
+endif
+endif
+
 demo:
 	$(CARGO) build -q --bin kumaco
 	$(CARGO) run -q -p testkit --bin kumaco-demo
@@ -58,7 +71,8 @@ chaos:
 
 # The documented long differential run: 10^6 generated cases per parser.
 diff-long:
-	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_schedule -- --nocapture
+	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_label_selector \
+		--test diff_schedule -- --nocapture
 
 # Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, kubectl
 # and promtool, and the real node's kubelet, controller-manager, scheduler, containerd and

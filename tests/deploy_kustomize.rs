@@ -107,7 +107,7 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
         .collect();
     for flag in [
         "--namespace=maintenance",
-        "--node-selector=node-role.kubernetes.io/worker",
+        "--node-selector=!node-role.kubernetes.io/control-plane",
     ] {
         assert!(args.contains(&flag), "{flag} missing from {args:?}");
     }

@@ -1,0 +1,441 @@
+//! What the docs list, held to the code and the files it describes (issue 30, item 3).
+//! Each check derives both sides, so that a new alert, value, reason or flag fails here
+//! until the docs name it, and a removed one until they stop naming it:
+//!
+//! - docs/operations.md's alert table and its promtool output against
+//!   charts/kumaco/files/prometheus-rules.yaml and tests/alerts/;
+//! - charts/kumaco/README.md's value tables against every leaf key of values.yaml;
+//! - docs/configuration.md's reason table, and every "N reasons" in the docs, against
+//!   `kumaco_core::reasons::ALL`;
+//! - docs/configuration.md's flags against `kumaco run --help`, both ways;
+//! - one memory-sizing figure (the node count beyond which to raise the limit) in every
+//!   place that gives one;
+//! - docs/versioning.md's tested Kubernetes version against testenv/go.mod, and its
+//!   oldest expected one against the chart's kubeVersion;
+//! - `kubectl get events` in the docs filtered by `involvedObject`, as core/v1 events are.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use serde_json::Value;
+use testkit::files::{read_repo, repo};
+
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
+
+fn yaml(path: &str) -> Value {
+    serde_saphyr::from_str(&read_repo(path)).unwrap_or_else(|e| panic!("parsing {path}: {e}"))
+}
+
+/// The rows of the first markdown table after the line `heading` in `text`, as cells
+/// (the header and the separator line left out).
+fn table_after(text: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = text
+        .find(heading)
+        .unwrap_or_else(|| panic!("no {heading:?} in the document"));
+    text[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(cells)
+        .collect()
+}
+
+fn cells(line: &str) -> Vec<String> {
+    // `\|` inside a cell is a literal bar.
+    let line = line.replace("\\|", "\u{0}");
+    line.trim()
+        .trim_matches('|')
+        .split('|')
+        .map(|c| c.trim().replace('\u{0}', "|"))
+        .collect()
+}
+
+/// The code spans (`x`) of a cell.
+fn spans(cell: &str) -> Vec<&str> {
+    cell.split('`').skip(1).step_by(2).collect()
+}
+
+// --- alerts -----------------------------------------------------------------------
+
+#[test]
+fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
+    let rules = yaml("charts/kumaco/files/prometheus-rules.yaml");
+    let alerts: Vec<&Value> = rules["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().expect("rules"))
+        .filter(|r| r["alert"].is_string())
+        .collect();
+    let ops = read_repo("docs/operations.md");
+    let rows = table_after(&ops, "| alert | fires when | for | severity |");
+    let documented: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let name = r[0].trim_start_matches('[');
+            name[..name.find(']').expect("[Name](#anchor)")].to_string()
+        })
+        .collect();
+    let defined: Vec<String> = alerts
+        .iter()
+        .map(|a| a["alert"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        documented, defined,
+        "docs/operations.md's alert table must list the rules file's alerts, in its order"
+    );
+    for (row, alert) in rows.iter().zip(&alerts) {
+        let name = alert["alert"].as_str().unwrap();
+        let anchor = format!("(#{})", name.to_lowercase());
+        assert!(row[0].contains(&anchor), "{name}: link {anchor}: {row:?}");
+        assert!(
+            ops.contains(&format!("#### {name}\n")),
+            "{name}: no runbook heading"
+        );
+        let for_ = alert["for"].as_str().unwrap_or("—");
+        assert_eq!(row[2], for_, "{name}: `for`");
+        assert_eq!(
+            row[3],
+            alert["labels"]["severity"].as_str().unwrap(),
+            "{name}: severity"
+        );
+    }
+
+    // The sample output of promtool: every rule counted, every unit test file run.
+    assert!(
+        ops.contains(&format!("  SUCCESS: {} rules found", alerts.len())),
+        "docs/operations.md: `promtool check rules` should say SUCCESS: {} rules found",
+        alerts.len()
+    );
+    let mut files: Vec<String> = std::fs::read_dir(repo().join("tests/alerts"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.ends_with(".yaml"))
+        .collect();
+    files.sort();
+    let shown: Vec<&str> = ops
+        .lines()
+        .filter_map(|l| l.strip_prefix("Processing test file: tests/alerts/"))
+        .collect();
+    assert_eq!(
+        shown, files,
+        "docs/operations.md: `promtool test rules` output should show every tests/alerts file"
+    );
+}
+
+// --- the chart's values -------------------------------------------------------------
+
+/// Every value path a table row of the chart README names: its first cell's code spans,
+/// where `.x` continues the previous full path's parent (`inProgress.enabled`, `.maxInProgress`).
+fn readme_value_paths() -> BTreeSet<String> {
+    let readme = read_repo("charts/kumaco/README.md");
+    let mut paths = BTreeSet::new();
+    for line in readme.lines().filter(|l| l.starts_with('|')) {
+        let first = &cells(line)[0];
+        let mut parent = String::new();
+        for span in spans(first) {
+            let path = if let Some(rest) = span.strip_prefix('.') {
+                format!("{parent}{rest}")
+            } else {
+                span.to_string()
+            };
+            if !path.chars().all(|c| c.is_ascii_alphanumeric() || c == '.') {
+                continue;
+            }
+            parent = match path.rfind('.') {
+                Some(i) => path[..=i].to_string(),
+                None => String::new(),
+            };
+            paths.insert(path);
+        }
+    }
+    paths
+}
+
+#[test]
+fn the_chart_readme_lists_every_value_of_values_yaml() {
+    let values = yaml("charts/kumaco/values.yaml");
+    let named = readme_value_paths();
+    // A value is documented when the README names it, or names every value under it.
+    fn missing(value: &Value, path: &str, named: &BTreeSet<String>, out: &mut Vec<String>) {
+        if named.contains(path) {
+            return;
+        }
+        match value.as_object() {
+            Some(map) if !map.is_empty() => {
+                for (key, child) in map {
+                    let child_path = if path.is_empty() {
+                        key.clone()
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    missing(child, &child_path, named, out);
+                }
+            }
+            _ => out.push(path.to_string()),
+        }
+    }
+    let mut out = Vec::new();
+    missing(&values, "", &named, &mut out);
+    assert!(
+        out.is_empty(),
+        "charts/kumaco/README.md's value tables do not name these values of values.yaml: {out:?}"
+    );
+    // And every path it names is a value.
+    let unknown: Vec<&String> = named
+        .iter()
+        .filter(|p| {
+            p.split('.')
+                .try_fold(&values, |v, key| v.get(key))
+                .is_none()
+        })
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "charts/kumaco/README.md names values that values.yaml does not have: {unknown:?}"
+    );
+}
+
+// --- reasons ------------------------------------------------------------------------
+
+#[test]
+fn the_reason_table_and_every_reason_count_match_the_code() {
+    let all: BTreeSet<&str> = kumaco_core::reasons::ALL.into_iter().collect();
+    let config = read_repo("docs/configuration.md");
+    let rows = table_after(&config, "### Reasons");
+    let documented: BTreeSet<&str> = rows.iter().map(|r| r[0].trim_matches('`')).collect();
+    assert_eq!(
+        documented, all,
+        "docs/configuration.md's reason table must list kumaco_core::reasons::ALL"
+    );
+    assert_eq!(rows.len(), all.len(), "a reason listed twice");
+
+    // "16 reasons", "kumaco's 16 reasons", "~15 reasons": one count, the code's.
+    let mut counts = Vec::new();
+    for doc in [
+        "README.md",
+        "docs/configuration.md",
+        "docs/operations.md",
+        "docs/design.md",
+    ] {
+        let text = read_repo(doc);
+        for (i, _) in text.match_indices(" reasons") {
+            let before = text[..i].rsplit([' ', '\n', '(']).next().unwrap_or("");
+            let number = before.trim_start_matches('~');
+            if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()) {
+                counts.push((doc, before.to_string()));
+            }
+        }
+    }
+    assert!(!counts.is_empty(), "no reason count found in the docs");
+    let want = all.len().to_string();
+    let wrong: Vec<_> = counts.iter().filter(|(_, n)| *n != want).collect();
+    assert!(
+        wrong.is_empty(),
+        "reason counts that are not {want} (kumaco_core::reasons::ALL): {wrong:?}"
+    );
+}
+
+// --- flags --------------------------------------------------------------------------
+
+fn help(args: &[&str]) -> String {
+    let out = Command::new(KUMACO)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running kumaco {args:?}: {e}"));
+    assert!(out.status.success(), "kumaco {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The long flags of a clap help text: the `--name` words starting its option lines.
+fn help_flags(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
+        .filter_map(|line| {
+            line.split([' ', ',', '=', '<', '['])
+                .find(|w| w.starts_with("--"))
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The `--flag` words of a text.
+fn mentioned_flags(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let bytes = text.as_bytes();
+    for (i, _) in text.match_indices("--") {
+        let before_ok = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'-');
+        let rest = &text[i + 2..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+            .collect();
+        let name = name.trim_end_matches('-');
+        if before_ok && name.chars().next().is_some_and(|c| c.is_ascii_lowercase()) {
+            out.insert(format!("--{name}"));
+        }
+    }
+    out
+}
+
+/// Flags of other programs that docs/configuration.md mentions, and whose.
+const OTHER_PROGRAMS_FLAGS: &[(&str, &str)] = &[
+    ("--event-ttl", "kube-apiserver"),
+    ("--field-selector", "kubectl"),
+    ("--nocapture", "cargo test"),
+];
+
+#[test]
+fn every_flag_in_configuration_md_is_kumacos_and_every_run_flag_is_documented() {
+    let run = help_flags(&help(&["run", "--help"]));
+    assert!(
+        run.len() > 20 && run.contains("--node-selector"),
+        "unexpected help: {run:?}"
+    );
+    // The other subcommands' flags (and `kumaco --version`), for the mentions that are
+    // theirs.
+    let mut any_kumaco = help_flags(&help(&["--help"]));
+    for sub in ["validate", "plan", "status"] {
+        any_kumaco.extend(help_flags(&help(&[sub, "--help"])));
+    }
+    any_kumaco.extend(run.iter().cloned());
+
+    let config = read_repo("docs/configuration.md");
+    let unknown: Vec<String> = mentioned_flags(&config)
+        .into_iter()
+        .filter(|f| !any_kumaco.contains(f))
+        .filter(|f| !OTHER_PROGRAMS_FLAGS.iter().any(|(o, _)| o == f))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "docs/configuration.md mentions flags no kumaco command has: {unknown:?} (a \
+         renamed or removed flag? another program's: add it to OTHER_PROGRAMS_FLAGS)"
+    );
+
+    // The flags table: one row per `kumaco run` flag, and only those.
+    let rows = table_after(&config, "## Flags of `kumaco run`");
+    let table: BTreeSet<String> = rows
+        .iter()
+        .filter_map(|r| spans(&r[0]).first().map(|s| s.to_string()))
+        .filter_map(|s| s.split([' ', '=']).next().map(str::to_string))
+        .collect();
+    let run_documented: BTreeSet<String> = run
+        .iter()
+        .filter(|f| !matches!(f.as_str(), "--help" | "--version"))
+        .cloned()
+        .collect();
+    let undocumented: Vec<&String> = run_documented.difference(&table).collect();
+    assert!(
+        undocumented.is_empty(),
+        "`kumaco run` flags without a row in docs/configuration.md's flags table: {undocumented:?}"
+    );
+    let not_run: Vec<&String> = table.difference(&run_documented).collect();
+    assert!(
+        not_run.is_empty(),
+        "docs/configuration.md's flags table has rows for flags `kumaco run --help` lacks: {not_run:?}"
+    );
+}
+
+// --- sizing -------------------------------------------------------------------------
+
+#[test]
+fn one_memory_sizing_figure_everywhere() {
+    // "beyond ~N nodes" / "up to ~N nodes": where the default limit stops sufficing.
+    let mut figures = Vec::new();
+    for file in [
+        "deploy/base/deployment.yaml",
+        "charts/kumaco/values.yaml",
+        "docs/operations.md",
+        "charts/kumaco/README.md",
+        "README.md",
+    ] {
+        let text = read_repo(file).replace("\n", " ").replace('#', " ");
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for marker in ["beyond ~", "up to ~"] {
+            for (i, _) in text.match_indices(marker) {
+                let rest = &text[i + marker.len()..];
+                let number: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == ',')
+                    .collect();
+                if rest[number.len()..].starts_with(" nodes") {
+                    figures.push((file, number));
+                }
+            }
+        }
+    }
+    let distinct: BTreeSet<&str> = figures.iter().map(|(_, n)| n.as_str()).collect();
+    assert!(
+        figures.len() >= 3 && distinct.len() == 1,
+        "memory sizing figures disagree (or are missing): {figures:?}"
+    );
+}
+
+// --- compatibility ------------------------------------------------------------------
+
+#[test]
+fn the_compatibility_statement_names_the_tested_and_the_oldest_kubernetes() {
+    // Tested: the version of k8s.io/kubernetes the test API server is built from.
+    let go_mod = read_repo("testenv/go.mod");
+    let tested = go_mod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/kubernetes v"))
+        .expect("testenv/go.mod requires k8s.io/kubernetes")
+        .trim();
+    let versioning = read_repo("docs/versioning.md");
+    assert!(
+        versioning.contains(&format!("**Tested: Kubernetes {tested}.**")),
+        "docs/versioning.md must say the tests run Kubernetes {tested} (testenv/go.mod)"
+    );
+    // Expected to work: the chart's kubeVersion floor.
+    let chart = read_repo("charts/kumaco/Chart.yaml");
+    let floor = chart
+        .lines()
+        .find_map(|l| l.strip_prefix("kubeVersion: \">="))
+        .and_then(|v| v.split(".0-0").next())
+        .expect("Chart.yaml: kubeVersion: \">=X.Y.0-0\"");
+    assert!(
+        versioning.contains(&format!(
+            "**Expected to work: Kubernetes {floor} and later**"
+        )),
+        "docs/versioning.md must name the chart's kubeVersion floor, {floor}"
+    );
+    for doc in ["README.md", "docs/operations.md"] {
+        let text = read_repo(doc);
+        assert!(
+            !text.contains("any Kubernetes"),
+            "{doc}: say what is tested and expected (docs/versioning.md), not \"any Kubernetes\""
+        );
+    }
+}
+
+// --- events -------------------------------------------------------------------------
+
+#[test]
+fn kubectl_get_events_is_filtered_by_involved_object() {
+    // kumaco posts events.k8s.io/v1 events (`regarding`); `kubectl get events` reads them
+    // as core/v1 events, whose field selectors name `involvedObject`.
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.extend(
+        ["README.md", "charts/kumaco/README.md", "examples/README.md"].map(|d| repo().join(d)),
+    );
+    let mut wrong = Vec::new();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for line in text.lines() {
+            if line.contains("get events") && line.contains("regarding.") {
+                wrong.push(format!("{}: {line}", doc.display()));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "`kubectl get events` filters core/v1 events: use involvedObject.name, not regarding.name: {wrong:#?}"
+    );
+}
