@@ -10,7 +10,9 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 # The full name of the manifests' `image: kumaco:VERSION` (podman would otherwise store it
 # as localhost/kumaco), so that an image loaded into kind is the one they ask for.
 IMAGE ?= docker.io/library/kumaco:$(VERSION)
-IMAGE_BIN := target/image/x86_64-unknown-linux-gnu/dist/kumaco
+# Where cargo builds: CARGO_TARGET_DIR when set (.ci/run keeps it in the tool cache).
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+IMAGE_BIN := $(TARGET_DIR)/image/x86_64-unknown-linux-gnu/dist/kumaco
 
 .PHONY: demo demo-node test lint bench smoke chaos diff-long testenv image prometheusrule
 
@@ -29,7 +31,7 @@ endif
 
 demo:
 	$(CARGO) build -q --bin kumaco
-	$(CARGO) run -q -p testkit --bin kumaco-demo
+	KUMACO_BIN=$(TARGET_DIR)/debug/kumaco $(CARGO) run -q -p testkit --bin kumaco-demo
 
 # The demo on a real cluster (testkit::realcluster: a controller-manager, a scheduler and
 # a kubelet on containerd; needs root, runc and Debian's CNI plugins): kumaco installed by
@@ -56,25 +58,25 @@ smoke:
 	$(CARGO) build -q --bin kumaco
 	$(CARGO) run -q -p testkit --bin kumaco-bench -- --nodes 200 --edge-nodes 100 --idle 5 \
 		--churn-rate 20 --churn-seconds 5 \
-		--kumaco target/debug/kumaco --json target/smoke-bench.json
+		--kumaco $(TARGET_DIR)/debug/kumaco --json $(TARGET_DIR)/smoke-bench.json
 	$(CARGO) run -q -p testkit --bin kumaco-soak -- --nodes 100 --minutes 1 --churn-rate 20 \
-		--kumaco target/debug/kumaco --json target/smoke-soak.json
+		--kumaco $(TARGET_DIR)/debug/kumaco --json $(TARGET_DIR)/smoke-soak.json
 	$(CARGO) run -q -p testkit --bin kumaco-chaos -- --nodes 100 --minutes 2 --settle 12 --tail 20 \
 		--kinds leader-mid-edge,api-crash,proxy,clock-jump,partition,replica \
-		--kumaco target/debug/kumaco --json target/smoke-chaos.json
+		--kumaco $(TARGET_DIR)/debug/kumaco --json $(TARGET_DIR)/smoke-chaos.json
 
 # The long chaos run of docs/benchmarks.md ("Reliability"): an hour of faults, release
 # builds. A failing run prints its seed and the command that replays it.
 chaos:
 	$(CARGO) build --release --bin kumaco -p kumaco
-	$(CARGO) run --release -p testkit --bin kumaco-chaos -- --minutes 60 --json target/kumaco-chaos.json
+	$(CARGO) run --release -p testkit --bin kumaco-chaos -- --minutes 60 --json $(TARGET_DIR)/kumaco-chaos.json
 
 # The documented long differential run: 10^6 generated cases per parser.
 diff-long:
 	KUMACO_DIFF_CASES=1000000 $(CARGO) test --release --test diff_duration --test diff_selector --test diff_label_selector \
 		--test diff_schedule -- --nocapture
 
-# Builds (or finds in the cache) the test API server, the Go oracle, helm, kustomize, kubectl
+# Builds (or finds in the cache) the test API server, the Go oracle, helm, kubectl
 # and promtool, and the real node's kubelet, controller-manager, scheduler, containerd and
 # pause image (testkit::nodebins).
 testenv:
@@ -86,18 +88,18 @@ testenv:
 # build intact.
 image:
 	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build -q --profile dist --locked \
-		--target x86_64-unknown-linux-gnu --target-dir target/image --bin kumaco
+		--target x86_64-unknown-linux-gnu --target-dir $(TARGET_DIR)/image --bin kumaco
 	@if readelf -l $(IMAGE_BIN) | grep -q 'program interpreter'; then \
 		echo "$(IMAGE_BIN) is dynamically linked: it cannot run FROM scratch" >&2; exit 1; fi
-	rm -rf target/image/context && mkdir -p target/image/context
+	rm -rf $(TARGET_DIR)/image/context && mkdir -p $(TARGET_DIR)/image/context
 	# Symbols are a fifth of the binary and useless in the image (panics still name
 	# their source location).
-	strip -o target/image/context/kumaco $(IMAGE_BIN)
-	cp /etc/ssl/certs/ca-certificates.crt target/image/context/
+	strip -o $(TARGET_DIR)/image/context/kumaco $(IMAGE_BIN)
+	cp /etc/ssl/certs/ca-certificates.crt $(TARGET_DIR)/image/context/
 	# --no-cache: two COPY layers cost nothing, and the image's creation time then says
 	# when it was last built, which tests/deploy_image.rs compares with the sources.
 	$(ENGINE) build -q --no-cache --build-arg BINARY=prebuilt --build-arg BASE=scratch \
-		-f Dockerfile -t $(IMAGE) target/image/context
+		-f Dockerfile -t $(IMAGE) $(TARGET_DIR)/image/context
 # deploy/components/prometheusrule/prometheusrule.yaml wraps the chart's rules file, the
 # one source of kumaco's alerts (tests/alerts.rs checks that the two agree).
 prometheusrule:
