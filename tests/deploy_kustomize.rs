@@ -1,8 +1,8 @@
 //! The kustomize install path, `kubectl apply --server-side -k deploy/overlays/example`,
 //! on a real API server that, like most clusters, has no Prometheus Operator CRDs:
 //!
-//! - the example overlay, rendered by a real `kustomize build` (built once per machine
-//!   from the Go module proxy, see `testkit::gobuild::kustomize`), holds only built-in
+//! - the example overlay, rendered by a real `kubectl kustomize` (the kustomize built into
+//!   kubectl, which `kubectl apply -k` runs; see `testkit::gobuild::kubectl`), holds only built-in
 //!   kinds, and the API server accepts every object (server-side apply, strict field
 //!   validation, for real: namespaces first, as kustomize orders them);
 //! - its patches took effect (image, flags);
@@ -27,17 +27,17 @@ const APPLY: ApplyOptions = ApplyOptions {
     default_namespace: None,
 };
 
-/// `kustomize build DIR`, as objects.
+/// `kubectl kustomize DIR` (what `kubectl apply -k` renders), as objects.
 fn build(dir: &Path) -> Vec<DynamicObject> {
-    let kustomize = testkit::gobuild::kustomize().unwrap_or_else(|e| panic!("{e:#}"));
-    let out = Command::new(&kustomize)
-        .arg("build")
+    let kubectl = testkit::gobuild::kubectl().unwrap_or_else(|e| panic!("{e:#}"));
+    let out = Command::new(&kubectl)
+        .arg("kustomize")
         .arg(dir)
         .output()
-        .expect("running kustomize build");
+        .expect("running kubectl kustomize");
     assert!(
         out.status.success(),
-        "kustomize build {} failed:\n{}",
+        "kubectl kustomize {} failed:\n{}",
         dir.display(),
         String::from_utf8_lossy(&out.stderr)
     );

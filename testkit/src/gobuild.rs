@@ -158,23 +158,6 @@ pub fn helm() -> Result<PathBuf> {
     )
 }
 
-/// The kustomize release the overlay tests render with: the one whose kustomize/api
-/// (v0.21.1) Helm already brings into the module cache. `kubectl apply -k` runs the
-/// kustomize built into kubectl; the two read kumaco's kustomizations the same.
-pub const KUSTOMIZE_VERSION: &str = "v5.8.1";
-
-/// Returns the path of `kustomize`, building it once per machine from the Go module proxy
-/// (`go install sigs.k8s.io/kustomize/kustomize/v5@KUSTOMIZE_VERSION`, about 30 s) into
-/// the cache. `KUMACO_KUSTOMIZE_BIN` overrides.
-pub fn kustomize() -> Result<PathBuf> {
-    go_install(
-        "kustomize",
-        "sigs.k8s.io/kustomize/kustomize/v5",
-        KUSTOMIZE_VERSION,
-        "KUMACO_KUSTOMIZE_BIN",
-    )
-}
-
 /// Returns the path of `kubectl` built from the k8s.io/kubernetes version testenv/go.mod
 /// pins (the test API server's), once per machine, into `<cache>/kubectl-<version>`.
 /// `KUMACO_KUBECTL_BIN` overrides.

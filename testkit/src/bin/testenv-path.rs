@@ -1,4 +1,4 @@
-//! Builds (once per machine) the Go test programs, helm, kustomize, kubectl and promtool,
+//! Builds (once per machine) the Go test programs, helm, kubectl and promtool,
 //! and the real node's kubelet, controller-manager, scheduler, containerd and pause image,
 //! and prints where they are cached.
 
@@ -18,7 +18,6 @@ fn main() -> anyhow::Result<()> {
             "Helm",
             testkit::gobuild::helm as fn() -> anyhow::Result<std::path::PathBuf>,
         ),
-        ("Kustomize", testkit::gobuild::kustomize),
         ("Kubectl", testkit::gobuild::kubectl),
         ("Promtool", testkit::gobuild::promtool),
     ] {
