@@ -72,16 +72,21 @@ pub enum Command {
     Plan(Box<PlanArgs>),
     /// Show the windows and the nodes' kumaco conditions in a live cluster.
     Status(StatusArgs),
+    /// Remove every node condition a kumaco instance owns (by its field manager), to
+    /// uninstall it without leaving conditions behind. Shows what it would remove; acts
+    /// only with --yes, once the instance has stopped.
+    Uninstall(UninstallArgs),
 }
 
 impl Command {
-    /// The window flags, which every subcommand has.
-    pub fn window_args(&self) -> &WindowArgs {
+    /// The window flags, which every subcommand that reads windows has.
+    pub fn window_args(&self) -> Option<&WindowArgs> {
         match self {
-            Command::Run(args) => &args.window_args,
-            Command::Validate(args) => &args.window_args,
-            Command::Plan(args) => &args.window_args,
-            Command::Status(args) => &args.window_args,
+            Command::Run(args) => Some(&args.window_args),
+            Command::Validate(args) => Some(&args.window_args),
+            Command::Plan(args) => Some(&args.window_args),
+            Command::Status(args) => Some(&args.window_args),
+            Command::Uninstall(_) => None,
         }
     }
 }
@@ -138,6 +143,45 @@ pub struct ConditionNameArgs {
     /// kured.dev/maintenance-in-progress).
     #[arg(long, value_name = "TYPE", default_value = "MaintenanceInProgress")]
     pub in_progress_condition: String,
+}
+
+/// `kumaco uninstall`.
+#[derive(Debug, Args)]
+pub struct UninstallArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    #[command(flatten)]
+    pub condition_names: ConditionNameArgs,
+
+    /// The instance's namespace, where its Lease (and Deployment) are. Default:
+    /// POD_NAMESPACE, else `default` (as `kumaco run`).
+    #[arg(long, value_name = "NS")]
+    pub lease_namespace: Option<String>,
+
+    /// The instance's Lease name (its `--lease-name`).
+    #[arg(long, value_name = "NAME", default_value = "kumaco")]
+    pub lease_name: String,
+
+    /// The instance's field manager, if it runs with `--field-manager`. Default:
+    /// `kumaco/<lease namespace>/<lease name>`, as `kumaco run` derives it.
+    #[arg(long, value_name = "NAME")]
+    pub field_manager: Option<String>,
+
+    /// Remove the conditions (and delete the instance's Lease). Without it: only show
+    /// what would be removed.
+    #[arg(long)]
+    pub yes: bool,
+
+    /// With --yes: first scale this Deployment (in the lease namespace) to 0 replicas,
+    /// so that the instance stops.
+    #[arg(long, value_name = "NAME")]
+    pub stop_deployment: Option<String>,
+
+    /// With --yes: how long to wait for the instance to stop (its Lease released, or
+    /// not renewed for its duration), as a Go duration.
+    #[arg(long, value_name = "DURATION", default_value = "2m")]
+    pub wait: String,
 }
 
 #[derive(Debug, Args)]

@@ -18,7 +18,12 @@ fn main() {
     // Before anything loads a zone (flags, windows), for every subcommand alike: a
     // refused --tzdata is a usage error.
     let tzdir = std::env::var_os("TZDIR").map(std::path::PathBuf::from);
-    let tzdata = match tzdata::install(cli.command.window_args().tzdata, tzdir.as_deref()) {
+    let tzdata = match tzdata::install(
+        cli.command
+            .window_args()
+            .map_or(Default::default(), |a| a.tzdata),
+        tzdir.as_deref(),
+    ) {
         Ok(tzdata) => tzdata,
         Err(e) => {
             eprintln!("kumaco: {e}");
@@ -52,6 +57,10 @@ fn main() {
                 tools::status::run(&args, &mut std::io::stdout(), &mut std::io::stderr()).await?;
             Ok(outcome.exit_code())
         }),
+        Command::Uninstall(args) => tool(
+            "uninstall",
+            tools::uninstall::run(&args, &mut std::io::stdout()),
+        ),
     };
     std::process::exit(code.into())
 }

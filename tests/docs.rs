@@ -297,7 +297,7 @@ fn every_flag_in_configuration_md_is_kumacos_and_every_run_flag_is_documented() 
     // The other subcommands' flags (and `kumaco --version`), for the mentions that are
     // theirs.
     let mut any_kumaco = help_flags(&help(&["--help"]));
-    for sub in ["validate", "plan", "status"] {
+    for sub in ["validate", "plan", "status", "uninstall"] {
         any_kumaco.extend(help_flags(&help(&[sub, "--help"])));
     }
     any_kumaco.extend(run.iter().cloned());

@@ -19,7 +19,8 @@
 //!   of every write); then the PodDisruptionBudget: a second eviction refused while the
 //!   first Pod's replacement is not Ready, the only replica's eviction allowed; every
 //!   stopped Pod's kumaco exits 0 on the kubelet's SIGTERM; the docs' `helm uninstall`
-//!   removes everything, namespaces included.
+//!   runs the chart's pre-delete hook as a real Job, which leaves no kumaco condition on
+//!   any node, and keeps the windows' namespace.
 //!
 //! The two tests take the host's one real cluster in turn (about 20 s to start each).
 
@@ -1047,19 +1048,43 @@ async fn helm_upgrade_rolls_across_edges_with_one_writer_and_the_pdb_holds() {
         assert_eq!(*code, 0, "{pod} exited {code} ({reason})");
     }
 
-    // The docs' uninstall: with a controller-manager, namespaces go for good.
+    // The docs' uninstall: the chart's pre-delete hook runs as a real Job (the image's
+    // `kumaco uninstall --yes`): it stops kumaco and takes its conditions off every node.
+    // The namespace holding the windows stays, windows and all.
     let uninstalled = work.run("helm-uninstall", &block("helm-uninstall")).await;
     assert!(uninstalled.contains("uninstalled"), "{uninstalled}");
+    for node in Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let kumaco_conditions: Vec<_> = node
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .filter(|c| {
+                [
+                    "kured.dev/UnderMaintenance",
+                    "MaintenanceInProgress",
+                    "MaintenancePlanned",
+                ]
+                .contains(&c.type_.as_str())
+            })
+            .map(|c| c.type_.clone())
+            .collect();
+        assert!(
+            kumaco_conditions.is_empty(),
+            "{} keeps {kumaco_conditions:?} after helm uninstall",
+            node.metadata.name.as_deref().unwrap_or_default()
+        );
+    }
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    poll_until(
-        "namespace maintenance to be deleted",
-        Duration::from_secs(120),
-        || {
-            let namespaces = namespaces.clone();
-            async move { namespaces.get_opt("maintenance").await.unwrap().is_none() }
-        },
-    )
-    .await;
+    let kept = namespaces.get("maintenance").await.unwrap();
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "helm uninstall deleted the windows' namespace"
+    );
     poll_until("kumaco's Pods to be gone", Duration::from_secs(60), || {
         let pods_api = pods_api.clone();
         async move {

@@ -51,6 +51,7 @@ fn every_api_subcommand_takes_kubeconfig_and_context() {
         &["run"][..],
         &["status", "--namespace=ops"],
         &["plan", "--windows=w.yaml"],
+        &["uninstall"],
     ] {
         let mut argv = vec!["kumaco"];
         argv.extend_from_slice(sub);
@@ -59,6 +60,7 @@ fn every_api_subcommand_takes_kubeconfig_and_context() {
             Command::Run(a) => a.client,
             Command::Status(a) => a.client,
             Command::Plan(a) => a.client,
+            Command::Uninstall(a) => a.client,
             Command::Validate(_) => unreachable!(),
         };
         assert_eq!(client.kubeconfig, Some(PathBuf::from("k.yaml")), "{sub:?}");
@@ -92,9 +94,15 @@ fn version_names_the_bundled_tzdata() {
 #[test]
 fn tzdata_is_a_flag_of_every_subcommand() {
     let cli = Cli::try_parse_from(["kumaco", "validate", "--tzdata=system", "-"]).unwrap();
-    assert_eq!(cli.command.window_args().tzdata, TzdataSource::System);
+    assert_eq!(
+        cli.command.window_args().unwrap().tzdata,
+        TzdataSource::System
+    );
     let cli = Cli::try_parse_from(["kumaco", "run"]).unwrap();
-    assert_eq!(cli.command.window_args().tzdata, TzdataSource::Bundled);
+    assert_eq!(
+        cli.command.window_args().unwrap().tzdata,
+        TzdataSource::Bundled
+    );
     let err = Cli::try_parse_from(["kumaco", "run", "--tzdata=host"]).unwrap_err();
     assert!(err.to_string().contains("bundled, system"), "{err}");
 }

@@ -1,4 +1,5 @@
-//! Tools for people (contract §8): `kumaco validate`, `kumaco plan`, `kumaco status`.
+//! Tools for people (contract §8): `kumaco validate`, `kumaco plan`, `kumaco status`,
+//! `kumaco uninstall`.
 //!
 //! Each tool has a pure part (what to report, from manifests or API objects and a time)
 //! and a thin I/O part (reading files, listing from the API server, printing). The pure
@@ -7,6 +8,7 @@
 pub mod nodes;
 pub mod plan;
 pub mod status;
+pub mod uninstall;
 pub mod validate;
 
 use std::collections::BTreeMap;
@@ -51,6 +53,21 @@ pub enum ToolError {
     Write(std::io::Error),
     #[error("{0}")]
     Plan(#[from] plan::PlanError),
+    /// `kumaco uninstall --yes` while the instance still runs: it would write its
+    /// conditions back.
+    #[error(
+        "the instance still runs: its Lease {lease} is held and renewed after waiting {waited}. \
+         Stop it first (scale its Deployment to 0, or pass --stop-deployment NAME), or wait \
+         longer (--wait)"
+    )]
+    StillRunning { lease: String, waited: String },
+    /// Conditions of the manager were back after their removal: something writes as it.
+    #[error(
+        "node {node} carries conditions of field manager {manager:?} again after their \
+         removal: an instance with that field manager still runs (a copy outside its \
+         Deployment, or another Lease name); stop it and run again"
+    )]
+    ConditionsCameBack { manager: String, node: String },
 }
 
 impl ToolError {

@@ -38,6 +38,7 @@ pub mod files;
 pub mod fleet;
 pub mod gobuild;
 pub mod history;
+pub mod hooks;
 pub mod kumaco;
 pub mod kured;
 pub mod manifests;

@@ -30,6 +30,12 @@ use crate::peers::{self, LeaseRead, Peers};
 use crate::window::Window;
 use report::slim;
 
+/// A Node as kumaco's controller decodes it (conditions under kumaco's names, ownership
+/// from managedFields).
+pub(crate) fn slim_node(node: &Node) -> crate::node::SlimNode {
+    slim(node)
+}
+
 /// How a `kumaco status` that printed its report went.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
