@@ -12,14 +12,24 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE ?= docker.io/library/kumaco:$(VERSION)
 # Where cargo builds: CARGO_TARGET_DIR when set (.ci/run keeps it in the tool cache).
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
-IMAGE_BIN := $(TARGET_DIR)/image/x86_64-unknown-linux-gnu/dist/kumaco
+# This machine's Rust target triple: `make image` builds for it.
+HOST_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+CONTEXT := $(TARGET_DIR)/image/context
+# The platforms kumaco ships for (`make dist`): OCI architecture and Rust target triple.
+PLATFORMS := amd64:x86_64-unknown-linux-gnu arm64:aarch64-unknown-linux-gnu
+# Release files' timestamps: the last commit's, so that two builds of one commit match.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# cargo-cyclonedx (the SBOM of `make dist`), built once per machine into the tool cache.
+CYCLONEDX_VERSION := 0.5.9
+CYCLONEDX_ROOT := $(or $(KUMACO_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kumaco)/cargo-cyclonedx-$(CYCLONEDX_VERSION)
+CYCLONEDX = PATH="$(CYCLONEDX_ROOT)/bin:$$PATH" $(CARGO)
 
-.PHONY: demo demo-node test lint bench smoke chaos diff-long testenv image prometheusrule
+.PHONY: demo demo-node test lint bench smoke chaos diff-long testenv image dist prometheusrule
 
 # Prerequisites first: before any recipe runs, hack/check-prereqs.sh checks what the goals
 # given (`make` alone: demo) need on this machine, and stops with one message naming each
 # missing program and the command that installs it. KUMACO_SKIP_PREREQS=1 skips it.
-CHECKED_GOALS := $(filter demo demo-node test lint bench smoke chaos diff-long testenv image,$(or $(MAKECMDGOALS),demo))
+CHECKED_GOALS := $(filter demo demo-node test lint bench smoke chaos diff-long testenv image dist,$(or $(MAKECMDGOALS),demo))
 ifneq ($(CHECKED_GOALS),)
 ifneq ($(KUMACO_SKIP_PREREQS),1)
 PREREQS_OK := $(shell ENGINE='$(ENGINE)' bash hack/check-prereqs.sh $(CHECKED_GOALS) >&2 && echo yes)
@@ -40,9 +50,13 @@ demo-node: image
 	$(CARGO) run -q -p testkit --bin kumaco-demo -- --real-node
 
 # tests/deploy_image.rs runs the image `make image` builds, so it is built first.
+# testkit's run-tests builds what `cargo test --workspace --all-targets` builds, then runs
+# the test binaries three at a time, longest first (most wait on API servers, not the
+# CPU); docs/development.md, "Running tests".
 test: image
-	$(CARGO) test --workspace --all-targets
-	$(CARGO) test --workspace --doc
+	$(CARGO) build -q -p testkit --bin run-tests
+	$(TARGET_DIR)/debug/run-tests --workspace --all-targets
+	$(CARGO) test -q --workspace --doc
 
 lint:
 	$(CARGO) fmt --all -- --check
@@ -83,23 +97,55 @@ testenv:
 	$(CARGO) run -q -p testkit --bin testenv-path
 
 # The image, with the Dockerfile's no-registry path (see its header): a static binary
-# built here (glibc with crt-static; kube uses rustls + ring, so nothing else is linked)
-# and stripped, the host's CA bundle, `FROM scratch`. Its own target dir keeps the debug
-# build intact.
+# built here for this machine's architecture (hack/build-static.sh), the host's CA bundle,
+# `FROM scratch`. Its own target dir keeps the debug build intact.
 image:
-	RUSTFLAGS='-C target-feature=+crt-static' $(CARGO) build -q --profile dist --locked \
-		--target x86_64-unknown-linux-gnu --target-dir $(TARGET_DIR)/image --bin kumaco
-	@if readelf -l $(IMAGE_BIN) | grep -q 'program interpreter'; then \
-		echo "$(IMAGE_BIN) is dynamically linked: it cannot run FROM scratch" >&2; exit 1; fi
-	rm -rf $(TARGET_DIR)/image/context && mkdir -p $(TARGET_DIR)/image/context
-	# Symbols are a fifth of the binary and useless in the image (panics still name
-	# their source location).
-	strip -o $(TARGET_DIR)/image/context/kumaco $(IMAGE_BIN)
-	cp /etc/ssl/certs/ca-certificates.crt $(TARGET_DIR)/image/context/
+	rm -rf $(CONTEXT) && mkdir -p $(CONTEXT)
+	bash hack/build-static.sh $(HOST_TARGET) $(TARGET_DIR)/image $(CONTEXT)/kumaco
+	cp /etc/ssl/certs/ca-certificates.crt $(CONTEXT)/
 	# --no-cache: two COPY layers cost nothing, and the image's creation time then says
 	# when it was last built, which tests/deploy_image.rs compares with the sources.
 	$(ENGINE) build -q --no-cache --build-arg BINARY=prebuilt --build-arg BASE=scratch \
-		-f Dockerfile -t $(IMAGE) $(TARGET_DIR)/image/context
+		-f Dockerfile -t $(IMAGE) $(CONTEXT)
+
+# A release in dist/ (docs/releasing.md): for linux/amd64 and linux/arm64, a tarball with
+# the static binary, LICENSE and README.md; the multi-arch image as an OCI archive (one
+# manifest list, both platforms; COPY-only layers, so nothing runs under emulation); the
+# chart (`helm package`); a CycloneDX SBOM of the binary's crates from Cargo.lock
+# (cargo-cyclonedx); SHA256SUMS. hack/check-dist.sh then checks all of it, running the
+# arm64 binary under qemu user emulation.
+dist:
+	rm -rf dist $(TARGET_DIR)/dist-stage && mkdir -p dist $(TARGET_DIR)/dist-stage
+	for platform in $(PLATFORMS); do \
+	  arch=$${platform%%:*}; triple=$${platform#*:}; \
+	  name=kumaco-$(VERSION)-linux-$$arch; stage=$(TARGET_DIR)/dist-stage/$$name; \
+	  bash hack/build-static.sh $$triple $(TARGET_DIR)/image $$stage/kumaco || exit 1; \
+	  cp LICENSE README.md $$stage/; \
+	  tar -C $(TARGET_DIR)/dist-stage --sort=name --owner=0 --group=0 --numeric-owner \
+	    --mtime=@$(SOURCE_DATE_EPOCH) -czf dist/$$name.tar.gz $$name || exit 1; \
+	  mkdir -p $(TARGET_DIR)/dist-stage/context-$$arch; \
+	  cp $$stage/kumaco /etc/ssl/certs/ca-certificates.crt $(TARGET_DIR)/dist-stage/context-$$arch/; \
+	done
+	-$(ENGINE) manifest rm kumaco-dist:$(VERSION) >/dev/null 2>&1
+	$(ENGINE) manifest create kumaco-dist:$(VERSION) >/dev/null
+	for platform in $(PLATFORMS); do \
+	  arch=$${platform%%:*}; \
+	  $(ENGINE) build -q --no-cache --platform linux/$$arch --manifest kumaco-dist:$(VERSION) \
+	    --build-arg BINARY=prebuilt --build-arg BASE=scratch -f Dockerfile \
+	    $(TARGET_DIR)/dist-stage/context-$$arch >/dev/null || exit 1; \
+	done
+	$(ENGINE) manifest push -q --all kumaco-dist:$(VERSION) \
+	  oci-archive:dist/kumaco-$(VERSION)-image.oci.tar:$(IMAGE)
+	$(ENGINE) manifest rm kumaco-dist:$(VERSION) >/dev/null
+	"$$($(CARGO) run -q -p testkit --bin testenv-path -- helm)" package charts/kumaco -d dist >/dev/null
+	test -x $(CYCLONEDX_ROOT)/bin/cargo-cyclonedx || $(CARGO) install -q --locked \
+	  cargo-cyclonedx --version $(CYCLONEDX_VERSION) --root $(CYCLONEDX_ROOT)
+	$(CYCLONEDX) cyclonedx -q --manifest-path Cargo.toml --format json --spec-version 1.5 \
+	  --no-build-deps --target all --override-filename kumaco-sbom
+	# It writes one per workspace member, next to its Cargo.toml: the binary's is the root's.
+	mv kumaco-sbom.json dist/kumaco-$(VERSION).cdx.json && rm -f */kumaco-sbom.json
+	cd dist && sha256sum -- * > SHA256SUMS
+	bash hack/check-dist.sh dist $(VERSION)
 # deploy/components/prometheusrule/prometheusrule.yaml wraps the chart's rules file, the
 # one source of kumaco's alerts (tests/alerts.rs checks that the two agree).
 prometheusrule:
