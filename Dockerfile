@@ -1,26 +1,29 @@
 # syntax=docker/dockerfile:1.7
 #
-# kumaco's container image: a static musl binary on distroless, non-root.
+# kumaco's container image: a static binary on distroless, non-root, for linux/amd64 and
+# linux/arm64.
 #
 #   docker build -t kumaco:0.1.0 .            # or: podman build, buildah bud
 #   docker build --build-arg RUST_VERSION=1.95 -t kumaco:dev .
 #
-# - Static: x86_64-unknown-linux-musl. TLS is rustls with ring (kube's `rustls-tls` and
-#   `ring` features), so there is no OpenSSL to link or to patch in the image.
+# - Static: the build stage's own architecture's musl target (x86_64- or
+#   aarch64-unknown-linux-musl), so `docker buildx build --platform linux/arm64` builds the
+#   arm64 image under emulation with no cross toolchain. TLS is rustls with ring (kube's
+#   `rustls-tls` and `ring` features), so there is no OpenSSL to link or to patch.
 # - Time zones are compiled into the binary (jiff's bundled tzdb): the image needs no
 #   /usr/share/zoneinfo (distroless ships Debian's, which `--tzdata=system` reads). CA certificates come from distroless (kumaco itself trusts the
 #   cluster CA from the kubeconfig or the mounted ServiceAccount).
 # - Non-root (uid/gid 65532, distroless's `nonroot`), nothing written at run time, so the
 #   Deployment runs it with readOnlyRootFilesystem and all capabilities dropped.
-# - Only x86_64 is set up here; for arm64 use the aarch64-unknown-linux-musl target and a
-#   matching musl cross compiler.
 #
 # The build stage uses BuildKit cache mounts for the cargo registry and target directory,
 # so a rebuild after a source change recompiles only kumaco.
 #
 # Where no registry is reachable (CI), `make image` builds the same layout without
-# pulling anything: a static glibc binary built on the host (crt-static) and the host's
-# CA bundle, in a context directory of their own, on `scratch`:
+# pulling anything: a static glibc binary built on the host (crt-static,
+# hack/build-static.sh) and the host's CA bundle, in a context directory of their own, on
+# `scratch`; `make dist` does the same for both platforms (arm64 cross-compiled) into one
+# multi-arch manifest list:
 #
 #   podman build --build-arg BINARY=prebuilt --build-arg BASE=scratch \
 #     -f Dockerfile -t docker.io/library/kumaco:0.1.0 target/image/context
@@ -40,10 +43,9 @@ FROM docker.io/library/rust:${RUST_VERSION}-bookworm AS build
 RUN apt-get update \
     && apt-get install -y --no-install-recommends musl-tools \
     && rm -rf /var/lib/apt/lists/* \
-    && rustup target add x86_64-unknown-linux-musl
+    && rustup target add "$(uname -m)-unknown-linux-musl"
 # (Linking needs nothing extra: Rust's musl target brings its own C runtime.)
-ENV CC_x86_64_unknown_linux_musl=musl-gcc \
-    CARGO_INCREMENTAL=0
+ENV CARGO_INCREMENTAL=0
 WORKDIR /src
 # The whole workspace is needed for cargo to read the manifest (testkit is a member and
 # the benches are declared targets), but only the kumaco binary is built: testkit, the
@@ -53,9 +55,11 @@ COPY . .
 # dynamic library would make the distroless image fail at start-up).
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --profile dist --locked --target x86_64-unknown-linux-musl --bin kumaco \
+    target="$(uname -m)-unknown-linux-musl" \
+    && export "CC_$(uname -m)_unknown_linux_musl=musl-gcc" \
+    && cargo build --profile dist --locked --target "$target" --bin kumaco \
     && mkdir -p /out/usr/local/bin /out/etc/ssl/certs \
-    && cp target/x86_64-unknown-linux-musl/dist/kumaco /out/usr/local/bin/kumaco \
+    && cp "target/$target/dist/kumaco" /out/usr/local/bin/kumaco \
     && ! ldd /out/usr/local/bin/kumaco 2>/dev/null | grep -q '=>' \
     && cp /etc/ssl/certs/ca-certificates.crt /out/etc/ssl/certs/
 

@@ -7,7 +7,7 @@
 #                                      print the Debian packages missing for TARGETs (for
 #                                      .ci/run, which installs them), exit 0
 #
-# TARGETs: the Makefile's demo, demo-node, test, image, testenv, lint, bench, smoke,
+# TARGETs: the Makefile's demo, demo-node, test, image, dist, testenv, lint, bench, smoke,
 # chaos, diff-long, and ci (everything .ci/run does). The Makefile runs it for the goals
 # it is given; `ENGINE=docker` checks docker instead of podman for `make image`.
 #
@@ -28,6 +28,12 @@ fi
 engine=${ENGINE:-podman}
 # Debian's multiarch directory: x86_64-linux-gnu, aarch64-linux-gnu.
 multiarch="${HOSTTYPE:-x86_64}-linux-gnu"
+# The other architecture kumaco ships for (make dist cross-compiles it and runs it under
+# qemu): its Rust target, Debian's cross compiler package and qemu's user emulator.
+case "${HOSTTYPE:-x86_64}" in
+  aarch64) other=x86_64 other_pkg=x86-64 ;;
+  *) other=aarch64 other_pkg=aarch64 ;;
+esac
 
 # What each target needs, as names of the checks below.
 needs=()
@@ -39,11 +45,12 @@ for target in "$@"; do
     bench) add rust make ;;
     lint) add rust rustfmt clippy make ;;
     image) add rust make binutils libc engine ca-certificates ;;
+    dist) add rust go make binutils libc engine ca-certificates cross qemu ;;
     testenv) add rust go make libc engine runc ;;
     smoke | chaos) add rust go make faketime ;;
     demo-node) add rust go make binutils libc engine runc ca-certificates root iptables iproute2 cni ;;
     test | ci) add rust go make binutils libc engine runc ca-certificates root iptables iproute2 cni faketime script
-      [ "$target" = ci ] && add rustfmt clippy ;;
+      [ "$target" = ci ] && add rustfmt clippy cross qemu ;;
     *)
       echo "hack/check-prereqs.sh: unknown target '$target'" >&2
       exit 2
@@ -123,6 +130,20 @@ for need in "${needs[@]}"; do
     faketime)
       [ -e "/usr/lib/$multiarch/faketime/libfaketime.so.1" ] || miss "libfaketime (/usr/lib/$multiarch/faketime/libfaketime.so.1)" \
         "steps kumaco's wall clock (tests/clock.rs, kumaco-chaos in make smoke)" "apt-get install faketime" faketime ;;
+    cross)
+      have "$other-linux-gnu-gcc" || miss "$other-linux-gnu-gcc (a cross compiler for $other)" \
+        "make dist builds kumaco for $other too (ring's C parts, the link, the static C library)" \
+        "apt-get install gcc-$other_pkg-linux-gnu" "gcc-$other_pkg-linux-gnu"
+      if have rustup; then
+        rustup target list --installed 2>/dev/null | grep -qx "$other-unknown-linux-gnu" ||
+          miss "Rust's $other-unknown-linux-gnu target" "make dist cross-compiles kumaco for $other" \
+            "rustup target add $other-unknown-linux-gnu"
+      fi
+      ;;
+    qemu)
+      have "qemu-$other-static" || miss "qemu-$other-static (qemu user emulation)" \
+        "make dist runs the $other binary it built (--version, validate, plan)" \
+        "apt-get install qemu-user-static" qemu-user-static ;;
     script)
       have script || miss "script (bsdutils)" "runs kumaco on a pseudo-terminal (tests/cli.rs: log colours)" \
         "apt-get install bsdutils" bsdutils ;;

@@ -264,8 +264,8 @@ pub struct RunArgs {
     pub block_node_selectors: Vec<String>,
 
     /// A node where a pod matching this label selector is scheduled and not finished
-    /// does not start maintenance (repeatable; needs `list watch` on pods). Only with
-    /// --in-progress.
+    /// does not start maintenance (repeatable; pods in every namespace; needs `list
+    /// watch` on pods cluster-wide). Only with --in-progress.
     #[arg(long = "block-pod-selector", value_name = "SEL")]
     pub block_pod_selectors: Vec<String>,
 

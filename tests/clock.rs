@@ -22,7 +22,7 @@ use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
 use testkit::time::whole_second;
 
 /// Debian's and Ubuntu's libfaketime (package `faketime`).
-const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+use testkit::chaos::clock::LIBFAKETIME;
 /// The contract says 1 s after the edge; a step is an edge crossed at once. 3 s leaves
 /// room for a loaded 2-core machine and still fails the 30 s safety wake-up by far.
 const STEP_BOUND: Duration = Duration::from_secs(3);

@@ -172,6 +172,18 @@ fn every_building_make_target_is_checked_and_demo_needs_only_rust_go_and_make() 
             "test: {what} / {install} not named:\n{test}"
         );
     }
+    // `make dist` builds the other architecture and runs it under emulation.
+    let (ok, dist) = check("dist");
+    assert!(!ok, "{dist}");
+    for install in [
+        "apt-get install gcc-aarch64-linux-gnu",
+        "apt-get install qemu-user-static",
+    ] {
+        assert!(
+            dist.contains(install) || !cfg!(target_arch = "x86_64"),
+            "dist: {install} not named:\n{dist}"
+        );
+    }
     let readme = testkit::files::read_repo("README.md");
     for package in [
         "podman",
@@ -209,6 +221,7 @@ fn every_building_make_target_is_checked_and_demo_needs_only_rust_go_and_make() 
         "diff-long",
         "testenv",
         "image",
+        "dist",
     ] {
         assert!(
             checked.split([' ', ',', '(']).any(|w| w == target),

@@ -1,9 +1,24 @@
 //! Builds (once per machine) the Go test programs, helm, kubectl and promtool,
 //! and the real node's kubelet, controller-manager, scheduler, containerd and pause image,
-//! and prints where they are cached.
+//! and prints where they are cached. `testenv-path helm` builds helm only and prints its
+//! path alone.
 
-fn main() -> anyhow::Result<()> {
+fn main() {
+    // One line naming what failed and why (e.g. podman missing for the pause image), not
+    // anyhow's "Caused by:" list and a backtrace.
+    if let Err(e) = run() {
+        eprintln!("testenv-path: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     use testkit::gobuild::{Program, binary};
+    // `testenv-path helm`: only helm's path (`make dist` packages the chart with it).
+    if std::env::args().nth(1).as_deref() == Some("helm") {
+        println!("{}", testkit::gobuild::helm()?.display());
+        return Ok(());
+    }
     for program in [Program::Oracle, Program::ApiServer] {
         let started = std::time::Instant::now();
         let path = binary(program)?;

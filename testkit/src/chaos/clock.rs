@@ -9,8 +9,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
-/// Where Debian's `faketime` package puts the library.
+/// Where Debian's `faketime` package puts the library: its multiarch directory
+/// (`x86_64-linux-gnu`, `aarch64-linux-gnu`).
+#[cfg(target_arch = "x86_64")]
 pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+#[cfg(target_arch = "aarch64")]
+pub const LIBFAKETIME: &str = "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1";
 
 /// The offset file of one process's fake clock.
 pub struct FakeClock {
