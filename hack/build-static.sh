@@ -1,15 +1,18 @@
 #!/bin/bash
 # Builds kumaco for one platform as a single static file, stripped.
 #
-#   hack/build-static.sh TRIPLE TARGET_DIR OUT
+#   hack/build-static.sh TRIPLE BASE_DIR OUT
 #
+# Cargo builds in BASE_DIR/TRIPLE: one build directory per platform, so that building one
+# platform never waits on cargo's lock held by another's build (.ci/run builds arm64 in
+# the background while the tests build and run the amd64 image).
 # TRIPLE: x86_64-unknown-linux-gnu or aarch64-unknown-linux-gnu. glibc with crt-static:
 # kube uses rustls with ring, so nothing else is linked, and the file runs FROM scratch
 # and on any Linux of that architecture. The other architecture is cross-compiled with
 # Debian's cross toolchain (gcc-aarch64-linux-gnu or gcc-x86-64-linux-gnu: ring's C and
 # assembly parts, and the final link) after `rustup target add TRIPLE`.
 set -euo pipefail
-triple=$1 target_dir=$2 out=$3
+triple=$1 target_dir=$2/$1 out=$3
 
 host=$(rustc -vV | sed -n 's/^host: //p')
 arch=${triple%%-*}
