@@ -6,7 +6,8 @@
 //! Most of kumaco's test binaries spend their time waiting on a real API server and on
 //! kumaco's timers, not on the CPU, so running `--jobs` (default 3, or
 //! `KUMACO_TEST_JOBS`) of them at once cuts `make test` to about a third. The longest run
-//! first, by the times of the previous run (kept in `<target dir>/test-times.tsv`). Each
+//! first, by the times of the previous run (kept in `<target dir>/test-times.tsv`; in a
+//! clean build directory, those of `testkit/test-times.tsv`). Each
 //! binary runs as cargo runs it (from its package's directory, with `CARGO`,
 //! `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, no arguments); its whole output is
 //! printed when it ends, so outputs never interleave. All run, even after a failure; the
@@ -60,7 +61,11 @@ fn run() -> Result<bool> {
     let (target_dir, packages) = metadata(&cargo)?;
     let binaries = build(&cargo, &args, &packages)?;
     let times_file = target_dir.join("test-times.tsv");
-    let previous = read_times(&times_file);
+    let mut previous = read_times(&times_file);
+    if previous.is_empty() {
+        // A clean build directory: the times kept in the repository.
+        previous = read_times(&Path::new(env!("CARGO_MANIFEST_DIR")).join("test-times.tsv"));
+    }
 
     // Longest first (unknown ones first of all: a new test may be long), so that the last
     // to start are short and the lanes end together.
@@ -228,6 +233,7 @@ fn read_times(path: &Path) -> BTreeMap<String, f64> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
+        .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let (secs, name) = l.split_once('\t')?;
             Some((name.to_string(), secs.parse().ok()?))
