@@ -10,7 +10,7 @@
 //! with the Job's own arguments as the Job's ServiceAccount (so the chart's RBAC for it
 //! is what is tested), and its Job is then marked complete, as the job controller would.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -47,19 +47,6 @@ fn helm(server: &ApiServer, args: &[&str]) -> Command {
         .env("XDG_CONFIG_HOME", home.join("config"))
         .env("XDG_DATA_HOME", home.join("data"));
     cmd
-}
-
-/// The kubeconfig of ServiceAccount `name` in [`NS`]: RBAC matches it by user name.
-fn service_account(server: &ApiServer, name: &str) -> PathBuf {
-    server
-        .kubeconfig_for(
-            &format!("system:serviceaccount:{NS}:{name}"),
-            &[
-                "system:serviceaccounts",
-                &format!("system:serviceaccounts:{NS}"),
-            ],
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 fn container_args(spec: &serde_json::Value) -> Vec<String> {
@@ -150,7 +137,9 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
         &server,
         &args,
         &StartOptions {
-            kubeconfig: Some(service_account(&server, "kumaco")),
+            kubeconfig: Some(
+                testkit::hooks::service_account_kubeconfig(&server, NS, "kumaco").unwrap(),
+            ),
             leader: Some(Pod {
                 name: "kumaco-7d9f-x1".into(),
                 namespace: NS.into(),

@@ -16,6 +16,23 @@ use serde_json::json;
 
 use crate::ApiServer;
 
+/// A kubeconfig for ServiceAccount `namespace/name` (a client certificate for its user
+/// name and groups: RBAC bindings to the ServiceAccount match it), for running a Pod's
+/// process as the Pod would run.
+pub fn service_account_kubeconfig(
+    server: &ApiServer,
+    namespace: &str,
+    name: &str,
+) -> Result<std::path::PathBuf> {
+    server.kubeconfig_for(
+        &format!("system:serviceaccount:{namespace}:{name}"),
+        &[
+            "system:serviceaccounts",
+            &format!("system:serviceaccounts:{namespace}"),
+        ],
+    )
+}
+
 /// What the hook's container did.
 #[derive(Debug)]
 pub struct HookRun {
@@ -59,13 +76,7 @@ pub async fn run_job(
         .as_str()
         .unwrap_or("default")
         .to_string();
-    let kubeconfig = server.kubeconfig_for(
-        &format!("system:serviceaccount:{namespace}:{account}"),
-        &[
-            "system:serviceaccounts",
-            &format!("system:serviceaccounts:{namespace}"),
-        ],
-    )?;
+    let kubeconfig = service_account_kubeconfig(server, namespace, &account)?;
     let run = tokio::process::Command::new(bin)
         .args(&args)
         .arg("--kubeconfig")
