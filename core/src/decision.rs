@@ -45,15 +45,7 @@ impl<'a> ActiveWindows<'a> {
             .iter()
             .filter_map(|w| w.span_at(now, look_back).map(|s| (*w, s)))
             .collect();
-        let mut groups: HashMap<&Selector, usize> = HashMap::new();
-        let mut by_selector: Vec<Vec<usize>> = Vec::new();
-        for (i, (w, _)) in active.iter().enumerate() {
-            let g = *groups.entry(&w.selector).or_insert_with(|| {
-                by_selector.push(Vec::new());
-                by_selector.len() - 1
-            });
-            by_selector[g].push(i);
-        }
+        let mut windows = Self::from_spans(now, active);
         let mut upcoming = Vec::new();
         if let Some(lead) = lead {
             let horizon = now.checked_add(lead).unwrap_or(Timestamp::MAX);
@@ -68,11 +60,28 @@ impl<'a> ActiveWindows<'a> {
                 }
             }
         }
+        windows.upcoming = upcoming;
+        windows
+    }
+
+    /// The windows active at `now`, given with their spans there (see
+    /// [`Window::span_at`]): for a caller that follows many instants and recomputes a
+    /// window's span only at its own edges, between which it does not change.
+    pub fn from_spans(now: Timestamp, active: Vec<(&'a Window, Span)>) -> Self {
+        let mut groups: HashMap<&Selector, usize> = HashMap::new();
+        let mut by_selector: Vec<Vec<usize>> = Vec::new();
+        for (i, (w, _)) in active.iter().enumerate() {
+            let g = *groups.entry(&w.selector).or_insert_with(|| {
+                by_selector.push(Vec::new());
+                by_selector.len() - 1
+            });
+            by_selector[g].push(i);
+        }
         ActiveWindows {
             now,
             active,
             by_selector,
-            upcoming,
+            upcoming: Vec::new(),
         }
     }
 
@@ -83,11 +92,17 @@ impl<'a> ActiveWindows<'a> {
 
     /// What the active windows say about a node with these labels.
     pub fn verdict<L: Labels + ?Sized>(&self, labels: &L) -> Verdict<'a> {
+        self.verdict_where(|w| w.selector.matches(labels))
+    }
+
+    /// The same for a node that `selects` says a window's selector selects (asked once
+    /// per distinct selector): for a caller that matched the selectors already.
+    pub fn verdict_where(&self, mut selects: impl FnMut(&'a Window) -> bool) -> Verdict<'a> {
         let mut windows = Vec::new();
         let mut blackouts = Vec::new();
         let mut until = Some(self.now);
         for group in &self.by_selector {
-            if !self.active[group[0]].0.selector.matches(labels) {
+            if !selects(self.active[group[0]].0) {
                 continue;
             }
             for &i in group {
@@ -157,6 +172,46 @@ impl Verdict<'_> {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// A verdict as the in-progress decision reads it (`in_progress::NodeState`'s window
+/// fields), its names owned: the pass builds one per node, the forecast keeps one per
+/// node between the window edges that change it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InWindow {
+    windows: String,
+    until: Option<Timestamp>,
+    maintenance: bool,
+    window_active: bool,
+    blackouts: Option<String>,
+}
+
+impl InWindow {
+    pub fn of(verdict: &Verdict) -> InWindow {
+        InWindow {
+            windows: verdict.window_names(),
+            until: verdict.until,
+            maintenance: verdict.is_maintenance(),
+            window_active: verdict.window_active(),
+            blackouts: (!verdict.blackouts.is_empty()).then(|| verdict.blackout_names()),
+        }
+    }
+
+    /// While UnderMaintenance: the windows' names and when their span ends.
+    pub fn window(&self) -> Option<(&str, Option<Timestamp>)> {
+        self.maintenance
+            .then_some((self.windows.as_str(), self.until))
+    }
+
+    /// A maintenance window is active, even if a blackout suspends it.
+    pub fn window_active(&self) -> bool {
+        self.window_active
+    }
+
+    /// The blackouts suspending maintenance, if any.
+    pub fn blackout(&self) -> Option<&str> {
+        self.blackouts.as_deref()
     }
 }
 

@@ -22,6 +22,10 @@
 //!   `lastHeartbeatTime` later): reporters lag behind a reboot, and a stale
 //!   `RebootRequired=True` must not reboot the node a second time. Without required
 //!   conditions, not before its `UnderMaintenance` turned True again: a later window;
+//! - **records**: an end's message says how long the maintenance was in progress
+//!   (`completed after 6m12s`), and the first pass that sees the node available again
+//!   adds, once, how long that took (`recovered after 1m3s`): read from the node and
+//!   written once whoever runs the pass, they are what the forecast learns durations from;
 //! - **ceiling**: the slots bound the *disrupted* nodes: those in progress (including
 //!   ones ending in this pass: a slot is reused only in a later pass, once the end is
 //!   written) and, with `--count-unavailable` (the default), those unavailable, each
@@ -311,6 +315,96 @@ pub struct Decisions {
     pub unavailable: usize,
 }
 
+/// What a decision over some of the nodes in scope must know of all of them: how many
+/// there are, overall and per group (a `P%` ceiling's slots), and how the nodes left out
+/// of the decision use the slots.
+///
+/// [`decide`] builds one from the nodes it is given and leaves none out. A caller that
+/// decides again and again over a large scope where few nodes change (the forecast's
+/// simulation) builds it once and gives [`decide_among`] only the nodes that may change.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    nodes: usize,
+    sizes: BTreeMap<Group, usize>,
+    left_out: Usage,
+    left_out_groups: BTreeMap<Group, Usage>,
+    left_out_unavailable: usize,
+}
+
+impl Scope {
+    /// The scope of `nodes`, none of them left out yet.
+    pub fn of(policy: &Policy, nodes: &[NodeState]) -> Scope {
+        let mut sizes: BTreeMap<Group, usize> = BTreeMap::new();
+        for node in nodes {
+            for group in groups_of(policy, node.labels) {
+                *sizes.entry(group).or_default() += 1;
+            }
+        }
+        Scope {
+            nodes: nodes.len(),
+            sizes,
+            ..Scope::default()
+        }
+    }
+
+    /// `node`, one of the scope's, is left out of the decisions from now on, its use of
+    /// the slots counted as it is now. A node left out while it uses a slot must never be
+    /// decided again (it would count twice); one that uses none may be.
+    pub fn leave_out(&mut self, policy: &Policy, node: &NodeState) {
+        self.left_out_unavailable += usize::from(node.availability.unavailable().is_some());
+        self.left_out.count(node, policy.count_unavailable);
+        for group in groups_of(policy, node.labels) {
+            self.left_out_groups
+                .entry(group)
+                .or_default()
+                .count(node, policy.count_unavailable);
+        }
+    }
+
+    /// How many nodes are in scope.
+    pub fn len(&self) -> usize {
+        self.nodes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes == 0
+    }
+}
+
+/// The groups of `--max-in-progress-per` a node with `labels` belongs to, one per key in
+/// the policy's order.
+pub fn groups_of(policy: &Policy, labels: &dyn Labels) -> Vec<Group> {
+    policy
+        .group_ceilings
+        .iter()
+        .map(|g| Group {
+            key: g.key.clone(),
+            value: labels.label(&g.key).map(str::to_string),
+        })
+        .collect()
+}
+
+/// Where a node stands in the queue for free slots: the latest `lastTransitionTime` of
+/// its required conditions (`None`, first, without required conditions), then its name.
+pub fn queue_key<'a>(policy: &Policy, node: &NodeState<'a>) -> (Option<Timestamp>, &'a str) {
+    let age = policy
+        .required
+        .iter()
+        .filter_map(|t| find(node.conditions, t)?.last_transition_time)
+        .max();
+    (age, node.name)
+}
+
+/// When the maintenance `MaintenanceInProgress` shows started (`True`) or ended (`False`
+/// by completion, the window's end or a reboot), as `--start-interval` counts from it.
+pub fn start_or_end(c: &Condition) -> Option<Timestamp> {
+    let counts = c.is_true()
+        || c.reason == reasons::MAINTENANCE_COMPLETED
+        || c.reason == reasons::MAINTENANCE_WINDOW_ENDED
+        || c.reason == reasons::NODE_REBOOTED;
+    counts.then_some(c.last_transition_time).flatten()
+}
+
 /// Whether a blocking pod can change this node's decision now: only a node under
 /// maintenance and not yet in progress may start (no blocker ends maintenance in
 /// progress), and on one whose `required` conditions are not all `True`,
@@ -325,43 +419,75 @@ pub fn waits_to_start(conditions: &[Condition], required: &[String]) -> bool {
 
 /// Decides `MaintenanceInProgress` for the in-scope `nodes`.
 pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions {
+    decide_among(policy, nodes, &Scope::of(policy, nodes), now)
+}
+
+/// Decides `MaintenanceInProgress` for `nodes`, some of the nodes of `scope`, as
+/// [`decide`] would over the whole scope. That holds when each node of the scope not
+/// given paces no start (`--start-interval`: it shows no start or end within the
+/// interval), and is either left out ([`Scope::leave_out`]) as it is now, or uses no slot
+/// and would not start: it is no candidate, or a candidate after one given that is held
+/// (`WaitingForSlot`, `StartInterval`) and shares its groups (every group fills up, and
+/// the interval holds, for the rest of a pass).
+pub fn decide_among(
+    policy: &Policy,
+    nodes: &[NodeState],
+    scope: &Scope,
+    now: Timestamp,
+) -> Decisions {
     let mut overall = Usage {
-        slots: policy.slots(nodes.len()),
-        ..Usage::default()
+        slots: policy.slots(scope.nodes),
+        ..scope.left_out.clone()
     };
-    let mut groups: BTreeMap<Group, Usage> = BTreeMap::new();
-    let group_of = |node: &NodeState, g: &GroupCeiling| Group {
-        key: g.key.clone(),
-        value: node.labels.label(&g.key).map(str::to_string),
-    };
-    let mut sizes: BTreeMap<Group, usize> = BTreeMap::new();
-    for node in nodes {
-        for g in &policy.group_ceilings {
-            *sizes.entry(group_of(node, g)).or_default() += 1;
-        }
-    }
-    for (group, size) in &sizes {
-        let ceiling = policy
-            .group_ceilings
-            .iter()
-            .find(|g| g.key == group.key)
-            .map_or(policy.ceiling, |g| g.ceiling);
-        groups.insert(
-            group.clone(),
-            Usage {
+    // In the scope's order (sorted), so that a node's groups are found without building
+    // them: this runs for every node at every pass.
+    let mut groups: Vec<(Group, Usage)> = scope
+        .sizes
+        .iter()
+        .map(|(group, size)| {
+            let ceiling = policy
+                .group_ceilings
+                .iter()
+                .find(|g| g.key == group.key)
+                .map_or(policy.ceiling, |g| g.ceiling);
+            let usage = Usage {
                 slots: ceiling.slots(*size),
-                ..Usage::default()
-            },
-        );
-    }
-    let mut unavailable = 0;
-    for node in nodes {
+                ..scope
+                    .left_out_groups
+                    .get(group)
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            (group.clone(), usage)
+        })
+        .collect();
+    let per_node = policy.group_ceilings.len();
+    let node_groups: Vec<Option<usize>> = nodes
+        .iter()
+        .flat_map(|node| {
+            policy.group_ceilings.iter().map(|g| {
+                let value = node.labels.label(&g.key);
+                let found = groups
+                    .binary_search_by(|(group, _)| {
+                        (group.key.as_str(), group.value.as_deref()).cmp(&(g.key.as_str(), value))
+                    })
+                    .ok();
+                debug_assert!(found.is_some(), "{} is not in the scope", node.name);
+                found
+            })
+        })
+        .collect();
+    let groups_of_node = |i: usize| {
+        node_groups[i * per_node..(i + 1) * per_node]
+            .iter()
+            .flatten()
+    };
+    let mut unavailable = scope.left_out_unavailable;
+    for (i, node) in nodes.iter().enumerate() {
         unavailable += usize::from(node.availability.unavailable().is_some());
         overall.count(node, policy.count_unavailable);
-        for g in &policy.group_ceilings {
-            if let Some(usage) = groups.get_mut(&group_of(node, g)) {
-                usage.count(node, policy.count_unavailable);
-            }
+        for &g in groups_of_node(i) {
+            groups[g].1.count(node, policy.count_unavailable);
         }
     }
 
@@ -371,12 +497,8 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
         match decide_alone(policy, node, now) {
             Alone::Decided(d) => out[i] = d,
             Alone::Candidate => {
-                let age = policy
-                    .required
-                    .iter()
-                    .filter_map(|t| find(node.conditions, t)?.last_transition_time)
-                    .max();
-                candidates.push((age, node.name, i));
+                let (age, name) = queue_key(policy, node);
+                candidates.push((age, name, i));
             }
         }
     }
@@ -387,13 +509,7 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
         let last = nodes
             .iter()
             .filter_map(|n| find(n.conditions, MAINTENANCE_IN_PROGRESS))
-            .filter(|c| {
-                c.is_true()
-                    || c.reason == reasons::MAINTENANCE_COMPLETED
-                    || c.reason == reasons::MAINTENANCE_WINDOW_ENDED
-                    || c.reason == reasons::NODE_REBOOTED
-            })
-            .filter_map(|c| c.last_transition_time)
+            .filter_map(start_or_end)
             .max()?;
         last.checked_add(d).ok().filter(|t| *t > now)
     });
@@ -402,25 +518,17 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
     // Oldest requirement first; None (no required conditions) sorts first, then by name.
     candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
     let mut started = false;
-    let mut held: Vec<(usize, String)> = Vec::new();
     for (_, _, i) in candidates {
         let node = &nodes[i];
         let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
-        let node_groups: Vec<Group> = policy
-            .group_ceilings
-            .iter()
-            .map(|g| group_of(node, g))
-            .collect();
-        let full = if overall.full() {
-            Some(overall.message())
-        } else {
-            node_groups
-                .iter()
-                .find(|g| groups[*g].full())
-                .map(|g| format!("{g}: {}", groups[g].message()))
-        };
-        if let Some(why) = full {
-            held.push((i, why));
+        let full_group = groups_of_node(i).copied().find(|&g| groups[g].1.full());
+        if overall.full() || full_group.is_some() {
+            // The count as of the hold, the overall ceiling first.
+            let message = || match full_group.filter(|_| !overall.full()) {
+                Some(g) => format!("{}: {}", groups[g].0, groups[g].1.message()),
+                None => overall.message(),
+            };
+            out[i] = Some(why_not(existing, reasons::WAITING_FOR_SLOT, message));
             continue;
         }
         // A start in this pass restarts the interval: at most one start per pass.
@@ -431,23 +539,19 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
         };
         if let Some(t) = pace {
             next_start = Some(next_start.map_or(t, |n: Timestamp| n.min(t)));
-            out[i] = Some(why_not(
-                existing,
-                reasons::START_INTERVAL,
+            out[i] = Some(why_not(existing, reasons::START_INTERVAL, || {
                 format!(
                     "next start possible at {} (--start-interval {} after the last start or end)",
                     t.strftime("%Y-%m-%dT%H:%M:%SZ"),
                     fmt_duration(policy.start_interval.unwrap_or_default())
-                ),
-            ));
+                )
+            }));
             continue;
         }
         started = true;
         overall.in_progress += 1;
-        for g in &node_groups {
-            if let Some(usage) = groups.get_mut(g) {
-                usage.in_progress += 1;
-            }
+        for &g in groups_of_node(i) {
+            groups[g].1.in_progress += 1;
         }
         let windows = node.window.map(|w| w.0).unwrap_or_default();
         let because = if policy.required.is_empty() {
@@ -467,14 +571,10 @@ pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions
             format!("maintenance started{boot} in {windows}{because}"),
         ));
     }
-    for (i, why) in held {
-        let existing = find(nodes[i].conditions, MAINTENANCE_IN_PROGRESS);
-        out[i] = Some(why_not(existing, reasons::WAITING_FOR_SLOT, why));
-    }
     Decisions {
         conditions: out,
         overall,
-        groups,
+        groups: groups.into_iter().collect(),
         next_start,
         unavailable,
     }
@@ -498,11 +598,29 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
             .complete_on_reboot
             .then(|| rebooted(current, node.boot_id))
             .flatten();
+        // The end records how long the maintenance lasted, and, if the node is already
+        // available, that it recovered at once: what the forecast learns from.
+        let lasted = current.last_transition_time.map(|since| {
+            whole_seconds(now)
+                .duration_since(since)
+                .max(SignedDuration::ZERO)
+        });
+        let record = |verb: &str| {
+            lasted
+                .map(|d| format!("; {verb} {}", fmt_duration(d)))
+                .unwrap_or_default()
+        };
+        let end = |reason: &str, message: String| {
+            let message = match node.availability.unavailable() {
+                None => with_recovery(&message, SignedDuration::ZERO),
+                Some(_) => message,
+            };
+            desired(false, reason, message)
+        };
         return Alone::Decided(Some(if let Some(t) = missing {
-            desired(
-                false,
+            end(
                 reasons::MAINTENANCE_COMPLETED,
-                format!("{t} is no longer True"),
+                format!("{t} is no longer True{}", record(COMPLETED_AFTER)),
             )
         } else if let Some((before, now_id)) = rebooted {
             let next = if policy.required.is_empty() {
@@ -513,16 +631,17 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
                     policy.required.join(", ")
                 )
             };
-            desired(
-                false,
+            end(
                 reasons::NODE_REBOOTED,
-                format!("the node rebooted ({BOOT_ID} {before} -> {now_id}); {next}"),
+                format!(
+                    "the node rebooted ({BOOT_ID} {before} -> {now_id}){}; {next}",
+                    record(COMPLETED_AFTER)
+                ),
             )
         } else if !node.window_active && (policy.stop_at_window_end || policy.required.is_empty()) {
-            desired(
-                false,
+            end(
                 reasons::MAINTENANCE_WINDOW_ENDED,
-                "the maintenance window ended".into(),
+                format!("the maintenance window ended{}", record(STOPPED_AFTER)),
             )
         } else {
             Desired::keep(current)
@@ -532,11 +651,11 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
         // Outside any window, or suspended by a blackout: a "why not" answer says so;
         // anything else (completed, ended, absent) stays as it is.
         return Alone::Decided(match (existing, node.blackout) {
-            (Some(c), Some(b)) if is_why_not(c) => Some(why_not(
-                existing,
-                reasons::MAINTENANCE_BLACKOUT,
-                format!("new starts suspended by blackout {b}"),
-            )),
+            (Some(c), Some(b)) if is_why_not(c) => {
+                Some(why_not(existing, reasons::MAINTENANCE_BLACKOUT, || {
+                    format!("new starts suspended by blackout {b}")
+                }))
+            }
             (Some(c), None) if is_why_not(c) || c.reason == reasons::MAINTENANCE_BLACKOUT => {
                 Some(desired(
                     false,
@@ -544,70 +663,71 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
                     "no active maintenance window selects this node".into(),
                 ))
             }
-            (other, _) => other.map(Desired::keep),
+            (other, _) => other.map(|c| keep_end(c, node, now)),
         });
     };
-    let why =
-        |reason: &str, message: String| Alone::Decided(Some(why_not(existing, reason, message)));
+    // The message is built only if the condition is rewritten: a node that keeps waiting
+    // for the same reason keeps its message, at every pass.
+    let why = |reason: &str, message: &dyn Fn() -> String| {
+        Alone::Decided(Some(why_not(existing, reason, message)))
+    };
     if let Some(t) = missing {
         // A completed maintenance is a better answer than "requirement not met" for a
         // node that no longer needs one, and it stays while the node recovers.
         return match existing {
-            Some(c) if !c.is_true() && is_completion(c) => Alone::Decided(Some(Desired::keep(c))),
-            _ => why(
-                reasons::REQUIREMENT_NOT_MET,
-                format!("waiting for {t} to be True"),
-            ),
+            Some(c) if !c.is_true() && is_completion(c) => {
+                Alone::Decided(Some(keep_end(c, node, now)))
+            }
+            _ => why(reasons::REQUIREMENT_NOT_MET, &|| {
+                format!("waiting for {t} to be True")
+            }),
         };
     }
     if let Some(c) = existing.filter(|c| !c.is_true() && c.reason == reasons::NODE_REBOOTED)
         && !confirmed_since(policy, node.conditions, c.last_transition_time)
     {
         // Its message says what it waits for.
-        return Alone::Decided(Some(Desired::keep(c)));
+        return Alone::Decided(Some(keep_end(c, node, now)));
     }
     if let Some(u) = node.availability.unavailable() {
-        return why(reasons::NODE_UNAVAILABLE, format!("the node is {u}"));
+        return why(reasons::NODE_UNAVAILABLE, &|| format!("the node is {u}"));
     }
     if let Some(t) = policy.blocking.iter().find(|t| is_true(node.conditions, t)) {
-        return why(reasons::BLOCKED, format!("blocked by {t}"));
+        return why(reasons::BLOCKED, &|| format!("blocked by {t}"));
     }
     if let Some(s) = policy
         .block_node_selectors
         .iter()
         .find(|s| s.matches(node.labels))
     {
-        return why(
-            reasons::BLOCKED,
-            format!("blocked by --block-node-selector {:?}", s.to_string()),
-        );
+        return why(reasons::BLOCKED, &|| {
+            format!("blocked by --block-node-selector {:?}", s.to_string())
+        });
     }
     if let Some(pod) = node.pods.first() {
-        let selector = policy
-            .block_pod_selectors
-            .get(pod.selector)
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        let others = match node.pods.len() {
-            1 => String::new(),
-            n => format!(" (and {} more)", n - 1),
-        };
-        return why(
-            reasons::BLOCKED,
+        return why(reasons::BLOCKED, &|| {
+            let selector = policy
+                .block_pod_selectors
+                .get(pod.selector)
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let others = match node.pods.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
             format!(
                 "blocked by pod {}{others} matching --block-pod-selector {selector:?}",
                 pod.name
-            ),
-        );
+            )
+        });
     }
     if until.is_some_and(|u| u.duration_since(now) < policy.start_cutoff) {
-        return why(
-            reasons::START_CUTOFF,
+        return why(reasons::START_CUTOFF, &|| {
             format!(
                 "less than {} of the window left",
                 fmt_duration(policy.start_cutoff)
-            ),
-        );
+            )
+        });
     }
     Alone::Candidate
 }
@@ -633,6 +753,91 @@ pub fn recorded_boot_id(message: &str) -> Option<&str> {
     let (_, rest) = message.split_once(OPEN)?;
     let (id, _) = rest.split_once(')')?;
     recordable(id).then_some(id)
+}
+
+/// How an end's message records how long the maintenance was in progress: `completed
+/// after 6m12s` when a required condition cleared or the node rebooted, `stopped after
+/// 3h0m0s` when its window ended it. Early in the message, so no cut removes it.
+pub const COMPLETED_AFTER: &str = "completed after";
+/// See [`COMPLETED_AFTER`].
+pub const STOPPED_AFTER: &str = "stopped after";
+/// How an end's message records how long after the end the node was available again
+/// (Ready and uncordoned, so it no longer held a slot): `recovered after 1m3s`, right
+/// after the duration.
+pub const RECOVERED_AFTER: &str = "recovered after";
+
+/// How long the maintenance whose end `message` reports was in progress, if it says
+/// ([`COMPLETED_AFTER`], [`STOPPED_AFTER`]).
+pub fn recorded_duration(message: &str) -> Option<SignedDuration> {
+    duration_record(message).map(|(d, _)| d)
+}
+
+/// How long after the end `message` reports the node was available again, if it says
+/// ([`RECOVERED_AFTER`]).
+pub fn recorded_recovery(message: &str) -> Option<SignedDuration> {
+    recorded(message, RECOVERED_AFTER).map(|(d, _)| d)
+}
+
+fn duration_record(message: &str) -> Option<(SignedDuration, usize)> {
+    recorded(message, COMPLETED_AFTER).or_else(|| recorded(message, STOPPED_AFTER))
+}
+
+/// The Go duration after `marker` and a space in `message`, and the byte offset where it
+/// ends. No allocation for what kumaco writes, as for [`recorded_boot_id`]: it is read
+/// from every node's condition.
+fn recorded(message: &str, marker: &str) -> Option<(SignedDuration, usize)> {
+    let at = message.find(marker)? + marker.len() + 1;
+    let rest = message.get(at - 1..)?.strip_prefix(' ')?;
+    let len = rest.find([',', ';', ' ', ')']).unwrap_or(rest.len());
+    let token = &rest[..len];
+    if !token.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let d = crate::duration::parse(token).ok()?.to_signed();
+    (!d.is_negative()).then_some((d, at + len))
+}
+
+/// `message` with `recovery` recorded right after its duration; unchanged without one.
+fn with_recovery(message: &str, recovery: SignedDuration) -> String {
+    match duration_record(message) {
+        Some((_, end)) => format!(
+            "{}, {RECOVERED_AFTER} {}{}",
+            &message[..end],
+            fmt_duration(recovery),
+            &message[end..]
+        ),
+        None => message.to_string(),
+    }
+}
+
+/// A maintenance's end, kept as it is, except once: when the node is first seen available
+/// after it, its message adds how long that took (from the end's `lastTransitionTime` to
+/// now). From then on the message says so, and the end is kept: one write, whoever runs
+/// the pass, derived from the node alone. Only an end that recorded its duration gets it:
+/// on an end written before kumaco recorded durations, now minus the end would be an age,
+/// not a recovery. A record the message bound would cut is not written at all.
+fn keep_end(c: &Condition, node: &NodeState, now: Timestamp) -> Desired {
+    let recovering = !c.is_true()
+        && is_end(c)
+        && node.availability.unavailable().is_none()
+        && recorded_recovery(&c.message).is_none();
+    let Some(ended) = c.last_transition_time.filter(|_| recovering) else {
+        return Desired::keep(c);
+    };
+    let recovery = whole_seconds(now)
+        .duration_since(ended)
+        .max(SignedDuration::ZERO);
+    let d = desired(false, &c.reason, with_recovery(&c.message, recovery));
+    if recorded_recovery(&d.message).is_some() {
+        d
+    } else {
+        Desired::keep(c)
+    }
+}
+
+/// `now` as a `lastTransitionTime` written now reads back (`conditions::to_apply`).
+fn whole_seconds(now: Timestamp) -> Timestamp {
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 
 /// `(recorded, current)` when the node in progress (`current` is its True condition)
@@ -661,16 +866,25 @@ fn is_completion(c: &Condition) -> bool {
     c.reason == reasons::MAINTENANCE_COMPLETED || c.reason == reasons::NODE_REBOOTED
 }
 
+/// The end of a maintenance, by any of the rules that end one.
+fn is_end(c: &Condition) -> bool {
+    is_completion(c) || c.reason == reasons::MAINTENANCE_WINDOW_ENDED
+}
+
 fn desired(status: bool, reason: &str, message: String) -> Desired {
     Desired::new(MAINTENANCE_IN_PROGRESS, status, reason, message)
 }
 
 /// A False "why not" condition, rewritten only when its reason changes (the message of
 /// `WaitingForSlot` changes with every start and end elsewhere).
-fn why_not(existing: Option<&Condition>, reason: &str, message: String) -> Desired {
+fn why_not(
+    existing: Option<&Condition>,
+    reason: &str,
+    message: impl FnOnce() -> String,
+) -> Desired {
     match existing {
         Some(c) if !c.is_true() && c.reason == reason => Desired::keep(c),
-        _ => desired(false, reason, message),
+        _ => desired(false, reason, message()),
     }
 }
 

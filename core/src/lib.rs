@@ -26,12 +26,15 @@
 //!   stable hashes behind those names.
 //! - [`pass`]: the whole pass, from windows, nodes, pending writes, peers and the clock
 //!   to the node writes and events due.
+//! - [`forecast`]: when each node needing maintenance will start and end, the brain's
+//!   own decisions played forward; the durations it assumes, learned from the nodes.
 
 pub mod announce;
 pub mod conditions;
 pub mod decision;
 pub mod duration;
 pub mod fingerprint;
+pub mod forecast;
 pub mod in_progress;
 pub mod node_events;
 pub mod pass;

@@ -19,7 +19,7 @@ use crate::conditions::{
     self, Condition, Desired, MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, Status,
     UNDER_MAINTENANCE, find,
 };
-use crate::decision::{self, ActiveWindows, Progress, Verdict};
+use crate::decision::{self, ActiveWindows, InWindow, Progress, Verdict};
 use crate::in_progress::{self, Availability, BlockingPod, Group, NodeState, Policy, Usage};
 use crate::peers::{self, LeaseRef, Liveness, Owner, Peers};
 use crate::reasons;
@@ -581,30 +581,23 @@ fn decide_in_progress(
         .filter(|&i| plans[i].verdict.is_some())
         .collect();
     let mut decided = {
-        let names: Vec<(String, Option<String>)> = scoped
+        let windows: Vec<InWindow> = scoped
             .iter()
-            .map(|&i| {
-                let v = plans[i].verdict.as_ref().expect("in scope");
-                let blackouts = (!v.blackouts.is_empty()).then(|| v.blackout_names());
-                (v.window_names(), blackouts)
-            })
+            .map(|&i| InWindow::of(plans[i].verdict.as_ref().expect("in scope")))
             .collect();
         let states: Vec<NodeState> = scoped
             .iter()
-            .zip(&names)
-            .map(|(&i, (windows, blackouts))| {
-                let v = plans[i].verdict.as_ref().expect("in scope");
-                NodeState {
-                    name: plans[i].node.name,
-                    window: v.is_maintenance().then_some((windows.as_str(), v.until)),
-                    window_active: v.window_active(),
-                    blackout: blackouts.as_deref(),
-                    conditions: &plans[i].current,
-                    labels: plans[i].node.labels,
-                    availability: plans[i].node.availability,
-                    pods: plans[i].node.pods,
-                    boot_id: plans[i].node.boot_id,
-                }
+            .zip(&windows)
+            .map(|(&i, w)| NodeState {
+                name: plans[i].node.name,
+                window: w.window(),
+                window_active: w.window_active(),
+                blackout: w.blackout(),
+                conditions: &plans[i].current,
+                labels: plans[i].node.labels,
+                availability: plans[i].node.availability,
+                pods: plans[i].node.pods,
+                boot_id: plans[i].node.boot_id,
             })
             .collect();
         in_progress::decide(policy, &states, now)

@@ -1,4 +1,5 @@
 mod reboot;
+mod records;
 
 use super::*;
 use crate::conditions::Status;
@@ -611,5 +612,116 @@ proptest! {
             decide(&p, &states(false), now()).conditions,
             decide(&p, &states(true), now()).conditions
         );
+    }
+}
+
+proptest! {
+    /// Deciding over some of the nodes, the others left out of a [`Scope`] of them all,
+    /// gives each node decided what [`decide`] over all of them gives it, whenever the
+    /// nodes left out are not candidates and pace nothing (they use slots, and nothing
+    /// else of them matters).
+    #[test]
+    fn deciding_among_some_nodes_decides_as_over_all_of_them(
+        nodes in prop::collection::vec(
+            (prop::option::of(prop::sample::select(vec!["a", "b"])), 0u8..4, any::<bool>(),
+             0u8..4, 0i64..40, any::<bool>()),
+            1..10,
+        ),
+        ceiling in 1u32..4,
+        per_zone in prop::option::of(1u32..3),
+        interval in prop::option::of(1i64..30),
+        count_unavailable in any::<bool>(),
+    ) {
+        let p = Policy {
+            group_ceilings: per_zone
+                .map(|n| GroupCeiling { key: "zone".into(), ceiling: Ceiling::Percent(50 * n) })
+                .into_iter()
+                .collect(),
+            start_interval: interval.map(SignedDuration::from_mins),
+            count_unavailable,
+            ..policy(ceiling)
+        };
+        let labels: Vec<std::collections::BTreeMap<String, String>> = nodes
+            .iter()
+            .map(|n| n.0.iter().map(|z| ("zone".to_string(), z.to_string())).collect())
+            .collect();
+        let names: Vec<String> = (0..nodes.len()).map(|i| format!("node-{i}")).collect();
+        let t0 = now().as_second() - 3600;
+        let conds: Vec<Vec<Condition>> = nodes
+            .iter()
+            .map(|&(_, _, reboot, mip, since, _)| {
+                let mut c = vec![cond(REBOOT, reboot, t0 + since)];
+                let mut m = cond(MAINTENANCE_IN_PROGRESS, mip == 1, t0 + since * 60);
+                m.reason = match mip {
+                    2 => reasons::MAINTENANCE_COMPLETED,
+                    _ => reasons::WAITING_FOR_SLOT,
+                }
+                .into();
+                c.extend((mip > 0).then_some(m));
+                c
+            })
+            .collect();
+        let states: Vec<NodeState> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, availability, _, _, _, in_window))| NodeState {
+                name: &names[i],
+                window: if in_window { window() } else { None },
+                window_active: in_window,
+                blackout: None,
+                conditions: &conds[i],
+                labels: &labels[i],
+                availability: match availability {
+                    0 => Availability { ready: Some(Status::False), unschedulable: false },
+                    1 => Availability { ready: Some(Status::True), unschedulable: true },
+                    _ => Availability::default(),
+                },
+                pods: &[],
+                boot_id: None,
+            })
+            .collect();
+        let all = decide(&p, &states, now());
+        let candidate = |d: &Option<Desired>, c: &[Condition]| {
+            d.as_ref().is_some_and(|d| {
+                (d.status && !is_true(c, MAINTENANCE_IN_PROGRESS))
+                    || d.reason == reasons::WAITING_FOR_SLOT
+                    || d.reason == reasons::START_INTERVAL
+            })
+        };
+        let mut scope = Scope::of(&p, &states);
+        let mut kept = Vec::new();
+        for (i, state) in states.iter().enumerate() {
+            // Every other node that is no candidate and paces nothing is left out.
+            let paces = p.start_interval.is_some_and(|d| {
+                find(&conds[i], MAINTENANCE_IN_PROGRESS)
+                    .and_then(start_or_end)
+                    .is_some_and(|t| t + d > now())
+            });
+            if i % 2 == 1 && !candidate(&all.conditions[i], &conds[i]) && !paces {
+                scope.leave_out(&p, state);
+            } else {
+                kept.push(i);
+            }
+        }
+        let some: Vec<NodeState> = kept.iter().map(|&i| states[i]).collect();
+        let among = decide_among(&p, &some, &scope, now());
+        // Which unavailable nodes a full slot's message names depends on the order they
+        // are counted in, the ones left out first; what it says of them does not.
+        let unnamed = |d: &Option<Desired>| {
+            d.clone().map(|mut d| {
+                if let Some(cut) = d.message.find(" unavailable (") {
+                    d.message.truncate(cut);
+                }
+                d
+            })
+        };
+        for (j, &i) in kept.iter().enumerate() {
+            prop_assert_eq!(unnamed(&among.conditions[j]), unnamed(&all.conditions[i]), "{}", names[i]);
+        }
+        prop_assert_eq!(among.overall.disrupted(), all.overall.disrupted());
+        prop_assert_eq!(among.next_start, all.next_start);
+        prop_assert_eq!(among.unavailable, all.unavailable);
+        let usage = |d: &Decisions| d.groups.iter().map(|(g, u)| (g.clone(), u.slots, u.disrupted())).collect::<Vec<_>>();
+        prop_assert_eq!(usage(&among), usage(&all));
     }
 }

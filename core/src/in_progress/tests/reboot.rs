@@ -90,8 +90,9 @@ fn a_new_boot_id_ends_maintenance_though_the_requirement_still_reads_true() {
     );
     assert_eq!(
         d.message,
-        "the node rebooted (boot ID aaaa-1 -> bbbb-2); a new maintenance waits for \
-         kured.dev/RebootRequired to be confirmed after the reboot"
+        "the node rebooted (boot ID aaaa-1 -> bbbb-2); completed after 16m20s, recovered \
+         after 0s; a new maintenance waits for kured.dev/RebootRequired to be confirmed after \
+         the reboot"
     );
     // The same boot, a node that shows none, a start that recorded none, or the rule
     // off: still in progress.
