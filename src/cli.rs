@@ -217,69 +217,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME")]
     pub field_manager: Option<String>,
 
-    /// Also decide `MaintenanceInProgress` (the nodes that may be disrupted now).
-    #[arg(long)]
-    pub in_progress: bool,
-
-    /// Node condition type that must be True before maintenance starts (repeatable),
-    /// e.g. kured.dev/RebootRequired.
-    #[arg(long = "require-condition", value_name = "TYPE")]
-    pub require_conditions: Vec<String>,
-
-    /// Node condition type that, when True, prevents maintenance from starting
-    /// (repeatable).
-    #[arg(long = "block-condition", value_name = "TYPE")]
-    pub block_conditions: Vec<String>,
-
-    /// Most nodes in progress at once: a number, or a percentage of the nodes in scope
-    /// (rounded down, at least 1). Default 1. Only with --in-progress.
-    #[arg(long, value_name = "N|P%")]
-    pub max_in_progress: Option<String>,
-
-    /// End every in-progress maintenance when its window ends. Only with --in-progress.
-    #[arg(long)]
-    pub stop_at_window_end: bool,
-
-    /// Start no new maintenance when less than this remains of the window (Go duration).
-    /// Default 0s. Only with --in-progress.
-    #[arg(long, value_name = "DURATION")]
-    pub start_cutoff: Option<String>,
-
-    /// Count unavailable nodes (NotReady, Ready Unknown, cordoned) against the ceilings
-    /// with the nodes in progress: a node that completed holds its slot until it is back.
-    /// Default true. Only with --in-progress.
-    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
-    pub count_unavailable: Option<bool>,
-
-    /// End a node's maintenance when the node reboots (its status.nodeInfo.bootID
-    /// changes), whatever its required conditions still show, and start the next one only
-    /// once they are confirmed after the reboot. Set false for maintenance that reboots a
-    /// node more than once. Default true. Only with --in-progress.
-    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
-    pub complete_on_reboot: Option<bool>,
-
-    /// A node matching this label selector does not start maintenance (repeatable).
-    /// Only with --in-progress.
-    #[arg(long = "block-node-selector", value_name = "SEL")]
-    pub block_node_selectors: Vec<String>,
-
-    /// A node where a pod matching this label selector is scheduled and not finished
-    /// does not start maintenance (repeatable; pods in every namespace; needs `list
-    /// watch` on pods cluster-wide). Only with --in-progress.
-    #[arg(long = "block-pod-selector", value_name = "SEL")]
-    pub block_pod_selectors: Vec<String>,
-
-    /// A ceiling per value of a node label, e.g. topology.kubernetes.io/zone=1 (a number
-    /// or a percentage of the group, at least 1), in addition to --max-in-progress;
-    /// nodes without the label form one group (repeatable for several keys). Only with
-    /// --in-progress.
-    #[arg(long = "max-in-progress-per", value_name = "KEY=N|P%")]
-    pub max_in_progress_per: Vec<String>,
-
-    /// The least time between a start or an end of maintenance and the next start in
-    /// this instance's scope (Go duration). Only with --in-progress.
-    #[arg(long, value_name = "DURATION")]
-    pub start_interval: Option<String>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 
     /// Set MaintenancePlanned=True on the nodes a window will select this long before it
     /// starts, until their maintenance begins (Go duration, e.g. 1h).
@@ -343,6 +282,75 @@ pub struct RunArgs {
     pub node_events: bool,
 }
 
+/// `--in-progress` and its policy: the brain's rules, the same for `kumaco run` and
+/// `kumaco plan --forecast` (which plays them forward).
+#[derive(Clone, Debug, Default, Args)]
+pub struct PolicyArgs {
+    /// Also decide `MaintenanceInProgress` (the nodes that may be disrupted now).
+    #[arg(long)]
+    pub in_progress: bool,
+
+    /// Node condition type that must be True before maintenance starts (repeatable),
+    /// e.g. kured.dev/RebootRequired.
+    #[arg(long = "require-condition", value_name = "TYPE")]
+    pub require_conditions: Vec<String>,
+
+    /// Node condition type that, when True, prevents maintenance from starting
+    /// (repeatable).
+    #[arg(long = "block-condition", value_name = "TYPE")]
+    pub block_conditions: Vec<String>,
+
+    /// Most nodes in progress at once: a number, or a percentage of the nodes in scope
+    /// (rounded down, at least 1). Default 1. Only with --in-progress.
+    #[arg(long, value_name = "N|P%")]
+    pub max_in_progress: Option<String>,
+
+    /// End every in-progress maintenance when its window ends. Only with --in-progress.
+    #[arg(long)]
+    pub stop_at_window_end: bool,
+
+    /// Start no new maintenance when less than this remains of the window (Go duration).
+    /// Default 0s. Only with --in-progress.
+    #[arg(long, value_name = "DURATION")]
+    pub start_cutoff: Option<String>,
+
+    /// Count unavailable nodes (NotReady, Ready Unknown, cordoned) against the ceilings
+    /// with the nodes in progress: a node that completed holds its slot until it is back.
+    /// Default true. Only with --in-progress.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub count_unavailable: Option<bool>,
+
+    /// End a node's maintenance when the node reboots (its status.nodeInfo.bootID
+    /// changes), whatever its required conditions still show, and start the next one only
+    /// once they are confirmed after the reboot. Set false for maintenance that reboots a
+    /// node more than once. Default true. Only with --in-progress.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub complete_on_reboot: Option<bool>,
+
+    /// A node matching this label selector does not start maintenance (repeatable).
+    /// Only with --in-progress.
+    #[arg(long = "block-node-selector", value_name = "SEL")]
+    pub block_node_selectors: Vec<String>,
+
+    /// A node where a pod matching this label selector is scheduled and not finished
+    /// does not start maintenance (repeatable; pods in every namespace; needs `list
+    /// watch` on pods cluster-wide). Only with --in-progress.
+    #[arg(long = "block-pod-selector", value_name = "SEL")]
+    pub block_pod_selectors: Vec<String>,
+
+    /// A ceiling per value of a node label, e.g. topology.kubernetes.io/zone=1 (a number
+    /// or a percentage of the group, at least 1), in addition to --max-in-progress;
+    /// nodes without the label form one group (repeatable for several keys). Only with
+    /// --in-progress.
+    #[arg(long = "max-in-progress-per", value_name = "KEY=N|P%")]
+    pub max_in_progress_per: Vec<String>,
+
+    /// The least time between a start or an end of maintenance and the next start in
+    /// this instance's scope (Go duration). Only with --in-progress.
+    #[arg(long, value_name = "DURATION")]
+    pub start_interval: Option<String>,
+}
+
 /// How ConfigMaps are recognised and read as windows: the same for every subcommand.
 #[derive(Clone, Debug, Args)]
 pub struct WindowArgs {
@@ -396,12 +404,24 @@ pub enum PlanOutput {
 #[derive(Debug, Args)]
 pub struct PlanArgs {
     /// Window manifest files (as for validate); invalid windows are an error.
-    #[arg(long, required = true, num_args = 1.., value_name = "FILE")]
+    #[arg(
+        long,
+        required_unless_present = "namespaces",
+        conflicts_with = "namespaces",
+        num_args = 1..,
+        value_name = "FILE"
+    )]
     pub windows: Vec<PathBuf>,
 
-    /// Nodes file (a NodeList or multi-document Nodes, YAML or JSON; only names and
-    /// labels matter). Without it, nodes are listed from the cluster.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    /// Read the window ConfigMaps from this namespace of the cluster (repeatable), instead
+    /// of --windows files; invalid windows are an error.
+    #[arg(long = "namespace", short = 'n', value_name = "NS")]
+    pub namespaces: Vec<String>,
+
+    /// Nodes file (a NodeList or multi-document Nodes, YAML or JSON; for a plan only
+    /// names and labels matter, for a forecast their conditions, readiness and cordon
+    /// too: `kubectl get nodes -o yaml`). Without it, nodes are listed from the cluster.
+    #[arg(long, value_name = "FILE")]
     pub nodes: Option<PathBuf>,
 
     /// When nodes come from the cluster: how to reach it.
@@ -427,6 +447,29 @@ pub struct PlanArgs {
     /// (Go duration, e.g. 1h): from this long before a window's start until the start.
     #[arg(long, value_name = "DURATION")]
     pub planned_lead_time: Option<String>,
+
+    /// Forecast when each node needing maintenance will start and end, and when the
+    /// rollout is done, as `kumaco run --in-progress` with the policy flags given here
+    /// would decide (docs/forecast.md). Durations from what the nodes record, or
+    /// --maintenance-duration and --recovery-duration.
+    #[arg(long)]
+    pub forecast: bool,
+
+    /// With --forecast: how long one maintenance takes (Go duration, e.g. 15m), instead
+    /// of the median and 90th percentile the nodes record.
+    #[arg(long, value_name = "DURATION")]
+    pub maintenance_duration: Option<String>,
+
+    /// With --forecast: how long a node takes to be Ready and uncordoned again after its
+    /// maintenance ends (Go duration), instead of what the nodes record.
+    #[arg(long, value_name = "DURATION")]
+    pub recovery_duration: Option<String>,
+
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+
+    #[command(flatten)]
+    pub condition_names: ConditionNameArgs,
 
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = PlanOutput::Table)]

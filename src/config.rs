@@ -3,7 +3,7 @@
 //! Go-syntax flags (selectors, durations, zones) go through kumaco's own Go-compatible
 //! parsers, so a flag is accepted exactly when the same text would be in a window.
 
-mod policy;
+pub(crate) mod policy;
 
 use std::time::Duration;
 
@@ -125,11 +125,12 @@ impl Settings {
                 Some(d)
             }
         };
-        let in_progress = policy::from_args(args)?;
+        let in_progress = policy::from_args(&args.policy)?;
         let reads: Vec<String> = args
+            .policy
             .require_conditions
             .iter()
-            .chain(&args.block_conditions)
+            .chain(&args.policy.block_conditions)
             .cloned()
             .collect();
         let condition_names = Names::new(

@@ -40,6 +40,6 @@ pub mod yaml;
 
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{
-    announce, conditions, decision, duration, fingerprint, in_progress, node_events, pass, peers,
-    reasons, schedule, selector, window,
+    announce, conditions, decision, duration, fingerprint, forecast, in_progress, node_events,
+    pass, peers, reasons, schedule, selector, window,
 };

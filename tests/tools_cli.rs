@@ -16,6 +16,7 @@ const VALID: &str = "tests/fixtures/windows-valid.yaml";
 const INVALID: &str = "tests/fixtures/windows-invalid.yaml";
 const NOT_YAML: &str = "tests/fixtures/not-yaml.yaml";
 const NODES: &str = "tests/fixtures/nodes.yaml";
+const NODES_FORECAST: &str = "tests/fixtures/nodes-forecast.yaml";
 const LEAD: &str = "--planned-lead-time=2h";
 
 struct Run {
@@ -261,6 +262,86 @@ fn plan_table() {
         "plan-table.out",
         &["plan", "--windows", VALID, "--nodes", NODES, FROM],
         0,
+    );
+}
+
+/// `--forecast` from files: the brain's policy played forward over the nodes' conditions,
+/// with the durations two nodes record (docs/forecast.md shows this output).
+const FORECAST: &[&str] = &[
+    "plan",
+    "--forecast",
+    "--windows",
+    VALID,
+    "--nodes",
+    NODES_FORECAST,
+    FROM,
+    "--require-condition=kured.dev/RebootRequired",
+    "--max-in-progress=2",
+    "--max-in-progress-per=zone=1",
+    "--start-cutoff=20m",
+];
+
+#[test]
+fn plan_forecast_table() {
+    check("plan-forecast.out", FORECAST, 0);
+}
+
+#[test]
+fn plan_forecast_json_and_svg() {
+    let json_args = [FORECAST, &["-o", "json"]].concat();
+    let run = check("plan-forecast.json", &json_args, 0);
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["durations"]["maintenance"]["samples"], 2);
+    let svg_args = [FORECAST, &["-o", "svg"]].concat();
+    let run = check("plan-forecast.svg", &svg_args, 0);
+    xml::check_well_formed(&run.stdout).unwrap_or_else(|e| panic!("not well-formed XML: {e}"));
+    // The same inputs, the same forecast: nothing is kept between runs.
+    assert_eq!(kumaco(&svg_args).stdout, run.stdout);
+}
+
+#[test]
+fn plan_forecast_refuses_what_it_cannot_use() {
+    // A policy flag without --forecast.
+    let run = kumaco(&[
+        "plan",
+        "--windows",
+        VALID,
+        "--nodes",
+        NODES,
+        "--max-in-progress=2",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("--max-in-progress: only has an effect with --forecast"),
+        "{}",
+        run.stderr
+    );
+    // No recorded durations on these nodes, and none given.
+    let run = kumaco(&["plan", "--forecast", "--windows", VALID, "--nodes", NODES]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "--maintenance-duration: the nodes in scope record no completed maintenance yet"
+        ),
+        "{}",
+        run.stderr
+    );
+    // Pods are only in the cluster.
+    let run = kumaco(&[
+        "plan",
+        "--forecast",
+        "--windows",
+        VALID,
+        "--nodes",
+        NODES_FORECAST,
+        "--block-pod-selector=app=db",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--block-pod-selector: needs the pods"),
+        "{}",
+        run.stderr
     );
 }
 

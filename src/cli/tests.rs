@@ -17,7 +17,7 @@ fn run_defaults() {
         "kured.dev/maintenance-window"
     );
     assert_eq!(
-        args.max_in_progress, None,
+        args.policy.max_in_progress, None,
         "the default (1) is applied with --in-progress"
     );
     assert!(args.leader_elect);
@@ -42,7 +42,7 @@ fn leader_elect_can_be_turned_off_and_lists_repeat() {
     };
     assert!(!args.leader_elect);
     assert_eq!(args.namespaces, ["a", "b"]);
-    assert_eq!(args.block_conditions, ["x", "y"]);
+    assert_eq!(args.policy.block_conditions, ["x", "y"]);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `--in-progress` and the flags of its policy, validated into [`Policy`].
 
-use crate::cli::RunArgs;
+use crate::cli::PolicyArgs;
 use crate::in_progress::{Ceiling, GroupCeiling, Policy};
 use crate::selector::{self, Selector};
 
@@ -9,27 +9,42 @@ use super::{FlagError, flag_err, go_duration};
 /// The policy of `--in-progress`, or `None` without it. A flag of the policy given
 /// without `--in-progress` is refused rather than ignored: a deployer who sets a ceiling
 /// and forgets `--in-progress` should learn it at start-up, not from a reboot storm.
-pub fn from_args(args: &RunArgs) -> Result<Option<Policy>, FlagError> {
+pub fn from_args(args: &PolicyArgs) -> Result<Option<Policy>, FlagError> {
     if !args.in_progress {
-        for (set, flag) in [
-            (!args.require_conditions.is_empty(), "require-condition"),
-            (!args.block_conditions.is_empty(), "block-condition"),
-            (args.stop_at_window_end, "stop-at-window-end"),
-            (args.max_in_progress.is_some(), "max-in-progress"),
-            (args.start_cutoff.is_some(), "start-cutoff"),
-            (args.count_unavailable.is_some(), "count-unavailable"),
-            (args.complete_on_reboot.is_some(), "complete-on-reboot"),
-            (!args.block_node_selectors.is_empty(), "block-node-selector"),
-            (!args.block_pod_selectors.is_empty(), "block-pod-selector"),
-            (!args.max_in_progress_per.is_empty(), "max-in-progress-per"),
-            (args.start_interval.is_some(), "start-interval"),
-        ] {
-            if set {
-                return Err(flag_err(flag, "only has an effect with --in-progress"));
-            }
+        if let Some(flag) = first_given(args) {
+            return Err(flag_err(flag, "only has an effect with --in-progress"));
         }
         return Ok(None);
     }
+    build(args).map(Some)
+}
+
+/// The policy `kumaco plan --forecast` plays forward: as `kumaco run --in-progress` with
+/// the same flags would decide, whether `--in-progress` is given or not.
+pub fn for_forecast(args: &PolicyArgs) -> Result<Policy, FlagError> {
+    build(args)
+}
+
+/// The first policy flag given, if any (none has an effect without `--in-progress`).
+pub fn first_given(args: &PolicyArgs) -> Option<&'static str> {
+    [
+        (!args.require_conditions.is_empty(), "require-condition"),
+        (!args.block_conditions.is_empty(), "block-condition"),
+        (args.stop_at_window_end, "stop-at-window-end"),
+        (args.max_in_progress.is_some(), "max-in-progress"),
+        (args.start_cutoff.is_some(), "start-cutoff"),
+        (args.count_unavailable.is_some(), "count-unavailable"),
+        (args.complete_on_reboot.is_some(), "complete-on-reboot"),
+        (!args.block_node_selectors.is_empty(), "block-node-selector"),
+        (!args.block_pod_selectors.is_empty(), "block-pod-selector"),
+        (!args.max_in_progress_per.is_empty(), "max-in-progress-per"),
+        (args.start_interval.is_some(), "start-interval"),
+    ]
+    .into_iter()
+    .find_map(|(set, flag)| set.then_some(flag))
+}
+
+fn build(args: &PolicyArgs) -> Result<Policy, FlagError> {
     let ceiling = parse_max_in_progress(args.max_in_progress.as_deref().unwrap_or("1"))?;
     let start_cutoff = go_duration("start-cutoff", args.start_cutoff.as_deref().unwrap_or("0s"))?;
     if start_cutoff.is_negative() {
@@ -56,7 +71,7 @@ pub fn from_args(args: &RunArgs) -> Result<Option<Policy>, FlagError> {
         }
         group_ceilings.push(g);
     }
-    Ok(Some(Policy {
+    Ok(Policy {
         required: args.require_conditions.clone(),
         blocking: args.block_conditions.clone(),
         ceiling,
@@ -68,7 +83,7 @@ pub fn from_args(args: &RunArgs) -> Result<Option<Policy>, FlagError> {
         group_ceilings,
         start_interval,
         complete_on_reboot: args.complete_on_reboot.unwrap_or(true),
-    }))
+    })
 }
 
 /// Label selectors, each as a window's `nodeSelector` takes it; the empty one would

@@ -411,7 +411,7 @@ fn views<'a>(
 }
 
 /// A cached node as the pass reads it.
-fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) -> NodeView<'a> {
+pub(crate) fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) -> NodeView<'a> {
     NodeView {
         name: n.metadata.name.as_deref().unwrap_or_default(),
         uid: n.metadata.uid.as_deref().unwrap_or_default(),

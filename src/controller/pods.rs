@@ -196,21 +196,33 @@ fn pod_relevance(
 /// The pods keeping each node from starting, by node name, sorted; `stores[i]` holds the
 /// pods of selector `i`.
 pub fn by_node(stores: &[Store<SlimPod>]) -> HashMap<String, Vec<BlockingPod>> {
+    let states: Vec<_> = stores.iter().map(Store::state).collect();
+    group(
+        states
+            .iter()
+            .enumerate()
+            .flat_map(|(i, pods)| pods.iter().map(move |p| (i, &**p))),
+    )
+}
+
+/// The pods keeping each node from starting, by node name, sorted, from pods each with
+/// the index of the selector that matched it.
+pub fn group<'a>(
+    pods: impl IntoIterator<Item = (usize, &'a SlimPod)>,
+) -> HashMap<String, Vec<BlockingPod>> {
     let mut out: HashMap<String, Vec<BlockingPod>> = HashMap::new();
-    for (selector, store) in stores.iter().enumerate() {
-        for pod in store.state() {
-            let Some(node) = pod.node_name.clone().filter(|_| pod.blocks()) else {
-                continue;
-            };
-            let name = format!(
-                "{}/{}",
-                pod.metadata.namespace.as_deref().unwrap_or_default(),
-                pod.metadata.name.as_deref().unwrap_or_default()
-            );
-            out.entry(node)
-                .or_default()
-                .push(BlockingPod { name, selector });
-        }
+    for (selector, pod) in pods {
+        let Some(node) = pod.node_name.clone().filter(|_| pod.blocks()) else {
+            continue;
+        };
+        let name = format!(
+            "{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or_default(),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        out.entry(node)
+            .or_default()
+            .push(BlockingPod { name, selector });
     }
     for pods in out.values_mut() {
         pods.sort();

@@ -5,6 +5,7 @@
 //! and a thin I/O part (reading files, listing from the API server, printing). The pure
 //! parts are what the unit tests exercise; the I/O parts are tested by running the binary.
 
+pub mod forecast;
 pub mod nodes;
 pub mod plan;
 pub mod status;
@@ -262,6 +263,56 @@ impl WindowRules {
         };
         Window::from_data(id, &cm.data.clone().unwrap_or_default(), &self.default_zone)
     }
+}
+
+/// An API error as the tools report it: what failed, where, and for a refusal what the
+/// user can do (`hint`, which starts with ". ").
+pub(crate) fn api_error(
+    connection: &crate::kubeclient::Connection,
+    action: String,
+    error: kube::Error,
+    hint: &str,
+) -> ToolError {
+    ToolError::Api {
+        action,
+        server: connection.server.clone(),
+        hint: if crate::kubeclient::is_forbidden(&error) {
+            hint.to_string()
+        } else {
+            String::new()
+        },
+        error: Box::new(error),
+    }
+}
+
+/// The window ConfigMaps (by `--window-selector`) in each of `namespaces`, for `tool`'s
+/// messages.
+pub(crate) async fn list_window_configmaps(
+    connection: &crate::kubeclient::Connection,
+    namespaces: &[String],
+    window_selector: &str,
+    tool: &str,
+) -> Result<Vec<ConfigMap>, ToolError> {
+    use kube::api::{Api, ListParams};
+    let mut configmaps = Vec::new();
+    for ns in namespaces {
+        let list = Api::<ConfigMap>::namespaced(connection.client.clone(), ns)
+            .list(&ListParams::default().labels(window_selector))
+            .await
+            .map_err(|e| {
+                api_error(
+                    connection,
+                    format!("list ConfigMaps in namespace {ns}"),
+                    e,
+                    &format!(
+                        ". kumaco {tool} needs `list configmaps` in every --namespace it is \
+                         given: ask that namespace's admin for it, or leave the namespace out"
+                    ),
+                )
+            })?;
+        configmaps.extend(list.items);
+    }
+    Ok(configmaps)
 }
 
 /// Parses a time flag: an RFC 3339 timestamp, or the current time when absent.

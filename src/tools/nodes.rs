@@ -27,8 +27,8 @@ pub fn in_scope(nodes: &[ListedNode], node_selector: &Selector) -> Vec<ListedNod
     out
 }
 
-/// Nodes from a NodeList or multi-document Nodes, YAML or JSON.
-pub fn from_file(path: &Path) -> Result<Vec<ListedNode>, ToolError> {
+/// The Nodes in a NodeList or multi-document file, YAML or JSON, whole.
+pub fn read_file(path: &Path) -> Result<Vec<Node>, ToolError> {
     let mut nodes = Vec::new();
     for doc in super::read_documents(path)? {
         if doc.kind() != "Node" {
@@ -39,7 +39,7 @@ pub fn from_file(path: &Path) -> Result<Vec<ListedNode>, ToolError> {
                 path: doc.source.clone(),
                 message: format!("{}: not a valid Node: {e}", doc.object_ref()),
             })?;
-        nodes.push(from_api(node));
+        nodes.push(node);
     }
     Ok(nodes)
 }

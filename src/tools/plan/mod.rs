@@ -1,5 +1,6 @@
 //! `kumaco plan`: which nodes are in maintenance when, over a period, from window
-//! manifests and nodes (a file or the live cluster).
+//! manifests and nodes (files or the live cluster); with `--forecast`, when each node
+//! needing maintenance will start and end under the brain's policy ([`super::forecast`]).
 //!
 //! The period is cut at every window edge (`decision::next_edge`: a start, an end and,
 //! with `--planned-lead-time`, the instant a start comes within the lead time); in each
@@ -13,20 +14,27 @@ mod table;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use jiff::SignedDuration;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, ListParams};
 
 pub use compute::{Interval, Lane, Plan, PlanError, compute};
 pub use svg::svg;
+pub(crate) use svg::{esc, ticks};
 pub use table::{json, table};
 
 use super::nodes::{self, ListedNode};
 use super::{Classified, ToolError, WindowRules, flag_err};
-use crate::cli::{ClientArgs, PlanArgs, PlanOutput};
+use crate::cli::{PlanArgs, PlanOutput};
+use crate::controller::pods::SlimPod;
+use crate::in_progress::{BlockingPod, Policy};
+use crate::node::SlimNode;
+use crate::node::names::Names;
+use crate::selector::Selector;
 use crate::window::Window;
 
 /// Runs `kumaco plan`, writing the chosen output.
@@ -43,24 +51,203 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
         .as_deref()
         .map(parse_lead)
         .transpose()?;
-    let windows = read_windows(&args.windows, &rules)?;
-    let nodes = match &args.nodes {
-        Some(path) => nodes::from_file(path)?,
-        None => nodes_from_cluster(&args.client, &args.node_selector).await?,
-    };
-    let nodes = nodes::in_scope(&nodes, &node_selector);
-    let plan = compute(&windows, &nodes, from, to, lead)?;
-    let zone_name = zone_display_name(&rules.default_zone);
-    let text = match args.output {
-        PlanOutput::Table => table(&plan, &rules.default_zone),
-        PlanOutput::Json => {
-            let mut s = serde_json::to_string_pretty(&json(&plan, &zone_name)).unwrap_or_default();
-            s.push('\n');
-            s
+    let forecast = match args.forecast {
+        true => Some(ForecastSettings::from_args(args)?),
+        false => {
+            refuse_forecast_flags(args)?;
+            None
         }
-        PlanOutput::Svg => svg(&plan, &rules.default_zone, &zone_name),
+    };
+    // Only what a file does not give is read from the cluster.
+    let connection = match (&args.nodes, args.namespaces.is_empty()) {
+        (Some(_), true) => None,
+        _ => Some(crate::kubeclient::connect(&args.client).await?),
+    };
+    let windows = match &connection {
+        Some(c) if !args.namespaces.is_empty() => {
+            let configmaps = super::list_window_configmaps(
+                c,
+                &args.namespaces,
+                &args.window_args.window_selector,
+                "plan",
+            )
+            .await?;
+            windows_from_configmaps(&configmaps, &rules)?
+        }
+        _ => read_windows(&args.windows, &rules)?,
+    };
+    let mut nodes: Vec<Node> = match (&args.nodes, &connection) {
+        (Some(path), _) => nodes::read_file(path)?,
+        (None, Some(c)) => nodes_from_cluster(c, &args.node_selector).await?,
+        (None, None) => unreachable!("connected when no nodes file is given"),
+    };
+    // kumaco's own matching is the reference; a server-side filter only trims.
+    nodes.retain(|n| {
+        node_selector.matches(n.metadata.labels.as_ref().unwrap_or(&Default::default()))
+    });
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let zone_name = zone_display_name(&rules.default_zone);
+    let text = match forecast {
+        Some(settings) => {
+            let pods = match &connection {
+                Some(c) if args.nodes.is_none() => {
+                    blocking_pods(c, &settings.policy.block_pod_selectors).await?
+                }
+                _ => HashMap::new(),
+            };
+            let slim: Vec<SlimNode> = nodes.iter().map(super::status::slim_node).collect();
+            let estimate = super::forecast::estimate(
+                &super::forecast::learn(&slim),
+                settings.maintenance,
+                settings.recovery,
+            )?;
+            let f = super::forecast::compute(
+                &windows,
+                &settings.policy,
+                &slim,
+                &pods,
+                estimate,
+                from,
+                length,
+            );
+            match args.output {
+                PlanOutput::Table => super::forecast::table(&f, &rules.default_zone),
+                PlanOutput::Json => pretty(&super::forecast::json(&f)),
+                PlanOutput::Svg => super::forecast::svg(&f, &rules.default_zone, &zone_name),
+            }
+        }
+        None => {
+            let listed: Vec<ListedNode> = nodes.into_iter().map(nodes::from_api).collect();
+            let plan = compute(&windows, &listed, from, to, lead)?;
+            match args.output {
+                PlanOutput::Table => table(&plan, &rules.default_zone),
+                PlanOutput::Json => pretty(&json(&plan, &zone_name)),
+                PlanOutput::Svg => svg(&plan, &rules.default_zone, &zone_name),
+            }
+        }
     };
     out.write_all(text.as_bytes()).map_err(ToolError::Write)
+}
+
+fn pretty(v: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// What `--forecast` plays forward: the brain's policy (the flags `kumaco run
+/// --in-progress` takes) and the durations given by flag.
+struct ForecastSettings {
+    policy: Policy,
+    maintenance: Option<SignedDuration>,
+    recovery: Option<SignedDuration>,
+}
+
+impl ForecastSettings {
+    fn from_args(args: &PlanArgs) -> Result<Self, ToolError> {
+        if args.planned_lead_time.is_some() {
+            return Err(flag_err(
+                "planned-lead-time",
+                "has no effect with --forecast (which shows starts and ends, not MaintenancePlanned)",
+            ));
+        }
+        let policy = crate::config::policy::for_forecast(&args.policy)
+            .map_err(|e| flag_err(e.flag, e.message))?;
+        if !policy.block_pod_selectors.is_empty() && args.nodes.is_some() {
+            return Err(flag_err(
+                "block-pod-selector",
+                "needs the pods on each node, which only the cluster shows: leave --nodes out \
+                 to read the nodes and their pods from the cluster",
+            ));
+        }
+        let reads: Vec<String> = args
+            .policy
+            .require_conditions
+            .iter()
+            .chain(&args.policy.block_conditions)
+            .cloned()
+            .collect();
+        let names = Names::new(
+            &args.condition_names.under_maintenance_condition,
+            &args.condition_names.in_progress_condition,
+            &reads,
+        )
+        .map_err(|e| ToolError::Flag {
+            flag: e.flag(),
+            message: e.to_string(),
+        })?;
+        // One process, one set of names: the first wins (tests run plan in-process).
+        let _ = crate::node::names::install(names);
+        let positive = |flag: &'static str, v: &Option<String>| {
+            v.as_deref()
+                .map(|s| {
+                    let d = crate::duration::parse(s)
+                        .map_err(|e| flag_err(flag, e))?
+                        .to_signed();
+                    if d.is_negative() {
+                        return Err(flag_err(
+                            flag,
+                            format!("{s:?} is negative; expected e.g. 15m"),
+                        ));
+                    }
+                    Ok(d)
+                })
+                .transpose()
+        };
+        Ok(ForecastSettings {
+            policy,
+            maintenance: positive("maintenance-duration", &args.maintenance_duration)?,
+            recovery: positive("recovery-duration", &args.recovery_duration)?,
+        })
+    }
+}
+
+/// A forecast flag without `--forecast` is refused rather than ignored.
+fn refuse_forecast_flags(args: &PlanArgs) -> Result<(), ToolError> {
+    let given = crate::config::policy::first_given(&args.policy)
+        .or(args.policy.in_progress.then_some("in-progress"))
+        .or(args
+            .maintenance_duration
+            .is_some()
+            .then_some("maintenance-duration"))
+        .or(args
+            .recovery_duration
+            .is_some()
+            .then_some("recovery-duration"));
+    match given {
+        Some(flag) => Err(flag_err(flag, "only has an effect with --forecast")),
+        None => Ok(()),
+    }
+}
+
+/// The pods keeping each node from starting, listed as the controller watches them (the
+/// selector and "scheduled, not finished" both server-side).
+async fn blocking_pods(
+    connection: &crate::kubeclient::Connection,
+    selectors: &[Selector],
+) -> Result<HashMap<String, Vec<BlockingPod>>, ToolError> {
+    let mut listed = Vec::new();
+    for (i, selector) in selectors.iter().enumerate() {
+        let params = ListParams::default()
+            .labels(&selector.to_string())
+            .fields(crate::controller::pods::FIELD_SELECTOR);
+        let pods = Api::<SlimPod>::all(connection.client.clone())
+            .list(&params)
+            .await
+            .map_err(|e| {
+                super::api_error(
+                    connection,
+                    format!("list pods matching {selector}"),
+                    e,
+                    ". kumaco plan --forecast with --block-pod-selector needs `list pods` \
+                     cluster-wide, as kumaco run does",
+                )
+            })?;
+        listed.extend(pods.items.into_iter().map(|p| (i, p)));
+    }
+    Ok(crate::controller::pods::group(
+        listed.iter().map(|(i, p)| (*i, p)),
+    ))
 }
 
 /// `--planned-lead-time`: a Go duration above 0, as `kumaco run` takes it.
@@ -104,28 +291,43 @@ fn read_windows(paths: &[PathBuf], rules: &WindowRules) -> Result<Vec<Window>, T
     Ok(windows)
 }
 
+/// The valid windows among ConfigMaps read from the cluster; an invalid one is an
+/// error, as in a file.
+fn windows_from_configmaps(
+    configmaps: &[ConfigMap],
+    rules: &WindowRules,
+) -> Result<Vec<Window>, ToolError> {
+    configmaps
+        .iter()
+        .map(|cm| {
+            rules.window(cm).map_err(|_| {
+                PlanError::InvalidWindow(format!(
+                    "{}/{}",
+                    cm.metadata.namespace.as_deref().unwrap_or("default"),
+                    cm.metadata.name.as_deref().unwrap_or_default()
+                ))
+                .into()
+            })
+        })
+        .collect()
+}
+
 async fn nodes_from_cluster(
-    client: &ClientArgs,
+    connection: &crate::kubeclient::Connection,
     node_selector: &str,
-) -> Result<Vec<ListedNode>, ToolError> {
-    let connection = crate::kubeclient::connect(client).await?;
-    let list = Api::<Node>::all(connection.client)
+) -> Result<Vec<Node>, ToolError> {
+    let list = Api::<Node>::all(connection.client.clone())
         .list(&ListParams::default().labels(node_selector))
         .await
         .map_err(|error| {
-            let hint = if crate::kubeclient::is_forbidden(&error) {
+            super::api_error(
+                connection,
+                "list nodes".into(),
+                error,
                 ". kumaco plan needs `list nodes` (cluster-wide) to read the nodes from the \
                  cluster: ask your cluster admin for it, or give the nodes as a file with \
-                 --nodes (`kubectl get nodes -o yaml > nodes.yaml` by someone who may)"
-            } else {
-                ""
-            };
-            ToolError::Api {
-                action: "list nodes".into(),
-                server: connection.server.clone(),
-                error: Box::new(error),
-                hint: hint.into(),
-            }
+                 --nodes (`kubectl get nodes -o yaml > nodes.yaml` by someone who may)",
+            )
         })?;
-    Ok(list.items.into_iter().map(nodes::from_api).collect())
+    Ok(list.items)
 }

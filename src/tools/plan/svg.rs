@@ -23,7 +23,7 @@ const NODES_COLOUR: &str = "#5cb85c";
 /// Planned nodes: the maintenance green, lighter and hatched.
 const PLANNED_PATTERN: &str = r##"<defs><pattern id="planned" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#d4edd4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#5cb85c" stroke-width="2"/></pattern></defs>"##;
 
-fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -209,7 +209,7 @@ fn svg_axis(
 
 /// Tick instants in `[from, to]`, on local boundaries of `zone`: midnights for day
 /// steps, whole hours divisible by the step otherwise (so ticks read 00:00, 06:00, ...).
-pub(super) fn ticks(
+pub(crate) fn ticks(
     from: Timestamp,
     to: Timestamp,
     step_hours: i64,

@@ -11,7 +11,7 @@ mod tests;
 use crate::node::names::Names;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
 
 pub use render::{
@@ -77,31 +77,16 @@ pub async fn run(
     // One process, one set of names: the first wins (tests run status in-process).
     let _ = crate::node::names::install(names);
     let connection = crate::kubeclient::connect(&args.client).await?;
-    let api_error = |action: String, error: kube::Error, hint: &str| ToolError::Api {
-        action,
-        server: connection.server.clone(),
-        hint: if crate::kubeclient::is_forbidden(&error) {
-            hint.to_string()
-        } else {
-            String::new()
-        },
-        error: Box::new(error),
+    let api_error = |action: String, error: kube::Error, hint: &str| {
+        super::api_error(&connection, action, error, hint)
     };
-    let mut configmaps = Vec::new();
-    for ns in &args.namespaces {
-        let list = Api::<ConfigMap>::namespaced(connection.client.clone(), ns)
-            .list(&ListParams::default().labels(&args.window_args.window_selector))
-            .await
-            .map_err(|e| {
-                api_error(
-                    format!("list ConfigMaps in namespace {ns}"),
-                    e,
-                    ". kumaco status needs `list configmaps` in every --namespace it is \
-                     given: ask that namespace's admin for it, or leave the namespace out",
-                )
-            })?;
-        configmaps.extend(list.items);
-    }
+    let configmaps = super::list_window_configmaps(
+        &connection,
+        &args.namespaces,
+        &args.window_args.window_selector,
+        "status",
+    )
+    .await?;
     let mut outcome = Outcome::Complete;
     let nodes: Option<Vec<Node>> = if args.no_nodes {
         None

@@ -3,7 +3,7 @@ use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAIN
 use crate::peers::LeaseRead;
 use crate::tools::nodes::ListedNode;
 use jiff::SignedDuration;
-use k8s_openapi::api::core::v1::NodeCondition;
+use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -1,0 +1,150 @@
+//! The forecast as kumaco's tools show it (`kumaco plan --forecast`, `kumaco status`):
+//! the core's [`forecast`](crate::forecast::forecast) over the nodes as the controller
+//! reads them, with the durations the nodes record or the flags give. [`table`],
+//! [`json`] and [`svg`] render it; the callers read the inputs.
+//!
+//! Nothing is kept between runs: the windows, the nodes (their conditions, readiness,
+//! cordon, boot ID, labels) and the recorded durations are what the cluster shows, so
+//! two runs at one instant over one cluster forecast the same.
+
+mod render;
+mod svg;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use jiff::{SignedDuration, Timestamp};
+
+pub use render::{json, summary, table};
+pub use svg::svg;
+
+use super::{ToolError, flag_err};
+use crate::forecast::{self, Durations, Forecast, Learned, Quantiles};
+use crate::in_progress::{BlockingPod, Policy};
+use crate::node::SlimNode;
+use crate::window::Window;
+
+/// Where a duration the forecast assumes comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The nodes' records: this many (one per node, its last maintenance).
+    Learned { samples: usize },
+    /// A flag (`--maintenance-duration`, `--recovery-duration`).
+    Given,
+}
+
+/// The durations a forecast assumes, and where each comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    pub durations: Durations,
+    pub maintenance: Source,
+    pub recovery: Source,
+}
+
+/// The durations: a flag's where given (one value for the median and the 90th
+/// percentile), else what the nodes record; an error naming the flag when neither says.
+pub fn estimate(
+    learned: &Learned,
+    maintenance: Option<SignedDuration>,
+    recovery: Option<SignedDuration>,
+) -> Result<Estimate, ToolError> {
+    let pick = |given: Option<SignedDuration>,
+                sampled: &forecast::Sampled,
+                flag: &'static str,
+                what: &str,
+                example: &str|
+     -> Result<(Quantiles, Source), ToolError> {
+        match (given, sampled.quantiles) {
+            (Some(d), _) => Ok((Quantiles::fixed(d), Source::Given)),
+            (None, Some(q)) => Ok((
+                q,
+                Source::Learned {
+                    samples: sampled.samples,
+                },
+            )),
+            (None, None) => Err(flag_err(
+                flag,
+                format!(
+                    "the nodes in scope record no {what} yet ({example} on \
+                     MaintenanceInProgress=False, which kumaco writes when a maintenance \
+                     ends); give how long one takes here, e.g. --{flag}=15m"
+                ),
+            )),
+        }
+    };
+    let (m, maintenance_source) = pick(
+        maintenance,
+        &learned.maintenance,
+        "maintenance-duration",
+        "completed maintenance",
+        "\"completed after 6m12s\"",
+    )?;
+    let (r, recovery_source) = pick(
+        recovery,
+        &learned.recovery,
+        "recovery-duration",
+        "recovery",
+        "\"recovered after 1m3s\"",
+    )?;
+    Ok(Estimate {
+        durations: Durations {
+            maintenance: m,
+            recovery: r,
+        },
+        maintenance: maintenance_source,
+        recovery: recovery_source,
+    })
+}
+
+/// A forecast with what it was made from, as the renderings show it.
+#[derive(Clone, Debug)]
+pub struct Forecasted {
+    pub forecast: Forecast,
+    pub estimate: Estimate,
+    pub from: Timestamp,
+    pub horizon: SignedDuration,
+    /// The nodes in scope (those forecast are the ones needing maintenance).
+    pub nodes_in_scope: usize,
+    /// The windows, for the picture's lanes.
+    pub windows: Vec<Window>,
+}
+
+/// The forecast of `nodes` (in scope already, as the controller decodes them) from
+/// `now` over `horizon`, with the pods keeping each from starting
+/// (`--block-pod-selector`).
+pub fn compute(
+    windows: &[Window],
+    policy: &Policy,
+    nodes: &[SlimNode],
+    pods: &HashMap<String, Vec<BlockingPod>>,
+    estimate: Estimate,
+    now: Timestamp,
+    horizon: SignedDuration,
+) -> Forecasted {
+    let views: Vec<_> = nodes
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.as_deref().unwrap_or_default();
+            let pods = pods.get(name).map_or(&[][..], Vec::as_slice);
+            // The forecast reads no ownership: any field manager will do.
+            crate::controller::view(n, "", pods)
+        })
+        .collect();
+    let mut sorted: Vec<&Window> = windows.iter().collect();
+    sorted.sort_by(|a, b| a.id.cmp(&b.id));
+    let forecast = forecast::forecast(&sorted, policy, &views, &estimate.durations, now, horizon);
+    Forecasted {
+        forecast,
+        estimate,
+        from: now,
+        horizon,
+        nodes_in_scope: nodes.len(),
+        windows: sorted.into_iter().cloned().collect(),
+    }
+}
+
+/// What the nodes record of the durations.
+pub fn learn(nodes: &[SlimNode]) -> Learned {
+    forecast::learn(nodes.iter().map(|n| n.conditions.as_slice()))
+}
