@@ -225,6 +225,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION")]
     pub planned_lead_time: Option<String>,
 
+    /// With --in-progress: least time between two forecasts of the rollout (the
+    /// kumaco_forecast_* metrics, docs/forecast.md; Go duration, at least 10s). 0: none.
+    #[arg(long, value_name = "DURATION", default_value = "1m")]
+    pub forecast_interval: String,
+
     /// Elect a leader through a Lease; only the leader writes.
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,

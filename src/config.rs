@@ -58,6 +58,8 @@ pub struct Settings {
     pub planned_lead_time: Option<jiff::SignedDuration>,
     pub exit_on_config_change: bool,
     pub resync_interval: Duration,
+    /// `--forecast-interval`: least time between two forecasts (`None`: no forecast).
+    pub forecast_interval: Option<Duration>,
     /// `--watch-timeout`, in whole seconds (the API's unit), rounded up.
     pub watch_timeout_secs: u32,
     /// `Some` with `--in-progress`.
@@ -115,6 +117,17 @@ impl Settings {
                 ),
             ));
         }
+        let forecast_interval = go_duration("forecast-interval", &args.forecast_interval)?;
+        if forecast_interval.is_negative()
+            || (forecast_interval.is_positive() && forecast_interval.as_secs() < 10)
+        {
+            return Err(flag_err(
+                "forecast-interval",
+                "must be 0 (no forecast) or at least 10s",
+            ));
+        }
+        let forecast_interval = (forecast_interval.is_positive())
+            .then(|| Duration::try_from(forecast_interval).unwrap_or(Duration::MAX));
         let planned_lead_time = match &args.planned_lead_time {
             None => None,
             Some(s) => {
@@ -200,6 +213,7 @@ impl Settings {
             planned_lead_time,
             exit_on_config_change: args.exit_on_config_change,
             resync_interval: Duration::from_nanos(resync as u64),
+            forecast_interval,
             watch_timeout_secs,
             in_progress,
             election,

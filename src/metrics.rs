@@ -2,6 +2,7 @@
 //! endpoints that serve them with the health checks ([`serve`]).
 
 mod dry_run;
+mod forecast;
 mod pass;
 mod serve;
 #[cfg(test)]
@@ -17,6 +18,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 pub use dry_run::{DryRun, DryRunEventLabels, DryRunWriteLabels};
+pub use forecast::ForecastMetrics;
 pub use pass::{ConditionLabels, PassMetrics, WindowLabels};
 pub use serve::serve;
 
@@ -76,6 +78,8 @@ pub struct Metrics {
     pub dry_run: DryRun,
     /// Per-window and per-condition gauges (docs/operations.md, Monitoring).
     pub pass: PassMetrics,
+    /// The forecast's gauges and the recorded durations' histograms.
+    pub forecast: ForecastMetrics,
     pub api_write_duration: Histogram,
     pub clock_steps: Counter,
     pub nodes_contested: Gauge,
@@ -171,6 +175,7 @@ impl Metrics {
             config_hash.clone(),
         );
         let pass = PassMetrics::register(&mut registry);
+        let forecast = ForecastMetrics::register(&mut registry);
         let api_write_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         registry.register(
             "api_write_duration_seconds",
@@ -225,6 +230,7 @@ impl Metrics {
             reconcile_duration,
             config_hash,
             pass,
+            forecast,
             api_write_duration,
             clock_steps,
             ready: AtomicBool::new(false),

@@ -110,6 +110,37 @@ pub struct Write {
     pub dropped: Vec<String>,
     /// Types applied unchanged to become a co-owner next to another kumaco instance.
     pub claimed: Vec<String>,
+    /// The durations this write records for the first time on `MaintenanceInProgress`:
+    /// what the shell's histograms observe once it is done.
+    pub recorded: Recorded,
+}
+
+/// Durations a write records (`completed after`, `recovered after`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// How long a maintenance that completed (not one its window stopped) took.
+    pub maintenance: Option<SignedDuration>,
+    /// How long the node took to be available again after its maintenance ended.
+    pub recovery: Option<SignedDuration>,
+}
+
+impl Recorded {
+    /// What `new` records that `old` (the condition before, if any) did not.
+    fn of(old: Option<&Condition>, new: &Condition) -> Recorded {
+        if new.type_ != MAINTENANCE_IN_PROGRESS || new.is_true() {
+            return Recorded::default();
+        }
+        let was_ended = old.is_some_and(|o| !o.is_true());
+        let old_message = old.filter(|_| was_ended).map_or("", |o| o.message.as_str());
+        let completed =
+            new.reason == reasons::MAINTENANCE_COMPLETED || new.reason == reasons::NODE_REBOOTED;
+        Recorded {
+            maintenance: in_progress::recorded_duration(&new.message)
+                .filter(|_| completed && !was_ended),
+            recovery: in_progress::recorded_recovery(&new.message)
+                .filter(|_| in_progress::recorded_recovery(old_message).is_none()),
+        }
+    }
 }
 
 impl Write {
@@ -812,6 +843,7 @@ fn plan_write(plan: &Plan, rules: &Rules, peers: &Peers, now: Timestamp) -> Plan
         }
     }
     let mut transitions = Vec::new();
+    let mut recorded = Recorded::default();
     let conditions = desired
         .iter()
         .map(|d| {
@@ -820,6 +852,9 @@ fn plan_write(plan: &Plan, rules: &Rules, peers: &Peers, now: Timestamp) -> Plan
             if existing.map(|e| e.status) != Some(c.status) {
                 transitions.push((c.type_.clone(), c.status));
             }
+            let r = Recorded::of(existing, &c);
+            recorded.maintenance = recorded.maintenance.or(r.maintenance);
+            recorded.recovery = recorded.recovery.or(r.recovery);
             c
         })
         .collect();
@@ -830,6 +865,7 @@ fn plan_write(plan: &Plan, rules: &Rules, peers: &Peers, now: Timestamp) -> Plan
         transitions,
         dropped: plan.drops.clone(),
         claimed,
+        recorded,
     })
 }
 

@@ -19,6 +19,7 @@
 
 pub mod events;
 pub mod fence;
+pub mod forecast;
 pub mod pods;
 pub mod report;
 pub mod shadow;
@@ -174,6 +175,7 @@ pub async fn run(
         fence: Fence::new(lists),
         shadow: Shadow::default(),
         contests: report::Contests::default(),
+        forecaster: forecast::Forecaster::new(settings.forecast_interval),
         connect,
         leadership,
         settings,
@@ -295,6 +297,7 @@ struct Shell {
     peers: PeerLeases,
     shadow: Shadow,
     contests: report::Contests,
+    forecaster: forecast::Forecaster,
 }
 
 impl Shell {
@@ -326,6 +329,15 @@ impl Shell {
             .collect();
         self.writer.forget(&outcome.settled, &existing);
         report::counts(&self.metrics, &outcome);
+        self.forecaster.maybe_start(
+            self.rules.in_progress.as_ref(),
+            &self.rules.node_selector,
+            &cached,
+            &pods,
+            &self.windows,
+            &self.metrics,
+            now,
+        );
         self.contests.log(
             &outcome.contested,
             &outcome.deferred,

@@ -255,6 +255,16 @@ impl NodeWriter {
             Answer::Done(written_version) => {
                 self.refused.remove(&w.node);
                 self.metrics.write("patch", WriteResult::Ok);
+                if let Some(d) = w.recorded.maintenance {
+                    let f = &self.metrics.forecast;
+                    f.maintenance_duration.observe(d.as_secs_f64());
+                }
+                if let Some(d) = w.recorded.recovery {
+                    self.metrics
+                        .forecast
+                        .recovery_duration
+                        .observe(d.as_secs_f64());
+                }
                 for (ty, status) in &w.transitions {
                     info!(node = %w.node, condition = %crate::node::names::get().to_wire(ty), status = status.as_str(), "condition changed");
                     self.metrics.transition(ty, status.as_str());

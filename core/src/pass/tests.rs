@@ -1440,3 +1440,60 @@ mod brain {
         assert_eq!(started(&c), ["a"]);
     }
 }
+
+/// What a write records for the first time, for the shell's histograms: the duration at
+/// the end of a completed maintenance (not one its window stopped), the recovery when it
+/// is added; nothing when the same records are written again.
+#[test]
+fn a_write_reports_the_durations_it_records_once() {
+    let c = |status: Status, reason: &str, message: &str| Condition {
+        type_: MAINTENANCE_IN_PROGRESS.into(),
+        status,
+        reason: reason.into(),
+        message: message.into(),
+        last_transition_time: None,
+        last_heartbeat_time: None,
+    };
+    let running = c(Status::True, reasons::MAINTENANCE_STARTED, "in ops/w");
+    let done = c(
+        Status::False,
+        reasons::MAINTENANCE_COMPLETED,
+        "kured.dev/RebootRequired is no longer True; completed after 6m12s",
+    );
+    let back = c(
+        Status::False,
+        reasons::MAINTENANCE_COMPLETED,
+        "kured.dev/RebootRequired is no longer True; completed after 6m12s, recovered after 1m3s",
+    );
+    let stopped = c(
+        Status::False,
+        reasons::MAINTENANCE_WINDOW_ENDED,
+        "ops/w ended; stopped after 2h0m0s",
+    );
+    let d = |s: i64| Some(SignedDuration::from_secs(s));
+    assert_eq!(
+        Recorded::of(Some(&running), &done),
+        Recorded {
+            maintenance: d(372),
+            recovery: None
+        }
+    );
+    assert_eq!(
+        Recorded::of(Some(&done), &back),
+        Recorded {
+            maintenance: None,
+            recovery: d(63)
+        }
+    );
+    assert_eq!(Recorded::of(Some(&back), &back), Recorded::default());
+    assert_eq!(Recorded::of(Some(&running), &stopped), Recorded::default());
+    // Ended and back in one write (the node was never unavailable).
+    assert_eq!(
+        Recorded::of(Some(&running), &back),
+        Recorded {
+            maintenance: d(372),
+            recovery: d(63)
+        }
+    );
+    assert_eq!(Recorded::of(None, &running), Recorded::default());
+}

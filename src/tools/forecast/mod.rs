@@ -12,6 +12,7 @@ mod svg;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
@@ -116,7 +117,7 @@ pub struct Forecasted {
 pub fn compute(
     windows: &[Window],
     policy: &Policy,
-    nodes: &[SlimNode],
+    nodes: &[impl Borrow<SlimNode>],
     pods: &HashMap<String, Vec<BlockingPod>>,
     estimate: Estimate,
     now: Timestamp,
@@ -125,6 +126,7 @@ pub fn compute(
     let views: Vec<_> = nodes
         .iter()
         .map(|n| {
+            let n = n.borrow();
             let name = n.metadata.name.as_deref().unwrap_or_default();
             let pods = pods.get(name).map_or(&[][..], Vec::as_slice);
             // The forecast reads no ownership: any field manager will do.
@@ -145,6 +147,6 @@ pub fn compute(
 }
 
 /// What the nodes record of the durations.
-pub fn learn(nodes: &[SlimNode]) -> Learned {
-    forecast::learn(nodes.iter().map(|n| n.conditions.as_slice()))
+pub fn learn(nodes: &[impl Borrow<SlimNode>]) -> Learned {
+    forecast::learn(nodes.iter().map(|n| n.borrow().conditions.as_slice()))
 }

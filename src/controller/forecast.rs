@@ -1,0 +1,102 @@
+//! The forecast behind the `kumaco_forecast_*` gauges (with `--in-progress`): at most
+//! once a minute, on a blocking thread so that no pass waits for it, from the caches as
+//! the pass reads them. Nothing is kept but the gauges, and each forecast is made from
+//! what the cluster shows then: a restarted or newly elected replica exports the same.
+//! Every replica computes it, leader or not, so the gauges do not move with leadership.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use tokio::task::JoinHandle;
+
+use super::windows::WindowCache;
+use crate::in_progress::{BlockingPod, Policy};
+use crate::metrics::Metrics;
+use crate::node::SlimNode;
+use crate::selector::Selector;
+use crate::tools::forecast as tool;
+use crate::window::Window;
+
+/// How far ahead the gauges look.
+pub const HORIZON: SignedDuration = SignedDuration::from_hours(7 * 24);
+
+/// `--forecast-interval` apart at least: at its default (1m) and 0.1-0.7 s of one core
+/// per forecast at 5,000 nodes and 200 windows (docs/benchmarks.md), about 1% of a core.
+pub struct Forecaster {
+    interval: Option<Duration>,
+    last: Option<Instant>,
+    running: Option<JoinHandle<()>>,
+}
+
+impl Forecaster {
+    pub fn new(interval: Option<Duration>) -> Self {
+        Forecaster {
+            interval,
+            last: None,
+            running: None,
+        }
+    }
+
+    /// Starts a forecast when one is due and none runs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn maybe_start(
+        &mut self,
+        policy: Option<&Policy>,
+        selector: &Selector,
+        cached: &[Arc<SlimNode>],
+        pods: &HashMap<String, Vec<BlockingPod>>,
+        windows: &WindowCache,
+        metrics: &Arc<Metrics>,
+        now: Timestamp,
+    ) {
+        let (Some(policy), Some(interval)) = (policy, self.interval) else {
+            return;
+        };
+        if self.running.as_ref().is_some_and(|h| !h.is_finished())
+            || self.last.is_some_and(|t| t.elapsed() < interval)
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let nodes: Vec<Arc<SlimNode>> = cached
+            .iter()
+            .filter(|n| selector.matches(&n.labels))
+            .cloned()
+            .collect();
+        let windows: Vec<Window> = windows
+            .sources
+            .values()
+            .filter_map(|s| s.window.as_ref().ok().cloned())
+            .collect();
+        let (policy, pods, metrics) = (policy.clone(), pods.clone(), metrics.clone());
+        self.running = Some(tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            run(&windows, &policy, &nodes, &pods, &metrics, now);
+            let m = &metrics.forecast;
+            m.runs.inc();
+            m.run_seconds.observe(started.elapsed().as_secs_f64());
+        }));
+    }
+}
+
+fn run(
+    windows: &[Window],
+    policy: &Policy,
+    nodes: &[Arc<SlimNode>],
+    pods: &HashMap<String, Vec<BlockingPod>>,
+    metrics: &Metrics,
+    now: Timestamp,
+) {
+    let m = &metrics.forecast;
+    match tool::estimate(&tool::learn(nodes), None, None) {
+        Ok(estimate) => {
+            let f = tool::compute(windows, policy, nodes, pods, estimate, now, HORIZON);
+            m.set(&f.forecast, &estimate);
+        }
+        // No durations recorded yet (a cluster's first rollout under kumaco): nothing to
+        // forecast with, and no alert can rest on it.
+        Err(_) => m.unavailable(),
+    }
+}

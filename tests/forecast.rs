@@ -1,0 +1,209 @@
+//! The forecast on the real API server (issue 28): kumaco records how long a maintenance
+//! took and how long its node took to come back, observes both in its histograms,
+//! forecasts from them what `kumaco plan --forecast` forecasts against the same cluster,
+//! and a restarted kumaco exports the same forecast (nothing is kept in memory only).
+
+use std::process::Command;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+
+use testkit::ApiServer;
+use testkit::cluster::Cluster;
+use testkit::kumaco::{KumacoProcess, metric_sum};
+use testkit::nodes::{condition, wait_for_condition};
+use testkit::time::poll_showing;
+
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
+const REBOOT: &str = "kured.dev/RebootRequired";
+const IN_PROGRESS: &str = "MaintenanceInProgress";
+const POLICY: [&str; 3] = [
+    "--in-progress",
+    "--require-condition=kured.dev/RebootRequired",
+    "--max-in-progress=1",
+];
+
+/// Waits for the node's `MaintenanceInProgress` to satisfy `done`; its message then.
+async fn wait_in_progress(
+    c: &Cluster,
+    node: &str,
+    what: &str,
+    done: impl Fn(&str, &str) -> bool,
+) -> String {
+    let found = wait_for_condition(
+        &c.client,
+        node,
+        IN_PROGRESS,
+        Duration::from_secs(30),
+        |cond| cond.is_some_and(|cond| done(&cond.status, cond.message.as_deref().unwrap_or(""))),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{node}: {what}: {e:#}"));
+    condition(&found, IN_PROGRESS)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Polls /metrics until a forecast made after `runs_before` forecasts is exported.
+async fn next_forecast(kumaco: &KumacoProcess, runs_before: f64) -> String {
+    poll_showing("a new forecast", Duration::from_secs(40), || async {
+        let text = kumaco.metrics_text().await.expect("GET /metrics");
+        if metric_sum(&text, "kumaco_forecast_runs_total", &[]) > runs_before {
+            Ok(text)
+        } else {
+            Err(format!("/metrics:\n{text}\nlog:\n{}", kumaco.log_tail(20)))
+        }
+    })
+    .await
+}
+
+fn plan_forecast(c: &Cluster, server: &ApiServer) -> Value {
+    let mut args: Vec<String> = ["plan", "--forecast", "-o", "json", "--kubeconfig"]
+        .map(String::from)
+        .to_vec();
+    args.push(server.kubeconfig().display().to_string());
+    args.push(format!("--namespace={}", c.ns));
+    args.push(format!("--node-selector={}", c.scope.selector()));
+    args.extend(POLICY[1..].iter().map(|s| s.to_string()));
+    let out = Command::new(KUMACO)
+        .args(&args)
+        .output()
+        .expect("kumaco plan");
+    assert!(
+        out.status.success(),
+        "kumaco {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[tokio::test]
+async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() {
+    let server = ApiServer::shared();
+    let c = Cluster::new(server, "forecast", KUMACO).await;
+    let a = c.node("a", &[("pool", "a")]).await;
+    let b1 = c.node("b1", &[("pool", "b")]).await;
+    let b2 = c.node("b2", &[("pool", "b")]).await;
+    for node in [&a, &b1, &b2] {
+        c.set(node, REBOOT, "True").await;
+    }
+    c.put_active_window("now", "pool=a").await;
+    // Pool b's window opens in an hour: nothing changes for it during the test, so every
+    // forecast taken during it must give the same times.
+    let later = Timestamp::from_second(Timestamp::now().as_second() / 60 * 60 + 3600).unwrap();
+    c.put_one_shot("later", later, "30m", "pool=b").await;
+
+    let mut args = POLICY.to_vec();
+    args.push("--forecast-interval=10s");
+    let mut kumaco = c.kumaco(&args).await;
+
+    // Before any record: no forecast, and the gauges say why.
+    let text = next_forecast(&kumaco, 0.0).await;
+    assert_eq!(
+        metric_sum(
+            &text,
+            "kumaco_forecast_duration_samples",
+            &[("kind", "maintenance")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
+        0.0
+    );
+
+    // a's maintenance: started, then its reporter clears the requirement.
+    wait_in_progress(&c, &a, "started", |s, _| s == "True").await;
+    tokio::time::sleep(Duration::from_secs(2)).await; // a maintenance that lasts a while
+    c.set(&a, REBOOT, "False").await;
+    let message = wait_in_progress(&c, &a, "completed and recovered", |s, m| {
+        s == "False" && m.contains("completed after") && m.contains("recovered after")
+    })
+    .await;
+    let took = kumaco::in_progress::recorded_duration(&message).expect("a recorded duration");
+    assert!(took >= SignedDuration::from_secs(2), "{message}");
+    // Never unavailable: back the moment it ended.
+    assert!(message.contains("recovered after 0s"), "{message}");
+
+    // Recorded once, observed once, learned by the next forecast.
+    let runs = metric_sum(
+        &kumaco.metrics_text().await.unwrap(),
+        "kumaco_forecast_runs_total",
+        &[],
+    );
+    let text = next_forecast(&kumaco, runs).await;
+    assert_eq!(
+        metric_sum(&text, "kumaco_maintenance_duration_seconds_count", &[]),
+        1.0
+    );
+    assert_eq!(
+        metric_sum(&text, "kumaco_recovery_duration_seconds_count", &[]),
+        1.0
+    );
+    assert_eq!(
+        metric_sum(
+            &text,
+            "kumaco_forecast_duration_samples",
+            &[("kind", "maintenance")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric_sum(
+            &text,
+            "kumaco_forecast_assumed_duration_seconds",
+            &[("kind", "maintenance"), ("quantile", "0.5")]
+        ),
+        took.as_secs_f64()
+    );
+    assert_eq!(
+        metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
+        2.0
+    );
+    // b1 then b2, one at a time, each as long as a's took and back at once.
+    let completion = metric_sum(
+        &text,
+        "kumaco_forecast_completion_timestamp_seconds",
+        &[("durations", "median")],
+    );
+    let expected = later.as_second() as f64 + 2.0 * took.as_secs_f64();
+    // Whole seconds in the gauge, the recorded duration to the millisecond.
+    assert!(
+        (completion - expected).abs() < 2.0,
+        "{completion} != {expected}"
+    );
+
+    // The tool, reading the same cluster, forecasts the same.
+    let plan = plan_forecast(&c, server);
+    let plan_completion: Timestamp = plan["rollout"]["median"]["completion"]
+        .as_str()
+        .expect("a completion")
+        .parse()
+        .unwrap();
+    assert_eq!(plan_completion.as_second() as f64, completion, "{plan}");
+    assert_eq!(plan["nodes"].as_array().unwrap().len(), 2, "{plan}");
+    assert_eq!(plan["durations"]["maintenance"]["samples"], 1);
+
+    // A new process knows only what the cluster shows: the same forecast.
+    kumaco.terminate(Duration::from_secs(10)).await.unwrap();
+    let restarted = c.kumaco(&args).await;
+    let text = next_forecast(&restarted, 0.0).await;
+    assert_eq!(
+        metric_sum(
+            &text,
+            "kumaco_forecast_completion_timestamp_seconds",
+            &[("durations", "median")]
+        ),
+        completion
+    );
+    assert_eq!(
+        metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
+        2.0
+    );
+    // The histograms count what this process wrote: nothing yet.
+    assert_eq!(
+        metric_sum(&text, "kumaco_maintenance_duration_seconds_count", &[]),
+        0.0
+    );
+}
