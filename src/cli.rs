@@ -71,7 +71,7 @@ pub enum Command {
     /// Show which nodes are in maintenance when, over a period.
     Plan(Box<PlanArgs>),
     /// Show the windows and the nodes' kumaco conditions in a live cluster.
-    Status(StatusArgs),
+    Status(Box<StatusArgs>),
     /// Remove every node condition a kumaco instance owns (by its field manager), to
     /// uninstall it without leaving conditions behind. Shows what it would remove; acts
     /// only with --yes, once the instance has stopped.
@@ -287,6 +287,31 @@ pub struct RunArgs {
     pub node_events: bool,
 }
 
+/// `--forecast` and what it plays forward: the brain's policy (the flags of `kumaco run
+/// --in-progress`) and the durations, for `kumaco plan` and `kumaco status`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct ForecastArgs {
+    /// Forecast when each node needing maintenance will start and end, and when the
+    /// rollout is done, as `kumaco run --in-progress` with the policy flags given here
+    /// would decide (docs/forecast.md). Durations from what the nodes record, or
+    /// --maintenance-duration and --recovery-duration.
+    #[arg(long)]
+    pub forecast: bool,
+
+    /// With --forecast: how long one maintenance takes (Go duration, e.g. 15m), instead
+    /// of the median and 90th percentile the nodes record.
+    #[arg(long, value_name = "DURATION")]
+    pub maintenance_duration: Option<String>,
+
+    /// With --forecast: how long a node takes to be Ready and uncordoned again after its
+    /// maintenance ends (Go duration), instead of what the nodes record.
+    #[arg(long, value_name = "DURATION")]
+    pub recovery_duration: Option<String>,
+
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
 /// `--in-progress` and its policy: the brain's rules, the same for `kumaco run` and
 /// `kumaco plan --forecast` (which plays them forward).
 #[derive(Clone, Debug, Default, Args)]
@@ -453,25 +478,8 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DURATION")]
     pub planned_lead_time: Option<String>,
 
-    /// Forecast when each node needing maintenance will start and end, and when the
-    /// rollout is done, as `kumaco run --in-progress` with the policy flags given here
-    /// would decide (docs/forecast.md). Durations from what the nodes record, or
-    /// --maintenance-duration and --recovery-duration.
-    #[arg(long)]
-    pub forecast: bool,
-
-    /// With --forecast: how long one maintenance takes (Go duration, e.g. 15m), instead
-    /// of the median and 90th percentile the nodes record.
-    #[arg(long, value_name = "DURATION")]
-    pub maintenance_duration: Option<String>,
-
-    /// With --forecast: how long a node takes to be Ready and uncordoned again after its
-    /// maintenance ends (Go duration), instead of what the nodes record.
-    #[arg(long, value_name = "DURATION")]
-    pub recovery_duration: Option<String>,
-
     #[command(flatten)]
-    pub policy: PolicyArgs,
+    pub forecast: ForecastArgs,
 
     #[command(flatten)]
     pub condition_names: ConditionNameArgs,
@@ -498,6 +506,11 @@ pub struct StatusArgs {
 
     #[command(flatten)]
     pub condition_names: ConditionNameArgs,
+
+    /// With --forecast (and the instance's policy flags): each node's expected start or
+    /// end, and the rollout's.
+    #[command(flatten)]
+    pub forecast: ForecastArgs,
 
     /// Namespace holding window ConfigMaps (repeatable).
     #[arg(long = "namespace", short = 'n', required = true, value_name = "NS")]

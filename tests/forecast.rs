@@ -58,10 +58,11 @@ async fn next_forecast(kumaco: &KumacoProcess, runs_before: f64) -> String {
     .await
 }
 
-fn plan_forecast(c: &Cluster, server: &ApiServer) -> Value {
-    let mut args: Vec<String> = ["plan", "--forecast", "-o", "json", "--kubeconfig"]
-        .map(String::from)
-        .to_vec();
+/// `kumaco TOOL --forecast` against the test's cluster with the test's policy; its
+/// standard output.
+fn forecast_tool(c: &Cluster, server: &ApiServer, tool: &[&str]) -> String {
+    let mut args: Vec<String> = tool.iter().map(|s| s.to_string()).collect();
+    args.extend(["--forecast", "--kubeconfig"].map(String::from));
     args.push(server.kubeconfig().display().to_string());
     args.push(format!("--namespace={}", c.ns));
     args.push(format!("--node-selector={}", c.scope.selector()));
@@ -69,13 +70,13 @@ fn plan_forecast(c: &Cluster, server: &ApiServer) -> Value {
     let out = Command::new(KUMACO)
         .args(&args)
         .output()
-        .expect("kumaco plan");
+        .expect("kumaco");
     assert!(
         out.status.success(),
         "kumaco {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("JSON")
+    String::from_utf8(out.stdout).unwrap()
 }
 
 #[tokio::test]
@@ -175,7 +176,8 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     );
 
     // The tool, reading the same cluster, forecasts the same.
-    let plan = plan_forecast(&c, server);
+    let plan: Value =
+        serde_json::from_str(&forecast_tool(&c, server, &["plan", "-o", "json"])).unwrap();
     let plan_completion: Timestamp = plan["rollout"]["median"]["completion"]
         .as_str()
         .expect("a completion")
@@ -184,6 +186,30 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     assert_eq!(plan_completion.as_second() as f64, completion, "{plan}");
     assert_eq!(plan["nodes"].as_array().unwrap().len(), 2, "{plan}");
     assert_eq!(plan["durations"]["maintenance"]["samples"], 1);
+
+    // kumaco status: each node's expected start, and the rollout's end.
+    let status = forecast_tool(&c, server, &["status"]);
+    let at = |t: f64| {
+        kumaco::tools::format_time(
+            Timestamp::from_second(t as i64).unwrap(),
+            &jiff::tz::TimeZone::UTC,
+        )
+    };
+    let b1_row = status
+        .lines()
+        .find(|l| l.starts_with(&b1))
+        .expect("b1's row");
+    assert!(
+        b1_row.ends_with(&format!("starts {}", at(later.as_second() as f64))),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!(
+            "rollout at the median durations: done by {}",
+            at(completion)
+        )),
+        "{status}"
+    );
 
     // A new process knows only what the cluster shows: the same forecast.
     kumaco.terminate(Duration::from_secs(10)).await.unwrap();

@@ -20,10 +20,16 @@ use jiff::{SignedDuration, Timestamp};
 pub use render::{json, summary, table};
 pub use svg::svg;
 
+use kube::api::{Api, ListParams};
+
 use super::{ToolError, flag_err};
+use crate::cli::{ConditionNameArgs, ForecastArgs};
+use crate::controller::pods::SlimPod;
 use crate::forecast::{self, Durations, Forecast, Learned, Quantiles};
 use crate::in_progress::{BlockingPod, Policy};
 use crate::node::SlimNode;
+use crate::node::names::Names;
+use crate::selector::Selector;
 use crate::window::Window;
 
 /// Where a duration the forecast assumes comes from.
@@ -98,6 +104,99 @@ pub fn estimate(
     })
 }
 
+/// What `--forecast` plays forward: the brain's policy (the flags `kumaco run
+/// --in-progress` takes) and the durations given by flag.
+pub struct Settings {
+    pub policy: Policy,
+    pub maintenance: Option<SignedDuration>,
+    pub recovery: Option<SignedDuration>,
+}
+
+impl Settings {
+    /// The settings with `--forecast`; `None` without it, where a forecast flag is refused
+    /// rather than ignored. Installs the condition names the nodes are read with.
+    pub fn from_args(
+        args: &ForecastArgs,
+        names: &ConditionNameArgs,
+    ) -> Result<Option<Settings>, ToolError> {
+        if !args.forecast {
+            let given = crate::config::policy::first_given(&args.policy)
+                .or(args.policy.in_progress.then_some("in-progress"))
+                .or(args
+                    .maintenance_duration
+                    .is_some()
+                    .then_some("maintenance-duration"))
+                .or(args
+                    .recovery_duration
+                    .is_some()
+                    .then_some("recovery-duration"));
+            return match given {
+                Some(flag) => Err(flag_err(flag, "only has an effect with --forecast")),
+                None => Ok(None),
+            };
+        }
+        let policy = crate::config::policy::for_forecast(&args.policy)
+            .map_err(|e| flag_err(e.flag, e.message))?;
+        let reads: Vec<String> = policy
+            .required
+            .iter()
+            .chain(&policy.blocking)
+            .cloned()
+            .collect();
+        let names = Names::new(
+            &names.under_maintenance_condition,
+            &names.in_progress_condition,
+            &reads,
+        )
+        .map_err(|e| flag_err(e.flag(), e))?;
+        // One process, one set of names: the first wins (tests run the tools in-process).
+        let _ = crate::node::names::install(names);
+        let duration = |flag: &'static str, v: &Option<String>| {
+            v.as_deref()
+                .map(|s| {
+                    let d = crate::duration::parse(s)
+                        .map_err(|e| flag_err(flag, e))?
+                        .to_signed();
+                    if d.is_negative() {
+                        return Err(flag_err(
+                            flag,
+                            format!("{s:?} is negative; expected e.g. 15m"),
+                        ));
+                    }
+                    Ok(d)
+                })
+                .transpose()
+        };
+        Ok(Some(Settings {
+            policy,
+            maintenance: duration("maintenance-duration", &args.maintenance_duration)?,
+            recovery: duration("recovery-duration", &args.recovery_duration)?,
+        }))
+    }
+
+    /// The forecast of `nodes` (in scope) from `now` over `horizon`, with the durations
+    /// the flags give or the nodes record.
+    pub fn forecast(
+        &self,
+        windows: &[Window],
+        nodes: &[SlimNode],
+        pods: &HashMap<String, Vec<BlockingPod>>,
+        now: Timestamp,
+        horizon: SignedDuration,
+    ) -> Result<Forecasted, ToolError> {
+        let estimate = estimate(&learn(nodes), self.maintenance, self.recovery)?;
+        Ok(compute(
+            windows,
+            &self.policy,
+            nodes,
+            pods,
+            estimate,
+            now,
+            horizon,
+        ))
+    }
+}
+
 /// A forecast with what it was made from, as the renderings show it.
 #[derive(Clone, Debug)]
 pub struct Forecasted {
@@ -149,4 +248,37 @@ pub fn compute(
 /// What the nodes record of the durations.
 pub fn learn(nodes: &[impl Borrow<SlimNode>]) -> Learned {
     forecast::learn(nodes.iter().map(|n| n.borrow().conditions.as_slice()))
+}
+
+/// The pods keeping each node from starting, listed as the controller watches them (the
+/// selector and "scheduled, not finished" both server-side).
+pub async fn blocking_pods(
+    connection: &crate::kubeclient::Connection,
+    selectors: &[Selector],
+    tool: &str,
+) -> Result<HashMap<String, Vec<BlockingPod>>, ToolError> {
+    let mut listed = Vec::new();
+    for (i, selector) in selectors.iter().enumerate() {
+        let params = ListParams::default()
+            .labels(&selector.to_string())
+            .fields(crate::controller::pods::FIELD_SELECTOR);
+        let pods = Api::<SlimPod>::all(connection.client.clone())
+            .list(&params)
+            .await
+            .map_err(|e| {
+                super::api_error(
+                    connection,
+                    format!("list pods matching {selector}"),
+                    e,
+                    &format!(
+                        ". kumaco {tool} --forecast with --block-pod-selector needs `list \
+                         pods` cluster-wide, as kumaco run does"
+                    ),
+                )
+            })?;
+        listed.extend(pods.items.into_iter().map(|p| (i, p)));
+    }
+    Ok(crate::controller::pods::group(
+        listed.iter().map(|(i, p)| (*i, p)),
+    ))
 }

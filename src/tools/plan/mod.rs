@@ -27,14 +27,11 @@ pub use svg::svg;
 pub(crate) use svg::{esc, ticks};
 pub use table::{json, table};
 
+use super::forecast;
 use super::nodes::{self, ListedNode};
 use super::{Classified, ToolError, WindowRules, flag_err};
 use crate::cli::{PlanArgs, PlanOutput};
-use crate::controller::pods::SlimPod;
-use crate::in_progress::{BlockingPod, Policy};
 use crate::node::SlimNode;
-use crate::node::names::Names;
-use crate::selector::Selector;
 use crate::window::Window;
 
 /// Runs `kumaco plan`, writing the chosen output.
@@ -51,13 +48,24 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
         .as_deref()
         .map(parse_lead)
         .transpose()?;
-    let forecast = match args.forecast {
-        true => Some(ForecastSettings::from_args(args)?),
-        false => {
-            refuse_forecast_flags(args)?;
-            None
-        }
-    };
+    let forecast = forecast::Settings::from_args(&args.forecast, &args.condition_names)?;
+    if forecast.is_some() && args.planned_lead_time.is_some() {
+        return Err(flag_err(
+            "planned-lead-time",
+            "has no effect with --forecast (which shows starts and ends, not MaintenancePlanned)",
+        ));
+    }
+    if forecast
+        .as_ref()
+        .is_some_and(|f| !f.policy.block_pod_selectors.is_empty())
+        && args.nodes.is_some()
+    {
+        return Err(flag_err(
+            "block-pod-selector",
+            "needs the pods on each node, which only the cluster shows: leave --nodes out \
+             to read the nodes and their pods from the cluster",
+        ));
+    }
     // Only what a file does not give is read from the cluster.
     let connection = match (&args.nodes, args.namespaces.is_empty()) {
         (Some(_), true) => None,
@@ -91,29 +99,16 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
         Some(settings) => {
             let pods = match &connection {
                 Some(c) if args.nodes.is_none() => {
-                    blocking_pods(c, &settings.policy.block_pod_selectors).await?
+                    forecast::blocking_pods(c, &settings.policy.block_pod_selectors, "plan").await?
                 }
                 _ => HashMap::new(),
             };
             let slim: Vec<SlimNode> = nodes.iter().map(super::status::slim_node).collect();
-            let estimate = super::forecast::estimate(
-                &super::forecast::learn(&slim),
-                settings.maintenance,
-                settings.recovery,
-            )?;
-            let f = super::forecast::compute(
-                &windows,
-                &settings.policy,
-                &slim,
-                &pods,
-                estimate,
-                from,
-                length,
-            );
+            let f = settings.forecast(&windows, &slim, &pods, from, length)?;
             match args.output {
-                PlanOutput::Table => super::forecast::table(&f, &rules.default_zone),
-                PlanOutput::Json => pretty(&super::forecast::json(&f)),
-                PlanOutput::Svg => super::forecast::svg(&f, &rules.default_zone, &zone_name),
+                PlanOutput::Table => forecast::table(&f, &rules.default_zone),
+                PlanOutput::Json => pretty(&forecast::json(&f)),
+                PlanOutput::Svg => forecast::svg(&f, &rules.default_zone, &zone_name),
             }
         }
         None => {
@@ -133,121 +128,6 @@ fn pretty(v: &serde_json::Value) -> String {
     let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
     s.push('\n');
     s
-}
-
-/// What `--forecast` plays forward: the brain's policy (the flags `kumaco run
-/// --in-progress` takes) and the durations given by flag.
-struct ForecastSettings {
-    policy: Policy,
-    maintenance: Option<SignedDuration>,
-    recovery: Option<SignedDuration>,
-}
-
-impl ForecastSettings {
-    fn from_args(args: &PlanArgs) -> Result<Self, ToolError> {
-        if args.planned_lead_time.is_some() {
-            return Err(flag_err(
-                "planned-lead-time",
-                "has no effect with --forecast (which shows starts and ends, not MaintenancePlanned)",
-            ));
-        }
-        let policy = crate::config::policy::for_forecast(&args.policy)
-            .map_err(|e| flag_err(e.flag, e.message))?;
-        if !policy.block_pod_selectors.is_empty() && args.nodes.is_some() {
-            return Err(flag_err(
-                "block-pod-selector",
-                "needs the pods on each node, which only the cluster shows: leave --nodes out \
-                 to read the nodes and their pods from the cluster",
-            ));
-        }
-        let reads: Vec<String> = args
-            .policy
-            .require_conditions
-            .iter()
-            .chain(&args.policy.block_conditions)
-            .cloned()
-            .collect();
-        let names = Names::new(
-            &args.condition_names.under_maintenance_condition,
-            &args.condition_names.in_progress_condition,
-            &reads,
-        )
-        .map_err(|e| ToolError::Flag {
-            flag: e.flag(),
-            message: e.to_string(),
-        })?;
-        // One process, one set of names: the first wins (tests run plan in-process).
-        let _ = crate::node::names::install(names);
-        let positive = |flag: &'static str, v: &Option<String>| {
-            v.as_deref()
-                .map(|s| {
-                    let d = crate::duration::parse(s)
-                        .map_err(|e| flag_err(flag, e))?
-                        .to_signed();
-                    if d.is_negative() {
-                        return Err(flag_err(
-                            flag,
-                            format!("{s:?} is negative; expected e.g. 15m"),
-                        ));
-                    }
-                    Ok(d)
-                })
-                .transpose()
-        };
-        Ok(ForecastSettings {
-            policy,
-            maintenance: positive("maintenance-duration", &args.maintenance_duration)?,
-            recovery: positive("recovery-duration", &args.recovery_duration)?,
-        })
-    }
-}
-
-/// A forecast flag without `--forecast` is refused rather than ignored.
-fn refuse_forecast_flags(args: &PlanArgs) -> Result<(), ToolError> {
-    let given = crate::config::policy::first_given(&args.policy)
-        .or(args.policy.in_progress.then_some("in-progress"))
-        .or(args
-            .maintenance_duration
-            .is_some()
-            .then_some("maintenance-duration"))
-        .or(args
-            .recovery_duration
-            .is_some()
-            .then_some("recovery-duration"));
-    match given {
-        Some(flag) => Err(flag_err(flag, "only has an effect with --forecast")),
-        None => Ok(()),
-    }
-}
-
-/// The pods keeping each node from starting, listed as the controller watches them (the
-/// selector and "scheduled, not finished" both server-side).
-async fn blocking_pods(
-    connection: &crate::kubeclient::Connection,
-    selectors: &[Selector],
-) -> Result<HashMap<String, Vec<BlockingPod>>, ToolError> {
-    let mut listed = Vec::new();
-    for (i, selector) in selectors.iter().enumerate() {
-        let params = ListParams::default()
-            .labels(&selector.to_string())
-            .fields(crate::controller::pods::FIELD_SELECTOR);
-        let pods = Api::<SlimPod>::all(connection.client.clone())
-            .list(&params)
-            .await
-            .map_err(|e| {
-                super::api_error(
-                    connection,
-                    format!("list pods matching {selector}"),
-                    e,
-                    ". kumaco plan --forecast with --block-pod-selector needs `list pods` \
-                     cluster-wide, as kumaco run does",
-                )
-            })?;
-        listed.extend(pods.items.into_iter().map(|p| (i, p)));
-    }
-    Ok(crate::controller::pods::group(
-        listed.iter().map(|(i, p)| (*i, p)),
-    ))
 }
 
 /// `--planned-lead-time`: a Go duration above 0, as `kumaco run` takes it.

@@ -65,6 +65,8 @@ pub async fn run(
 ) -> Result<Outcome, ToolError> {
     let rules = WindowRules::from_args(&args.window_args)?;
     let node_selector = super::node_selector(&args.node_selector)?;
+    let forecast_settings =
+        super::forecast::Settings::from_args(&args.forecast, &args.condition_names)?;
     let names = Names::new(
         &args.condition_names.under_maintenance_condition,
         &args.condition_names.in_progress_condition,
@@ -142,9 +144,38 @@ pub async fn run(
         }
         None => Owners::new(),
     };
+    // With --forecast: each forecast node's expected start or end, and the rollout's;
+    // a forecast that cannot be made (no durations recorded yet) is said, not fatal.
+    let forecast = match (&forecast_settings, &nodes) {
+        (Some(settings), Some(nodes)) => {
+            let pods = if settings.policy.block_pod_selectors.is_empty() {
+                Default::default()
+            } else {
+                super::forecast::blocking_pods(
+                    &connection,
+                    &settings.policy.block_pod_selectors,
+                    "status",
+                )
+                .await?
+            };
+            let slim: Vec<_> = nodes.iter().map(slim).collect();
+            let owned: Vec<Window> = windows.iter().map(|w| (*w).clone()).collect();
+            Some(settings.forecast(&owned, &slim, &pods, now, FORECAST_HORIZON))
+        }
+        _ => None,
+    };
+    let expected = match &forecast {
+        Some(Ok(f)) => Some(expected_by_node(f)),
+        _ => None,
+    };
     let wide = args.output == StatusOutput::Wide;
     let text = if args.output == StatusOutput::Json {
-        let report = json_report(&reports, nodes.as_deref(), &owners, &windows, now);
+        let mut report = json_report(&reports, nodes.as_deref(), &owners, &windows, now);
+        match &forecast {
+            Some(Ok(f)) => report["forecast"] = super::forecast::json(f),
+            Some(Err(e)) => report["forecast"] = serde_json::json!({ "error": e.to_string() }),
+            None => {}
+        }
         let mut text = serde_json::to_string_pretty(&report)
             .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
         text.push('\n');
@@ -160,7 +191,7 @@ pub async fn run(
                 text.push_str(&format!(
                     "\nNODES ({})\n{}",
                     nodes.len(),
-                    nodes_table(nodes, &windows, now, wide)
+                    nodes_table(nodes, &windows, now, wide, expected.as_ref())
                 ));
                 let (all, groups) = report::disruption(nodes, &args.group_by);
                 text.push_str(&format!(
@@ -168,6 +199,14 @@ pub async fn run(
                      --max-in-progress counts them\n{}",
                     render::disruption_table(&all, &groups)
                 ));
+                match &forecast {
+                    Some(Ok(f)) => text.push_str(&format!(
+                        "\n{}",
+                        super::forecast::summary(f, &TimeZone::UTC)
+                    )),
+                    Some(Err(e)) => text.push_str(&format!("\nFORECAST: cannot be made: {e}\n")),
+                    None => {}
+                }
                 if let Some(table) = contested_table(&owners) {
                     let n = owners.values().filter(|o| contested(o)).count();
                     text.push_str(&format!(
@@ -209,4 +248,30 @@ async fn read_leases(client: &kube::Client, nodes: &[Node]) -> Peers {
         peers.leases.insert(lease, (read, now));
     }
     peers
+}
+
+/// How far ahead `kumaco status --forecast` looks, as the controller's gauges do.
+const FORECAST_HORIZON: jiff::SignedDuration = jiff::SignedDuration::from_hours(7 * 24);
+
+/// Each forecast node's `EXPECTED` cell: when it starts, or ends if it is in progress,
+/// at the median durations; why not, for the rest.
+fn expected_by_node(f: &super::forecast::Forecasted) -> std::collections::BTreeMap<String, String> {
+    use crate::forecast::{Placement, Plan};
+    let utc = |t: Timestamp| format_time(t, &TimeZone::UTC);
+    f.forecast
+        .nodes
+        .iter()
+        .map(|n| {
+            let cell = match &n.plan {
+                Plan::Held { reason, .. } => format!("held: {reason}"),
+                Plan::Forecast { median, .. } => match median {
+                    Placement::InProgress { end: Some(t), .. } => format!("ends {}", utc(*t)),
+                    Placement::InProgress { end: None, .. } => "ends after 7d".into(),
+                    Placement::Starts { start, .. } => format!("starts {}", utc(*start)),
+                    Placement::NoStart { .. } => "no start within 7d".into(),
+                },
+            };
+            (n.name.clone(), cell)
+        })
+        .collect()
 }

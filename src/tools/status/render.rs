@@ -149,7 +149,15 @@ fn selector_cell(s: &crate::selector::Selector) -> String {
 /// The nodes table: one row per in-scope node, sorted by name, with kumaco's three
 /// conditions (status, reason, age each; `-` when absent) and the node's next
 /// maintenance (`wide`: and its window).
-pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bool) -> String {
+/// `expected`: with `--forecast`, each forecast node's expected start or end (a last
+/// column, `EXPECTED`).
+pub fn nodes_table(
+    nodes: &[Node],
+    windows: &[&Window],
+    now: Timestamp,
+    wide: bool,
+    expected: Option<&BTreeMap<String, String>>,
+) -> String {
     let mut nodes: Vec<&Node> = nodes.iter().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let rows: Vec<Vec<String>> = nodes
@@ -193,6 +201,10 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
                         .unwrap_or_else(|| "-".into()),
                 );
             }
+            if let Some(expected) = expected {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                row.push(expected.get(name).cloned().unwrap_or_else(|| "-".into()));
+            }
             row
         })
         .collect();
@@ -216,6 +228,9 @@ pub fn nodes_table(nodes: &[Node], windows: &[&Window], now: Timestamp, wide: bo
     header.push("AVAILABLE");
     if wide {
         header.push("IN-PROGRESS-MESSAGE");
+    }
+    if expected.is_some() {
+        header.push("EXPECTED");
     }
     render_table(&header, &rows)
 }

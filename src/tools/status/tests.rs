@@ -107,6 +107,7 @@ fn nodes_table_shows_conditions_and_ages() {
         &[],
         ts("2026-01-01T02:05:30Z"),
         true,
+        None,
     );
     let expected = [
         "NODE   UNDER-MAINTENANCE   REASON   AGE   IN-PROGRESS   REASON           AGE   PLANNED   REASON   AGE   NEXT-MAINTENANCE   UNTIL   WINDOW   AVAILABLE   IN-PROGRESS-MESSAGE",
@@ -119,6 +120,7 @@ fn nodes_table_shows_conditions_and_ages() {
         &[],
         ts("2026-01-01T02:05:30Z"),
         false,
+        None,
     );
     let expected = [
         "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   NEXT-MAINTENANCE   AVAILABLE",
