@@ -451,7 +451,7 @@ pub struct PlanArgs {
     /// Nodes file (a NodeList or multi-document Nodes, YAML or JSON; for a plan only
     /// names and labels matter, for a forecast their conditions, readiness and cordon
     /// too: `kubectl get nodes -o yaml`). Without it, nodes are listed from the cluster.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context", "namespaces"])]
     pub nodes: Option<PathBuf>,
 
     /// When nodes come from the cluster: how to reach it.

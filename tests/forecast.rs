@@ -67,10 +67,7 @@ fn forecast_tool(c: &Cluster, server: &ApiServer, tool: &[&str]) -> String {
     args.push(format!("--namespace={}", c.ns));
     args.push(format!("--node-selector={}", c.scope.selector()));
     args.extend(POLICY[1..].iter().map(|s| s.to_string()));
-    let out = Command::new(KUMACO)
-        .args(&args)
-        .output()
-        .expect("kumaco");
+    let out = Command::new(KUMACO).args(&args).output().expect("kumaco");
     assert!(
         out.status.success(),
         "kumaco {args:?}: {}",

@@ -66,10 +66,11 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
              to read the nodes and their pods from the cluster",
         ));
     }
-    // Only what a file does not give is read from the cluster.
-    let connection = match (&args.nodes, args.namespaces.is_empty()) {
-        (Some(_), true) => None,
-        _ => Some(crate::kubeclient::connect(&args.client).await?),
+    // Only what a file does not give is read from the cluster (--nodes and --namespace
+    // exclude each other).
+    let connection = match &args.nodes {
+        Some(_) => None,
+        None => Some(crate::kubeclient::connect(&args.client).await?),
     };
     let windows = match &connection {
         Some(c) if !args.namespaces.is_empty() => {
