@@ -517,7 +517,14 @@ pub fn decide_among(
 
     // Oldest requirement first; None (no required conditions) sorts first, then by name.
     candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    let mut started = false;
+    // A start or an end in this pass restarts the interval: at most one start per pass,
+    // and none in the pass that ends a maintenance (its end's `lastTransitionTime` is
+    // now, though the node still shows the start's).
+    let ends_now = nodes.iter().zip(&out).any(|(node, d)| {
+        d.as_ref().is_some_and(|d| d.type_ == MAINTENANCE_IN_PROGRESS && !d.status)
+            && find(node.conditions, MAINTENANCE_IN_PROGRESS).is_some_and(Condition::is_true)
+    });
+    let mut started = ends_now;
     for (_, _, i) in candidates {
         let node = &nodes[i];
         let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
@@ -531,7 +538,6 @@ pub fn decide_among(
             out[i] = Some(why_not(existing, reasons::WAITING_FOR_SLOT, message));
             continue;
         }
-        // A start in this pass restarts the interval: at most one start per pass.
         let pace = match (paced_until, policy.start_interval) {
             (Some(t), _) => Some(t),
             (None, Some(d)) if started => now.checked_add(d).ok(),

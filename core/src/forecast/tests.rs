@@ -287,9 +287,9 @@ fn starts_are_paced_from_the_last_start_or_end() {
     );
     assert_eq!(at_median(&f, "a"), pair("02:00:00", "02:20:00"));
     assert_eq!(at_median(&f, "b"), pair("02:15:00", "02:35:00"));
-    // a's end at 02:20 restarts the interval: c waits until 02:35. b ends then, in the
-    // same pass: the pass reads b's start (02:15), not its end, so c starts too.
-    assert_eq!(at_median(&f, "c"), pair("02:35:00", "02:55:00"));
+    // a's end at 02:20 restarts the interval: c waits until 02:35. b ends then, and an
+    // end restarts it too, also in the pass that writes it: c starts at 02:50.
+    assert_eq!(at_median(&f, "c"), pair("02:50:00", "03:10:00"));
 }
 
 #[test]

@@ -112,6 +112,36 @@ fn completed_stays_completed_while_the_requirement_is_gone() {
     assert_eq!(status(&out[0]), Some((true, reasons::MAINTENANCE_WINDOW)));
 }
 
+/// `--start-interval` counts from an end as from a start, also in the pass that writes
+/// the end: with a free slot, no other node starts in it (the end's
+/// `lastTransitionTime` will be now, though the node still shows its start's).
+#[test]
+fn no_start_in_the_pass_that_ends_a_maintenance_with_an_interval() {
+    let hour_ago = now().as_second() - 3600;
+    let mut running = cond(MAINTENANCE_IN_PROGRESS, true, hour_ago);
+    running.reason = reasons::MAINTENANCE_WINDOW.into();
+    // a's requirement cleared: its maintenance ends now. b waits, and a slot is free.
+    let a = [cond(REBOOT, false, now().as_second() - 10), running];
+    let b = [cond(REBOOT, true, hour_ago)];
+    let p = Policy {
+        start_interval: Some(SignedDuration::from_mins(10)),
+        ..policy(2)
+    };
+    let out = decide(&p, &[node("a", &a, true), node("b", &b, true)], now());
+    assert_eq!(
+        status(&out.conditions[0]),
+        Some((false, reasons::MAINTENANCE_COMPLETED))
+    );
+    assert_eq!(
+        status(&out.conditions[1]),
+        Some((false, reasons::START_INTERVAL))
+    );
+    assert_eq!(out.next_start, Some(ts("2026-01-01T03:10:00Z")));
+    // Without the interval, b starts in the same pass.
+    let out = decide(&policy(2), &[node("a", &a, true), node("b", &b, true)], now());
+    assert_eq!(status(&out.conditions[1]), Some((true, reasons::MAINTENANCE_WINDOW)));
+}
+
 #[test]
 fn start_cutoff() {
     let ok = [cond(REBOOT, true, 1)];
@@ -691,11 +721,16 @@ proptest! {
         let mut scope = Scope::of(&p, &states);
         let mut kept = Vec::new();
         for (i, state) in states.iter().enumerate() {
-            // Every other node that is no candidate and paces nothing is left out.
+            // Every other node that is no candidate and paces nothing is left out: one
+            // whose last start or end is within the interval, or whose maintenance ends
+            // in this pass, paces.
+            let ends_now = is_true(&conds[i], MAINTENANCE_IN_PROGRESS)
+                && all.conditions[i].as_ref().is_some_and(|d| !d.status);
             let paces = p.start_interval.is_some_and(|d| {
-                find(&conds[i], MAINTENANCE_IN_PROGRESS)
-                    .and_then(start_or_end)
-                    .is_some_and(|t| t + d > now())
+                ends_now
+                    || find(&conds[i], MAINTENANCE_IN_PROGRESS)
+                        .and_then(start_or_end)
+                        .is_some_and(|t| t + d > now())
             });
             if i % 2 == 1 && !candidate(&all.conditions[i], &conds[i]) && !paces {
                 scope.leave_out(&p, state);
