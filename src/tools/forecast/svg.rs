@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::Forecasted;
 use crate::forecast::{Placement, Plan, WindowOccurrence};
 use crate::tools::format_time;
-use crate::tools::plan::{esc, ticks};
+use crate::tools::plan::{axis, esc};
 
 const SVG_WIDTH: f64 = 1200.0;
 const LABEL_WIDTH: f64 = 280.0;
@@ -169,7 +169,7 @@ pub fn svg(f: &Forecasted, zone: &TimeZone, zone_name: &str) -> String {
             );
         }
     }
-    axis(&mut s, from, to, axis_y, &x, zone, zone_name);
+    axis(&mut s, from, to, TOP, axis_y, &x, zone, zone_name);
     s.push_str("</svg>\n");
     s
 }
@@ -298,62 +298,4 @@ fn occurrence_bars(f: &Forecasted) -> Vec<OccurrenceBar<'_>> {
         }
     }
     by.into_values().collect()
-}
-
-fn axis(
-    s: &mut String,
-    from: Timestamp,
-    to: Timestamp,
-    y: f64,
-    x: &impl Fn(Timestamp) -> f64,
-    zone: &TimeZone,
-    zone_name: &str,
-) {
-    let _ = writeln!(
-        s,
-        r##"<line x1="{LABEL_WIDTH}" y1="{y}" x2="{}" y2="{y}" stroke="#333"/>
-<text x="10" y="{}">time ({})</text>"##,
-        SVG_WIDTH - RIGHT_MARGIN,
-        y + 16.0,
-        esc(zone_name)
-    );
-    let minutes = (to.as_second() - from.as_second()) / 60;
-    // Ticks at whole hours when the period is long enough, else every few minutes.
-    let hours = minutes / 60;
-    let points: Vec<Timestamp> = if hours >= 2 {
-        let step = [1, 2, 3, 6, 12, 24, 48, 168, 720]
-            .into_iter()
-            .find(|h| hours / h <= 10)
-            .unwrap_or(8760);
-        ticks(from, to, step, zone)
-    } else {
-        let step = [1, 2, 5, 10, 15, 30, 60]
-            .into_iter()
-            .find(|m| minutes / m <= 10)
-            .unwrap_or(60);
-        let first = (from.as_second() / (step * 60) + 1) * step * 60;
-        (0..)
-            .map(|i| first + i * step * 60)
-            .take_while(|t| *t <= to.as_second())
-            .filter_map(|t| Timestamp::from_second(t).ok())
-            .collect()
-    };
-    for t in points {
-        let label = if hours >= 48 {
-            t.to_zoned(zone.clone())
-                .strftime("%a %m-%d %H:%M")
-                .to_string()
-        } else {
-            t.to_zoned(zone.clone()).strftime("%H:%M").to_string()
-        };
-        let xt = x(t);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{xt:.1}" y1="{TOP}" x2="{xt:.1}" y2="{}" stroke="#bbb" stroke-dasharray="2,3"/>
-<text x="{xt:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            y + 4.0,
-            y + 18.0,
-            esc(&label)
-        );
-    }
 }

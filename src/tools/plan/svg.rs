@@ -64,7 +64,7 @@ pub fn svg(plan: &Plan, zone: &TimeZone, zone_name: &str) -> String {
         svg_lane(&mut s, lane, y, i % 2 == 0, &x, zone);
     }
     svg_node_strip(&mut s, plan, strip_top, &x, zone);
-    svg_axis(&mut s, plan, axis_y, &x, zone, zone_name);
+    axis(&mut s, plan.from, plan.to, TOP, axis_y, &x, zone, zone_name);
     s.push_str("</svg>\n");
     s
 }
@@ -165,10 +165,17 @@ fn svg_node_strip(
 
 /// Tick spacing: the smallest of these giving at most about 10 ticks over the period.
 const TICK_HOURS: [i64; 9] = [1, 2, 3, 6, 12, 24, 48, 168, 720];
+/// The same below two hours (the forecast of a short rollout), in minutes.
+const TICK_MINUTES: [i64; 7] = [1, 2, 5, 10, 15, 30, 60];
 
-fn svg_axis(
+/// The time axis at `y` under a picture whose plot starts at `top`: a line, and ticks
+/// with dashed guides, labelled in `zone` (days, hours, or minutes for under 2 hours).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn axis(
     s: &mut String,
-    plan: &Plan,
+    from: Timestamp,
+    to: Timestamp,
+    top: f64,
     y: f64,
     x: &impl Fn(Timestamp) -> f64,
     zone: &TimeZone,
@@ -182,24 +189,42 @@ fn svg_axis(
         y + 16.0,
         esc(zone_name)
     );
-    let hours = (plan.to.as_second() - plan.from.as_second()) / 3600;
-    let step = TICK_HOURS
-        .iter()
-        .copied()
-        .find(|h| hours / h <= 10)
-        .unwrap_or(8760);
-    for t in ticks(plan.from, plan.to, step, zone) {
-        let label = if step >= 24 {
-            t.to_zoned(zone.clone()).strftime("%a %m-%d").to_string()
+    let minutes = (to.as_second() - from.as_second()) / 60;
+    let hours = minutes / 60;
+    let (points, format) = if hours >= 2 {
+        let step = TICK_HOURS
+            .iter()
+            .copied()
+            .find(|h| hours / h <= 10)
+            .unwrap_or(8760);
+        let format = if step >= 24 {
+            "%a %m-%d"
         } else {
-            t.to_zoned(zone.clone()).strftime("%m-%d %H:%M").to_string()
+            "%m-%d %H:%M"
         };
+        (ticks(from, to, step, zone), format)
+    } else {
+        let step = TICK_MINUTES
+            .iter()
+            .copied()
+            .find(|m| minutes / m <= 10)
+            .unwrap_or(60)
+            * 60;
+        let first = (from.as_second() / step + 1) * step;
+        let points = (0..)
+            .map(|i| first + i * step)
+            .take_while(|t| *t <= to.as_second())
+            .filter_map(|t| Timestamp::from_second(t).ok())
+            .collect();
+        (points, "%H:%M")
+    };
+    for t in points {
+        let label = t.to_zoned(zone.clone()).strftime(format).to_string();
         let xt = x(t);
         let _ = writeln!(
             s,
-            r##"<line x1="{xt:.1}" y1="{}" x2="{xt:.1}" y2="{}" stroke="#bbb" stroke-dasharray="2,3"/>
+            r##"<line x1="{xt:.1}" y1="{top}" x2="{xt:.1}" y2="{}" stroke="#bbb" stroke-dasharray="2,3"/>
 <text x="{xt:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            TOP,
             y + 4.0,
             y + 18.0,
             esc(&label)
