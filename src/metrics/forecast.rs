@@ -117,8 +117,8 @@ impl ForecastMetrics {
         m
     }
 
-    /// No forecast: the nodes record no durations yet. The counts are 0, the samples say
-    /// why.
+    /// No forecast: the nodes record no durations yet. The counts and durations are 0,
+    /// the samples say why.
     pub fn unavailable(&self) {
         self.remaining.set(0);
         self.held.set(0);
@@ -134,6 +134,14 @@ impl ForecastMetrics {
             self.samples
                 .get_or_create(&KindLabels { kind: kind.into() })
                 .set(0);
+            for quantile in ["0.5", "0.9"] {
+                self.learned
+                    .get_or_create(&LearnedLabels {
+                        kind: kind.into(),
+                        quantile: quantile.into(),
+                    })
+                    .set(0.0);
+            }
         }
     }
 
