@@ -521,7 +521,8 @@ pub fn decide_among(
     // and none in the pass that ends a maintenance (its end's `lastTransitionTime` is
     // now, though the node still shows the start's).
     let ends_now = nodes.iter().zip(&out).any(|(node, d)| {
-        d.as_ref().is_some_and(|d| d.type_ == MAINTENANCE_IN_PROGRESS && !d.status)
+        d.as_ref()
+            .is_some_and(|d| d.type_ == MAINTENANCE_IN_PROGRESS && !d.status)
             && find(node.conditions, MAINTENANCE_IN_PROGRESS).is_some_and(Condition::is_true)
     });
     let mut started = ends_now;

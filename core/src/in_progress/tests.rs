@@ -138,8 +138,15 @@ fn no_start_in_the_pass_that_ends_a_maintenance_with_an_interval() {
     );
     assert_eq!(out.next_start, Some(ts("2026-01-01T03:10:00Z")));
     // Without the interval, b starts in the same pass.
-    let out = decide(&policy(2), &[node("a", &a, true), node("b", &b, true)], now());
-    assert_eq!(status(&out.conditions[1]), Some((true, reasons::MAINTENANCE_WINDOW)));
+    let out = decide(
+        &policy(2),
+        &[node("a", &a, true), node("b", &b, true)],
+        now(),
+    );
+    assert_eq!(
+        status(&out.conditions[1]),
+        Some((true, reasons::MAINTENANCE_WINDOW))
+    );
 }
 
 #[test]
