@@ -285,6 +285,72 @@ pub struct RunArgs {
     /// completed, waiting for a slot, blocked. Needs `create events` in `default`.
     #[arg(long, env = "KUMACO_NODE_EVENTS")]
     pub node_events: bool,
+
+    #[command(flatten)]
+    pub silences: SilenceArgs,
+}
+
+/// `--alertmanager-url` and the silences kumaco holds there for the nodes in maintenance
+/// (docs/operations.md, "Silences during maintenance").
+#[derive(Clone, Debug, Default, Args)]
+pub struct SilenceArgs {
+    /// Alertmanager to hold silences in for the nodes in maintenance (repeatable: the
+    /// peers of one HA set, the first that answers is used; silences gossip between
+    /// them). Off without it.
+    #[arg(long = "alertmanager-url", value_name = "URL")]
+    pub alertmanager_urls: Vec<String>,
+
+    /// File holding a bearer token sent to Alertmanager (read again for every round, so
+    /// a rotated token is used).
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "alertmanager_basic_auth_file"
+    )]
+    pub alertmanager_bearer_token_file: Option<PathBuf>,
+
+    /// File holding one line `user:password` for basic authentication to Alertmanager.
+    #[arg(long, value_name = "FILE")]
+    pub alertmanager_basic_auth_file: Option<PathBuf>,
+
+    /// PEM file of the CA(s) Alertmanager's certificate is checked against, instead of
+    /// the system's.
+    #[arg(long, value_name = "FILE")]
+    pub alertmanager_ca_file: Option<PathBuf>,
+
+    /// PEM client certificate for Alertmanager (with --alertmanager-key-file).
+    #[arg(long, value_name = "FILE", requires = "alertmanager_key_file")]
+    pub alertmanager_cert_file: Option<PathBuf>,
+
+    /// PEM private key of --alertmanager-cert-file.
+    #[arg(long, value_name = "FILE", requires = "alertmanager_cert_file")]
+    pub alertmanager_key_file: Option<PathBuf>,
+
+    /// How far ahead a held silence ends (Go duration, at least 20s; default 30m). It is
+    /// pushed back when less than half remains, so a stopped kumaco leaves a node
+    /// silenced at most this long.
+    #[arg(long, value_name = "DURATION")]
+    pub silence_lease: Option<String>,
+
+    /// How long a node's silence is kept after its maintenance ends (Go duration;
+    /// default 5m).
+    #[arg(long, value_name = "DURATION")]
+    pub silence_tail: Option<String>,
+
+    /// Also keep a node's silence while it is NotReady or cordoned after its maintenance
+    /// ended.
+    #[arg(long)]
+    pub silence_while_recovering: bool,
+
+    /// A matcher of each node's silence (repeatable), LABEL OP "VALUE" with OP one of
+    /// = != =~ !~; the value may name the node, {{name}}, and its labels,
+    /// {{label:KEY}}. Default: node="{{name}}".
+    #[arg(long = "silence-matcher", value_name = "MATCHER")]
+    pub silence_matchers: Vec<String>,
+
+    /// Most silences created per minute (default 60); the others wait.
+    #[arg(long, value_name = "N")]
+    pub silence_max_creates_per_minute: Option<u32>,
 }
 
 /// `--forecast` and what it plays forward: the brain's policy (the flags of `kumaco run

@@ -4,6 +4,7 @@
 //! parsers, so a flag is accepted exactly when the same text would be in a window.
 
 pub(crate) mod policy;
+pub(crate) mod silences;
 
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use crate::in_progress::Policy;
 use crate::node::names::Names;
 use crate::schedule;
 use crate::selector::{self, Selector};
+pub use silences::SilenceSettings;
 
 /// A flag whose value kumaco cannot use.
 #[derive(Debug, thiserror::Error)]
@@ -70,6 +72,8 @@ pub struct Settings {
     pub dry_run: bool,
     /// `--node-events`.
     pub node_events: bool,
+    /// `Some` with `--alertmanager-url`.
+    pub silences: Option<SilenceSettings>,
     /// `--under-maintenance-condition`, `--in-progress-condition`.
     pub condition_names: Names,
     /// Why other instances cannot tell that this one runs, if they cannot: its field
@@ -139,6 +143,7 @@ impl Settings {
             }
         };
         let in_progress = policy::from_args(&args.policy)?;
+        let silences = silences::from_args(&args.silences, &field_manager, in_progress.is_some())?;
         let reads: Vec<String> = args
             .policy
             .require_conditions
@@ -220,6 +225,7 @@ impl Settings {
             dry_run: args.dry_run,
             node_events: args.node_events,
             condition_names,
+            silences,
         })
     }
 }
@@ -399,6 +405,44 @@ mod tests {
         );
         assert!(!s.node_events);
         assert!(settings(&["--node-events"]).unwrap().node_events);
+    }
+
+    #[test]
+    fn silences_need_an_alertmanager_and_valid_matchers() {
+        assert!(settings(&[]).unwrap().silences.is_none());
+        let s = settings(&["--alertmanager-url=http://am:9093", "--in-progress"])
+            .unwrap()
+            .silences
+            .unwrap();
+        assert_eq!(s.rules.created_by, "kumaco/kumaco/kumaco");
+        assert!(s.rules.in_progress);
+        assert_eq!(s.rules.lease, jiff::SignedDuration::from_mins(30));
+        assert_eq!(s.interval, Duration::from_secs(30));
+        let short = settings(&["--alertmanager-url=http://am", "--silence-lease=20s"]);
+        assert_eq!(
+            short.unwrap().silences.unwrap().interval,
+            Duration::from_secs(5)
+        );
+        for (args, flag) in [
+            (
+                &["--silence-tail=1m"][..],
+                "--silence-tail: needs --alertmanager-url",
+            ),
+            (
+                &["--alertmanager-url=http://am", "--silence-lease=5s"][..],
+                "--silence-lease",
+            ),
+            (
+                &[
+                    "--alertmanager-url=http://am",
+                    "--silence-matcher=job=\"x\"",
+                ][..],
+                "--silence-matcher: no matcher names the node",
+            ),
+        ] {
+            let err = settings(args).unwrap_err().to_string();
+            assert!(err.starts_with(flag), "{args:?}: {err}");
+        }
     }
 
     #[test]

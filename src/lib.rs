@@ -20,8 +20,12 @@
 //!   database zones are read from (`--tzdata`).
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //!
+//! - [`alertmanager`]: Alertmanager's API v2, for the silences kumaco holds
+//!   (`--alertmanager-url`; the task is `controller::silences`).
+//!
 //! For people: [`tools`]: `kumaco validate`, `plan` and `status`.
 
+pub mod alertmanager;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -41,5 +45,5 @@ pub mod yaml;
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{
     announce, conditions, decision, duration, fingerprint, forecast, in_progress, node_events,
-    pass, peers, reasons, schedule, selector, window,
+    pass, peers, reasons, schedule, selector, silence, window,
 };

@@ -5,6 +5,7 @@ mod dry_run;
 mod forecast;
 mod pass;
 mod serve;
+mod silences;
 #[cfg(test)]
 mod tests;
 
@@ -21,6 +22,7 @@ pub use dry_run::{DryRun, DryRunEventLabels, DryRunWriteLabels};
 pub use forecast::ForecastMetrics;
 pub use pass::{ConditionLabels, PassMetrics, WindowLabels};
 pub use serve::serve;
+pub use silences::{SilenceActionLabels, SilenceMetrics};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ValidityLabels {
@@ -80,6 +82,8 @@ pub struct Metrics {
     pub pass: PassMetrics,
     /// The forecast's gauges and the recorded durations' histograms.
     pub forecast: ForecastMetrics,
+    /// The silences in Alertmanager (`--alertmanager-url`).
+    pub silences: SilenceMetrics,
     pub api_write_duration: Histogram,
     pub clock_steps: Counter,
     pub nodes_contested: Gauge,
@@ -176,6 +180,7 @@ impl Metrics {
         );
         let pass = PassMetrics::register(&mut registry);
         let forecast = ForecastMetrics::register(&mut registry);
+        let silences = SilenceMetrics::register(&mut registry);
         let api_write_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         registry.register(
             "api_write_duration_seconds",
@@ -231,6 +236,7 @@ impl Metrics {
             config_hash,
             pass,
             forecast,
+            silences,
             api_write_duration,
             clock_steps,
             ready: AtomicBool::new(false),

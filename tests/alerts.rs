@@ -245,3 +245,27 @@ fn the_dashboard_queries_are_promql() {
     let _ = std::fs::remove_file(&file);
     assert!(ok, "the dashboard's queries, as rules:\n{out}");
 }
+
+/// The inhibition recipe (docs/operations.md, "Without API access: inhibition"): its rule
+/// passes promtool (its unit test is tests/alerts/inhibition-recipe.yaml), and its
+/// Alertmanager configuration passes amtool of the Alertmanager the silence tests run.
+#[test]
+fn the_inhibition_recipe_is_valid() {
+    let rules = Path::new("deploy/recipes/inhibition/prometheus-rules.yaml");
+    let (ok, out) = promtool(&[Path::new("check"), Path::new("rules"), rules]);
+    assert!(ok && out.contains("SUCCESS: 1 rules found"), "{out}");
+    let amtool = testkit::gobuild::amtool().expect("amtool");
+    let config = "deploy/recipes/inhibition/alertmanager.yaml";
+    let out = std::process::Command::new(amtool)
+        .args(["check-config", config])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("amtool");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "amtool check-config {config}:\n{text}"
+    );
+    assert!(text.contains("1 inhibit rules"), "{text}");
+}

@@ -28,6 +28,8 @@
 //!   to the node writes and events due.
 //! - [`forecast`]: when each node needing maintenance will start and end, the brain's
 //!   own decisions played forward; the durations it assumes, learned from the nodes.
+//! - [`silence`]: which Alertmanager silences this instance should hold for the nodes in
+//!   maintenance, and the actions (create, extend, expire) on the ones listed.
 
 pub mod announce;
 pub mod conditions;
@@ -42,4 +44,5 @@ pub mod peers;
 pub mod reasons;
 pub mod schedule;
 pub mod selector;
+pub mod silence;
 pub mod window;

@@ -15,7 +15,9 @@
 //! - [`writer`]: the one writer (node applies; the classification and backoff every
 //!   write shares), and [`events`]: creating the events due, by name;
 //! - [`shadow`]: `--dry-run`, the pass executed by logging;
-//! - [`report`]: the pass's counts and contests, as metrics and log lines.
+//! - [`report`]: the pass's counts and contests, as metrics and log lines;
+//! - [`silences`]: with `--alertmanager-url`, the silences held for the nodes in
+//!   maintenance, by a task beside the passes that no pass waits for.
 
 pub mod events;
 pub mod fence;
@@ -23,6 +25,7 @@ pub mod forecast;
 pub mod pods;
 pub mod report;
 pub mod shadow;
+pub mod silences;
 pub mod watch;
 pub mod windows;
 pub mod writer;
@@ -93,6 +96,13 @@ pub async fn run(
     leadership: Leadership,
 ) -> Result<Exit, ControllerError> {
     let client = connect().map_err(|e| ControllerError::Client(e.to_string()))?;
+    let alertmanager = match &settings.silences {
+        Some(s) => Some(
+            crate::alertmanager::Alertmanager::new(s.endpoint.clone())
+                .map_err(|e| ControllerError::Client(e.to_string()))?,
+        ),
+        None => None,
+    };
     let wake = Arc::new(Notify::new());
     // Lists start after the campaign's first round: a replica leading from its start
     // writes from its first lists instead of listing twice (`fence`).
@@ -160,7 +170,20 @@ pub async fn run(
     let mut lists = vec![node_lists];
     lists.extend(window_lists);
     lists.extend(pod_lists);
+    // Started after the initial lists: its first round sees every node.
+    let silencer = settings.silences.clone().zip(alertmanager).map(|(s, am)| {
+        silences::Silencer::spawn(
+            s,
+            am,
+            nodes.clone(),
+            settings.node_selector.clone(),
+            leadership.clone(),
+            settings.dry_run,
+            metrics.clone(),
+        )
+    });
     let mut shell = Shell {
+        silencer,
         rules: rules(&settings),
         writer: NodeWriter::new(
             client.clone(),
@@ -298,6 +321,8 @@ struct Shell {
     shadow: Shadow,
     contests: report::Contests,
     forecaster: forecast::Forecaster,
+    /// `Some` with `--alertmanager-url`.
+    silencer: Option<silences::Silencer>,
 }
 
 impl Shell {
@@ -344,6 +369,7 @@ impl Shell {
             self.settings.resync_interval,
         );
 
+        let mut could_write = false;
         if self.settings.dry_run {
             self.shadow.would_write(
                 outcome.writes,
@@ -367,6 +393,11 @@ impl Shell {
             self.shadow
                 .would_post(&outcome.events, &node_events, &self.metrics);
         } else if let Some(term) = self.writing_term() {
+            // Before this pass's writes: the task runs beside them.
+            could_write = true;
+            if let Some(silencer) = &self.silencer {
+                silencer.after_pass(true);
+            }
             // From the cluster as the cache shows it: this pass's writes get their events
             // in the pass their watch echo wakes.
             let node_events = self.node_events.is_some().then(|| {
@@ -382,6 +413,13 @@ impl Shell {
             if let (Some(poster), Some(due)) = (&mut self.node_events, &node_events) {
                 poster.post_node_events(due, now).await;
             }
+        }
+        // A standby or a leader whose caches predate its term: no silence is changed
+        // from them.
+        if let Some(silencer) = &self.silencer
+            && !could_write
+        {
+            silencer.after_pass(false);
         }
         let node_retry = self.node_events.as_ref().and_then(Poster::retry_at);
         let retry = [self.writer.retry.at(), self.events.retry_at(), node_retry]

@@ -244,6 +244,101 @@ pub fn promtool() -> Result<PathBuf> {
     )
 }
 
+/// The Alertmanager release the silence tests run (tests/silences.rs).
+pub const ALERTMANAGER_VERSION: &str = "v0.35.0";
+
+/// Returns the path of `alertmanager`, built once per machine into the cache from the
+/// module on the Go module proxy. `KUMACO_ALERTMANAGER_BIN` overrides.
+///
+/// Not `go install`: the module embeds its web UI's build output (`ui/app/dist`), which
+/// the module's zip leaves out, so the package does not compile as published. It is built
+/// in a copy of the module (in the cache) with an empty page in place of the UI, which
+/// the tests never load.
+pub fn alertmanager() -> Result<PathBuf> {
+    const MODULE: &str = "github.com/prometheus/alertmanager";
+    if let Some(path) = std::env::var_os("KUMACO_ALERTMANAGER_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let dir = cache_root().join(format!("alertmanager-{ALERTMANAGER_VERSION}"));
+    let bin = dir.join("alertmanager");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
+    let lock = File::create(dir.join(".lock"))?;
+    lock.lock()
+        .context("locking the alertmanager build cache")?;
+    if bin.exists() {
+        return Ok(bin);
+    }
+    eprintln!(
+        "testkit: building alertmanager {ALERTMANAGER_VERSION} (first time on this machine, a few minutes)..."
+    );
+    let download = Command::new("go")
+        .env("GOTOOLCHAIN", "local")
+        .args(["mod", "download", "-json"])
+        .arg(format!("{MODULE}@{ALERTMANAGER_VERSION}"))
+        .output()
+        .context("running go mod download (is Go >= 1.26 on PATH?)")?;
+    if !download.status.success() {
+        bail!(
+            "go mod download {MODULE}@{ALERTMANAGER_VERSION}: {}",
+            String::from_utf8_lossy(&download.stdout)
+        );
+    }
+    let info: serde_json::Value = serde_json::from_slice(&download.stdout)?;
+    let module = info["Dir"].as_str().context("go mod download: no Dir")?;
+    let src = dir.join("module");
+    let _ = fs::remove_dir_all(&src);
+    let copied = Command::new("cp")
+        .args(["-r", "--no-preserve=mode"])
+        .arg(module)
+        .arg(&src)
+        .status()?;
+    if !copied.success() {
+        bail!("copying {module} to {}", src.display());
+    }
+    for ui in ["elm", "mantine"] {
+        let page = src.join("ui/app/dist").join(ui);
+        fs::create_dir_all(&page)?;
+        fs::write(
+            page.join("index.html"),
+            "<!doctype html><title>alertmanager</title>\n",
+        )?;
+    }
+    let tmp = bin.with_extension("tmp");
+    let status = Command::new("go")
+        .current_dir(&src)
+        .env("CGO_ENABLED", "0")
+        .env("GOTOOLCHAIN", "local")
+        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+        .arg(&tmp)
+        .arg("./cmd/alertmanager")
+        .status()
+        .context("running go build for alertmanager")?;
+    if !status.success() {
+        bail!(
+            "`go build ./cmd/alertmanager` in {} failed ({status})",
+            src.display()
+        );
+    }
+    fs::rename(&tmp, &bin)?;
+    // The copy was only needed to build.
+    let _ = fs::remove_dir_all(&src);
+    Ok(bin)
+}
+
+/// `amtool` from the same release, which checks Alertmanager configurations (the
+/// inhibition recipe's, tests/alerts.rs). `KUMACO_AMTOOL_BIN` overrides.
+pub fn amtool() -> Result<PathBuf> {
+    go_install(
+        "amtool",
+        "github.com/prometheus/alertmanager/cmd/amtool",
+        ALERTMANAGER_VERSION,
+        "KUMACO_AMTOOL_BIN",
+    )
+}
+
 /// `go install package@version` into `<cache>/<name>-<version>/<name>`, once per machine
 /// (under a file lock, so concurrent test binaries build it once); `override_var` names
 /// a binary to use instead.

@@ -24,8 +24,11 @@
 //! - [`realcluster`]: the test API server with a controller-manager, a scheduler and one
 //!   real node (kubelet, containerd, runc), for Pods run as written; [`nodebins`] builds
 //!   its programs.
+//! - [`alertmanager`]: a real Alertmanager on loopback, killed and restarted at will,
+//!   its silences and alerts read through its API.
 
 pub mod agent;
+pub mod alertmanager;
 pub mod apiserver;
 pub mod chaos;
 pub mod churn;

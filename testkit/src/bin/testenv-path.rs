@@ -1,4 +1,5 @@
-//! Builds (once per machine) the Go test programs, helm, kubectl and promtool,
+//! Builds (once per machine) the Go test programs, helm, kubectl, promtool, alertmanager
+//! and amtool,
 //! and the real node's kubelet, controller-manager, scheduler, containerd and pause image,
 //! and prints where they are cached. `testenv-path helm` builds helm only and prints its
 //! path alone.
@@ -35,6 +36,8 @@ fn run() -> anyhow::Result<()> {
         ),
         ("Kubectl", testkit::gobuild::kubectl),
         ("Promtool", testkit::gobuild::promtool),
+        ("Alertmanager", testkit::gobuild::alertmanager),
+        ("Amtool", testkit::gobuild::amtool),
     ] {
         let started = std::time::Instant::now();
         let path = build()?;

@@ -1,0 +1,536 @@
+//! Alertmanager silences for the nodes kumaco lets into maintenance (`--alertmanager-url`):
+//! which silences of this instance should exist now, and what to do to the ones listed.
+//!
+//! A silence is held like a lease. While a node is in maintenance its silence must end at
+//! least half a `--silence-lease` from now, and is pushed to a whole lease from now when
+//! less remains: a kumaco that stops leaves nothing silenced for longer than one lease.
+//! After the maintenance ends, the silence is kept until the end plus `--silence-tail`,
+//! then expired.
+//!
+//! Everything is derived from the nodes' conditions, the silences Alertmanager lists and
+//! the clock, never from what the shell did before: a restarted or newly elected kumaco
+//! adopts the silences it finds (by `createdBy` and matchers) and plans exactly what one
+//! that never stopped would. Silences of another `createdBy` are never touched, so
+//! several instances share one Alertmanager.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use jiff::{SignedDuration, Timestamp};
+
+use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, Status, UNDER_MAINTENANCE};
+use crate::in_progress::Availability;
+use crate::reasons;
+use crate::selector::Labels;
+
+#[cfg(test)]
+mod tests;
+
+/// The longest comment sent: Alertmanager stores it in every peer's snapshot.
+const MAX_COMMENT_BYTES: usize = 512;
+
+/// One matcher of a silence, as Alertmanager's API v2 has it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Matcher {
+    pub name: String,
+    pub value: String,
+    pub is_regex: bool,
+    pub is_equal: bool,
+}
+
+impl fmt::Display for Matcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = match (self.is_equal, self.is_regex) {
+            (true, false) => "=",
+            (false, false) => "!=",
+            (true, true) => "=~",
+            (false, true) => "!~",
+        };
+        write!(f, "{}{op}{:?}", self.name, self.value)
+    }
+}
+
+/// A `--silence-matcher` that does not parse.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MatcherError {
+    #[error(
+        "{0:?}: expected LABEL OP \"VALUE\" with OP one of = != =~ !~, e.g. instance=~\"{{{{name}}}}(:[0-9]+)?\""
+    )]
+    Syntax(String),
+    #[error("{0:?}: {1:?} is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)")]
+    LabelName(String, String),
+    #[error(
+        "{0:?}: unknown placeholder {{{{{1}}}}}; use {{{{name}}}} or {{{{label:KEY}}}} (a node label)"
+    )]
+    Placeholder(String, String),
+    #[error(
+        "no matcher names the node ({{{{name}}}}): each node's silence must match its own alerts only"
+    )]
+    NoName,
+    #[error(
+        "no matcher is = or =~ with a value that is never empty: Alertmanager refuses silences that match every alert"
+    )]
+    MatchesEverything,
+    #[error("{0:?}: the label {1:?} is matched twice")]
+    Twice(String, String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Part {
+    Text(String),
+    Name,
+    Label(String),
+}
+
+/// A matcher whose value names the node (`{{name}}`) or its labels (`{{label:KEY}}`).
+/// In a regular expression (`=~`, `!~`) the node's values are escaped: a node named
+/// `a.b` matches `a.b`, not `axb`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatcherTemplate {
+    name: String,
+    parts: Vec<Part>,
+    is_regex: bool,
+    is_equal: bool,
+}
+
+/// The matchers without `--silence-matcher`.
+pub const DEFAULT_MATCHER: &str = "node=\"{{name}}\"";
+
+/// Parses and checks the `--silence-matcher` flags (empty: [`DEFAULT_MATCHER`]).
+pub fn parse_matchers(specs: &[String]) -> Result<Vec<MatcherTemplate>, MatcherError> {
+    let default = [DEFAULT_MATCHER.to_string()];
+    let specs = if specs.is_empty() {
+        &default[..]
+    } else {
+        specs
+    };
+    let mut out: Vec<MatcherTemplate> = Vec::new();
+    for spec in specs {
+        let m = parse_matcher(spec)?;
+        if out.iter().any(|o| o.name == m.name) {
+            return Err(MatcherError::Twice(spec.clone(), m.name));
+        }
+        out.push(m);
+    }
+    if !out.iter().any(|m| m.parts.contains(&Part::Name)) {
+        return Err(MatcherError::NoName);
+    }
+    // What Alertmanager checks: a silence needs one matcher that does not match "". A
+    // node's name is never empty; a label's value may be.
+    let positive = out.iter().any(|m| {
+        m.is_equal
+            && !m.is_regex
+            && m.parts.iter().any(|p| match p {
+                Part::Text(t) => !t.is_empty(),
+                Part::Name => true,
+                Part::Label(_) => false,
+            })
+    }) || out
+        .iter()
+        .any(|m| m.is_equal && m.is_regex && m.parts.contains(&Part::Name));
+    if !positive {
+        return Err(MatcherError::MatchesEverything);
+    }
+    Ok(out)
+}
+
+/// One `LABEL OP "VALUE"`.
+pub fn parse_matcher(spec: &str) -> Result<MatcherTemplate, MatcherError> {
+    let syntax = || MatcherError::Syntax(spec.to_string());
+    let s = spec.trim();
+    let op_at = s.find(['=', '!']).ok_or_else(syntax)?;
+    let name = s[..op_at].trim();
+    let rest = &s[op_at..];
+    let (is_equal, is_regex, rest) = if let Some(r) = rest.strip_prefix("=~") {
+        (true, true, r)
+    } else if let Some(r) = rest.strip_prefix("!~") {
+        (false, true, r)
+    } else if let Some(r) = rest.strip_prefix("!=") {
+        (false, false, r)
+    } else if let Some(r) = rest.strip_prefix('=') {
+        (true, false, r)
+    } else {
+        return Err(syntax());
+    };
+    let valid_name = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid_name {
+        return Err(MatcherError::LabelName(spec.to_string(), name.to_string()));
+    }
+    let quoted = rest.trim();
+    let inner = quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .filter(|_| quoted.len() >= 2)
+        .ok_or_else(syntax)?;
+    let mut value = String::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => value.push('\n'),
+                Some(c @ ('"' | '\\')) => value.push(c),
+                _ => return Err(syntax()),
+            },
+            '"' => return Err(syntax()),
+            c => value.push(c),
+        }
+    }
+    let mut parts = Vec::new();
+    let mut text = value.as_str();
+    while let Some(open) = text.find("{{") {
+        let close = text[open..].find("}}").ok_or_else(syntax)? + open;
+        if open > 0 {
+            parts.push(Part::Text(text[..open].to_string()));
+        }
+        let inside = text[open + 2..close].trim();
+        parts.push(if inside == "name" {
+            Part::Name
+        } else if let Some(key) = inside.strip_prefix("label:").filter(|k| !k.is_empty()) {
+            Part::Label(key.to_string())
+        } else {
+            return Err(MatcherError::Placeholder(
+                spec.to_string(),
+                inside.to_string(),
+            ));
+        });
+        text = &text[close + 2..];
+    }
+    if !text.is_empty() {
+        parts.push(Part::Text(text.to_string()));
+    }
+    Ok(MatcherTemplate {
+        name: name.to_string(),
+        parts,
+        is_regex,
+        is_equal,
+    })
+}
+
+impl MatcherTemplate {
+    /// The matcher for one node; `None` if a label it names is missing on the node (a
+    /// matcher on an empty value would silence every alert without that label).
+    pub fn render(&self, node: &str, labels: &dyn Labels) -> Option<Matcher> {
+        let mut value = String::new();
+        for part in &self.parts {
+            let v = match part {
+                Part::Text(t) => {
+                    value.push_str(t);
+                    continue;
+                }
+                Part::Name => node,
+                Part::Label(key) => labels.label(key)?,
+            };
+            if self.is_regex {
+                value.push_str(&regex_escape(v));
+            } else {
+                value.push_str(v);
+            }
+        }
+        Some(Matcher {
+            name: self.name.clone(),
+            value,
+            is_regex: self.is_regex,
+            is_equal: self.is_equal,
+        })
+    }
+}
+
+/// Escapes RE2's metacharacters (Go's `regexp.QuoteMeta`).
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if r"\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A silence's state as Alertmanager reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Active,
+    Pending,
+    Expired,
+}
+
+/// A silence as `GET /api/v2/silences` lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Silence {
+    pub id: String,
+    pub matchers: Vec<Matcher>,
+    pub created_by: String,
+    pub starts_at: Timestamp,
+    pub ends_at: Timestamp,
+    pub state: State,
+}
+
+/// How the silences are held (`kumaco run`'s flags).
+#[derive(Clone, Debug)]
+pub struct Rules {
+    /// `createdBy`: the instance (its field manager). Only silences created by it are
+    /// ever changed.
+    pub created_by: String,
+    pub matchers: Vec<MatcherTemplate>,
+    /// `--silence-lease`: how far ahead a held silence ends at most.
+    pub lease: SignedDuration,
+    /// `--silence-tail`: how long after a maintenance's end its silence is kept.
+    pub tail: SignedDuration,
+    /// `--silence-while-recovering`.
+    pub while_recovering: bool,
+    /// `--in-progress`: hold while `MaintenanceInProgress` is True, else while
+    /// `UnderMaintenance` is.
+    pub in_progress: bool,
+    /// `--silence-max-creates-per-minute`.
+    pub max_creates_per_minute: u32,
+}
+
+/// A node in scope, as the shell's cache shows it (conditions under kumaco's own names).
+pub struct NodeState<'a> {
+    pub name: &'a str,
+    pub labels: &'a dyn Labels,
+    pub conditions: &'a [Condition],
+    pub availability: Availability,
+}
+
+/// Why a node's silence should exist now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// In maintenance (or recovering from one, with `--silence-while-recovering`): the
+    /// silence exists and is renewed. `create: false` keeps one that exists and creates
+    /// none (recovering without `--in-progress`: an `UnderMaintenance=False` does not
+    /// say that a maintenance happened).
+    Renewed { create: bool },
+    /// After the maintenance's end: an existing silence is kept until then, none created
+    /// (a maintenance that left no silence gets none afterwards).
+    Until(Timestamp),
+}
+
+/// Whether and why `node`'s silence should exist at `now`.
+pub fn hold(rules: &Rules, node: &NodeState<'_>, now: Timestamp) -> Option<Hold> {
+    let find = |t: &str| node.conditions.iter().find(|c| c.type_ == t);
+    let (condition, ends) = if rules.in_progress {
+        let ends: &[&str] = &[
+            reasons::MAINTENANCE_COMPLETED,
+            reasons::NODE_REBOOTED,
+            reasons::MAINTENANCE_WINDOW_ENDED,
+        ];
+        (find(MAINTENANCE_IN_PROGRESS)?, ends)
+    } else {
+        let ends: &[&str] = &[
+            reasons::NO_ACTIVE_MAINTENANCE_WINDOW,
+            reasons::MAINTENANCE_BLACKOUT,
+        ];
+        (find(UNDER_MAINTENANCE)?, ends)
+    };
+    match condition.status {
+        Status::True => Some(Hold::Renewed { create: true }),
+        Status::False if ends.contains(&condition.reason.as_str()) => {
+            let end = condition.last_transition_time?;
+            if rules.while_recovering && node.availability.unavailable().is_some() {
+                return Some(Hold::Renewed {
+                    create: rules.in_progress,
+                });
+            }
+            let until = end.checked_add(rules.tail).ok()?;
+            (now < until).then_some(Hold::Until(until))
+        }
+        _ => None,
+    }
+}
+
+/// What to do to one silence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// `POST /api/v2/silences` without an id.
+    Create {
+        node: String,
+        matchers: Vec<Matcher>,
+        ends_at: Timestamp,
+        comment: String,
+    },
+    /// `POST /api/v2/silences` with the silence's id, its matchers and start: a new end.
+    Extend {
+        id: String,
+        node: String,
+        matchers: Vec<Matcher>,
+        starts_at: Timestamp,
+        ends_at: Timestamp,
+        comment: String,
+    },
+    /// `DELETE /api/v2/silence/{id}`. `node`: the node it silenced, if it names one in
+    /// scope.
+    Expire { id: String, node: Option<String> },
+}
+
+impl Action {
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Action::Create { .. } => "create",
+            Action::Extend { .. } => "extend",
+            Action::Expire { .. } => "expire",
+        }
+    }
+}
+
+/// What [`plan`] decided.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Expiries first (they free nothing, but a duplicate must go whatever else fails),
+    /// then extensions, then creations in the nodes' order.
+    pub actions: Vec<Action>,
+    /// Silences of this instance that exist once the actions are done.
+    pub held: usize,
+    /// Creations held back by `--silence-max-creates-per-minute` (made by a later plan).
+    pub capped: usize,
+    /// Nodes in maintenance that get no silence: a label a matcher names is missing.
+    pub unrenderable: Vec<String>,
+}
+
+/// From the nodes in scope, the silences listed (any `createdBy`: others are ignored
+/// here, not trusted to the shell's filter) and the clock, the actions that make this
+/// instance's silences what they should be now. Applying them and planning again over
+/// the result plans nothing (`tests`: `a_plan_over_its_own_result_is_empty`).
+pub fn plan<'a>(
+    rules: &Rules,
+    nodes: impl IntoIterator<Item = NodeState<'a>>,
+    silences: &[Silence],
+    now: Timestamp,
+) -> Plan {
+    let mut out = Plan::default();
+    // The nodes' silences, by their sorted matchers: how a listed silence is recognised.
+    let mut wanted: BTreeMap<String, (Vec<Matcher>, Hold, String)> = BTreeMap::new();
+    let mut by_matchers: HashMap<Vec<Matcher>, String> = HashMap::new();
+    for node in nodes {
+        let Some(hold) = hold(rules, &node, now) else {
+            continue;
+        };
+        let rendered: Option<Vec<Matcher>> = rules
+            .matchers
+            .iter()
+            .map(|m| m.render(node.name, node.labels))
+            .collect();
+        let Some(mut matchers) = rendered else {
+            out.unrenderable.push(node.name.to_string());
+            continue;
+        };
+        matchers.sort();
+        by_matchers.insert(matchers.clone(), node.name.to_string());
+        wanted.insert(
+            node.name.to_string(),
+            (matchers, hold, comment(rules, &node)),
+        );
+    }
+
+    let mut ours: BTreeMap<&str, Vec<&Silence>> = BTreeMap::new();
+    let mut recent_creates = 0u32;
+    for s in silences.iter().filter(|s| s.created_by == rules.created_by) {
+        // Each creation starts its silence at the instant it is made (Alertmanager moves
+        // a start in the past to now), and an expired silence stays listed for its
+        // retention: the last minute's creations are read back from the list.
+        if s.starts_at > now - SignedDuration::from_mins(1) && s.starts_at <= now {
+            recent_creates += 1;
+        }
+        if s.state == State::Expired {
+            continue;
+        }
+        let mut key = s.matchers.clone();
+        key.sort();
+        match by_matchers.get(&key) {
+            Some(node) => ours.entry(node.as_str()).or_default().push(s),
+            None => out.actions.push(Action::Expire {
+                id: s.id.clone(),
+                node: None,
+            }),
+        }
+    }
+
+    let mut extends = Vec::new();
+    let mut creates = Vec::new();
+    for (node, (matchers, hold, comment)) in &wanted {
+        let mut found = ours.remove(node.as_str()).unwrap_or_default();
+        // Keep the one that lasts longest (then the smallest id: every replica keeps
+        // the same one); expire the others.
+        found.sort_by(|a, b| b.ends_at.cmp(&a.ends_at).then_with(|| a.id.cmp(&b.id)));
+        for dup in found.iter().skip(1) {
+            out.actions.push(Action::Expire {
+                id: dup.id.clone(),
+                node: Some(node.clone()),
+            });
+        }
+        let renewed_end = now.checked_add(rules.lease).unwrap_or(now);
+        match (found.first(), hold) {
+            (None, Hold::Renewed { create: true }) => creates.push(Action::Create {
+                node: node.clone(),
+                matchers: matchers.clone(),
+                ends_at: renewed_end,
+                comment: comment.clone(),
+            }),
+            (None, _) => {}
+            (Some(s), hold) => {
+                out.held += 1;
+                let ends_at = match hold {
+                    Hold::Renewed { .. } if s.ends_at.duration_since(now) < rules.lease / 2 => {
+                        Some(renewed_end)
+                    }
+                    Hold::Until(t) if s.ends_at < *t => Some(*t),
+                    _ => None,
+                };
+                if let Some(ends_at) = ends_at {
+                    extends.push(Action::Extend {
+                        id: s.id.clone(),
+                        node: node.clone(),
+                        matchers: s.matchers.clone(),
+                        starts_at: s.starts_at,
+                        ends_at,
+                        comment: comment.clone(),
+                    });
+                }
+            }
+        }
+    }
+    // Silences of nodes no longer held, and of nodes out of scope or gone.
+    for (node, found) in ours {
+        for s in found {
+            out.actions.push(Action::Expire {
+                id: s.id.clone(),
+                node: Some(node.to_string()),
+            });
+        }
+    }
+    let allowed = rules.max_creates_per_minute.saturating_sub(recent_creates) as usize;
+    out.capped = creates.len().saturating_sub(allowed);
+    creates.truncate(allowed);
+    out.held += creates.len();
+    out.actions.extend(extends);
+    out.actions.extend(creates);
+    out
+}
+
+/// Names the instance, the node and what its condition says (the windows, until when).
+fn comment(rules: &Rules, node: &NodeState<'_>) -> String {
+    let window = node
+        .conditions
+        .iter()
+        .find(|c| c.type_ == UNDER_MAINTENANCE && !c.message.is_empty())
+        .map(|c| format!(": {}", c.message))
+        .unwrap_or_default();
+    let mut s = format!(
+        "kumaco {}: maintenance of node {}{window}",
+        rules.created_by, node.name
+    );
+    if s.len() > MAX_COMMENT_BYTES {
+        let mut cut = MAX_COMMENT_BYTES - 3;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}

@@ -1,0 +1,240 @@
+//! A real Alertmanager on loopback (built by [`crate::gobuild::alertmanager`]): a temp
+//! config and storage, clustering off, killed and started again on the same port and
+//! storage, and its API v2 read and written with a plain HTTP/1.1 client.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+/// One receiver that drops everything: the tests read alerts and silences through the
+/// API, nothing is sent anywhere.
+const CONFIG: &str = "route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n";
+
+pub struct Alertmanager {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Alertmanager {
+    /// Builds (once per machine) and starts one; returns when it is ready.
+    pub async fn start() -> Result<Self> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let bin = crate::gobuild::alertmanager()?;
+        let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
+            "alertmanager-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(dir.join("data"))?;
+        std::fs::write(dir.join("alertmanager.yml"), CONFIG)?;
+        // A free port now; kept for restarts, so that kumaco's URL stays valid.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut am = Alertmanager {
+            bin,
+            dir,
+            port,
+            child: None,
+        };
+        am.spawn().await?;
+        Ok(am)
+    }
+
+    async fn spawn(&mut self) -> Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("log"))?;
+        let child = Command::new(&self.bin)
+            .arg(format!(
+                "--config.file={}",
+                self.dir.join("alertmanager.yml").display()
+            ))
+            .arg(format!(
+                "--storage.path={}",
+                self.dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
+            // Empty: no gossip, no cluster port to collide with another test's.
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", self.bin.display()))?;
+        self.child = Some(child);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok((200, _)) = self.request("GET", "/-/ready", None).await {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!(
+                    "alertmanager not ready within 30s; log:\n{}",
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, the same across restarts.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// SIGKILL: no snapshot of the silences is written (what a crash loses).
+    pub async fn kill(&mut self) -> Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill().await?;
+        }
+        Ok(())
+    }
+
+    /// Starts it again on the same port and storage.
+    pub async fn restart(&mut self) -> Result<()> {
+        self.kill().await?;
+        self.spawn().await
+    }
+
+    /// `GET /api/v2/silences`.
+    pub async fn silences(&self) -> Result<Vec<Value>> {
+        self.get_json("/api/v2/silences").await
+    }
+
+    /// The silences of `created_by` that are not expired.
+    pub async fn live_silences(&self, created_by: &str) -> Result<Vec<Value>> {
+        Ok(self
+            .silences()
+            .await?
+            .into_iter()
+            .filter(|s| s["createdBy"] == created_by && s["status"]["state"] != "expired")
+            .collect())
+    }
+
+    /// `POST /api/v2/alerts`: one firing alert with these labels (Alertmanager starts it
+    /// now and resolves it after its resolve timeout, 5m).
+    pub async fn post_alert(&self, labels: &[(&str, &str)]) -> Result<()> {
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .collect();
+        let body = serde_json::json!([{ "labels": labels }]);
+        let (code, text) = self
+            .request("POST", "/api/v2/alerts", Some(body.to_string()))
+            .await?;
+        if code != 200 {
+            bail!("POST /api/v2/alerts: {code} {text}");
+        }
+        Ok(())
+    }
+
+    /// `GET /api/v2/alerts` (silenced ones included).
+    pub async fn alerts(&self) -> Result<Vec<Value>> {
+        self.get_json("/api/v2/alerts?silenced=true&inhibited=true&active=true")
+            .await
+    }
+
+    /// `POST /api/v2/silences` as someone else would: the id.
+    pub async fn post_silence(&self, silence: &Value) -> Result<String> {
+        let (code, text) = self
+            .request("POST", "/api/v2/silences", Some(silence.to_string()))
+            .await?;
+        if code != 200 {
+            bail!("POST /api/v2/silences: {code} {text}");
+        }
+        let v: Value = serde_json::from_str(&text)?;
+        Ok(v["silenceID"].as_str().unwrap_or_default().to_string())
+    }
+
+    async fn get_json(&self, path: &str) -> Result<Vec<Value>> {
+        let (code, text) = self.request("GET", path, None).await?;
+        if code != 200 {
+            bail!("GET {path}: {code} {text}");
+        }
+        serde_json::from_str(&text).with_context(|| format!("GET {path}: {text}"))
+    }
+
+    /// HTTP/1.1 with `Connection: close`; the body de-chunked.
+    async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(u16, String)> {
+        let port = self.port;
+        let exchange = async {
+            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+            let body = body.unwrap_or_default();
+            let head = format!(
+                "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            let mut raw = Vec::new();
+            stream.read_to_end(&mut raw).await?;
+            anyhow::Ok(raw)
+        };
+        let raw = tokio::time::timeout(Duration::from_secs(10), exchange)
+            .await
+            .with_context(|| format!("{method} {path} timed out"))??;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").context("no HTTP head")?;
+        let code = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .context("bad status line")?;
+        let chunked = head.lines().any(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("transfer-encoding: chunked")
+        });
+        Ok((
+            code,
+            if chunked {
+                dechunk(body)?
+            } else {
+                body.to_string()
+            },
+        ))
+    }
+}
+
+fn dechunk(mut s: &str) -> Result<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n").context("bad chunk")?;
+        let size = usize::from_str_radix(size.trim(), 16).context("bad chunk size")?;
+        if size == 0 {
+            return Ok(out);
+        }
+        out.push_str(rest.get(..size).context("short chunk")?);
+        s = rest.get(size + 2..).context("short chunk")?;
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.start_kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
