@@ -285,3 +285,59 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
         ) > 0.0
     );
 }
+
+/// Basic auth in front of Alertmanager (its web config), the credentials in a file as a
+/// mounted Secret gives them: refused while the file holds a wrong password (counted as
+/// errors, the maintenance unaffected), accepted once the Secret is rotated, without a
+/// restart (the file is read again at every round).
+#[tokio::test]
+async fn basic_auth_from_a_file_that_is_rotated() {
+    let server = ApiServer::shared();
+    let am = Alertmanager::start_with_basic_auth("kumaco", "s3cr3t")
+        .await
+        .expect("alertmanager");
+    assert_eq!(am.status_without_credentials().await.unwrap(), 401);
+    let c = Cluster::new(server, "silence-auth", KUMACO).await;
+    let by = created_by(&c);
+    let a = c.node("a", &[]).await;
+    c.put_active_window("now", "").await;
+    let dir = tempdir(&c);
+    let secret = dir.join("basic-auth");
+    std::fs::write(&secret, "kumaco:n0t-the-pa55word\n").unwrap();
+    let mut args = flags(&am);
+    args.push(format!(
+        "--alertmanager-basic-auth-file={}",
+        secret.display()
+    ));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let kumaco = c.kumaco(&args).await;
+
+    c.set(&a, REBOOT, "True").await;
+    wait_in_progress(&c, &a, "True").await;
+    wait_metric(
+        &kumaco,
+        "kumaco_silence_requests_total",
+        &[("result", "error")],
+        1.0,
+    )
+    .await;
+    assert!(am.live_silences(&by).await.unwrap().is_empty());
+
+    std::fs::write(&secret, "kumaco:s3cr3t\n").unwrap();
+    let s = one_silence(&am, &by, &a).await;
+    assert!(s["comment"].as_str().unwrap().contains(&a), "{s}");
+    // The secret is in no log line.
+    let log = std::fs::read_to_string(kumaco.log_path()).unwrap();
+    assert!(
+        !log.contains("s3cr3t") && !log.contains("n0t-the-pa55word"),
+        "{log}"
+    );
+}
+
+fn tempdir(c: &Cluster) -> std::path::PathBuf {
+    let dir = std::env::temp_dir()
+        .join("kumaco-tests")
+        .join(format!("silence-auth-{}", c.scope.value()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

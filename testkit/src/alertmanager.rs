@@ -21,11 +21,25 @@ pub struct Alertmanager {
     dir: PathBuf,
     port: u16,
     child: Option<Child>,
+    /// With basic auth in front (`--web.config.file`): the `Authorization` header this
+    /// client sends.
+    authorization: Option<String>,
 }
 
 impl Alertmanager {
     /// Builds (once per machine) and starts one; returns when it is ready.
     pub async fn start() -> Result<Self> {
+        Self::start_with(None).await
+    }
+
+    /// [`Alertmanager::start`] with basic auth in front of every endpoint, as its web
+    /// config (exporter-toolkit's `basic_auth_users`, a bcrypt hash) sets it: a request
+    /// without `user` and `password` is answered 401.
+    pub async fn start_with_basic_auth(user: &str, password: &str) -> Result<Self> {
+        Self::start_with(Some((user, password))).await
+    }
+
+    async fn start_with(basic_auth: Option<(&str, &str)>) -> Result<Self> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let bin = crate::gobuild::alertmanager()?;
         let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
@@ -35,6 +49,21 @@ impl Alertmanager {
         ));
         std::fs::create_dir_all(dir.join("data"))?;
         std::fs::write(dir.join("alertmanager.yml"), CONFIG)?;
+        let authorization = match basic_auth {
+            Some((user, password)) => {
+                // The lowest cost bcrypt allows: the hash is checked on every request.
+                let hash = bcrypt::hash(password, 4).context("hashing the password")?;
+                std::fs::write(
+                    dir.join("web.yml"),
+                    format!("basic_auth_users:\n  {user}: {hash:?}\n"),
+                )?;
+                use base64::Engine as _;
+                let token =
+                    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+                Some(format!("Basic {token}"))
+            }
+            None => None,
+        };
         // A free port now; kept for restarts, so that kumaco's URL stays valid.
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
@@ -44,6 +73,7 @@ impl Alertmanager {
             dir,
             port,
             child: None,
+            authorization,
         };
         am.spawn().await?;
         Ok(am)
@@ -54,7 +84,14 @@ impl Alertmanager {
             .create(true)
             .append(true)
             .open(self.dir.join("log"))?;
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if self.authorization.is_some() {
+            command.arg(format!(
+                "--web.config.file={}",
+                self.dir.join("web.yml").display()
+            ));
+        }
+        let child = command
             .arg(format!(
                 "--config.file={}",
                 self.dir.join("alertmanager.yml").display()
@@ -110,6 +147,14 @@ impl Alertmanager {
     pub async fn restart(&mut self) -> Result<()> {
         self.kill().await?;
         self.spawn().await
+    }
+
+    /// The status of `GET /api/v2/silences` without credentials: 401 with basic auth.
+    pub async fn status_without_credentials(&self) -> Result<u16> {
+        Ok(self
+            .request_as(None, "GET", "/api/v2/silences", None)
+            .await?
+            .0)
     }
 
     /// `GET /api/v2/silences`.
@@ -170,20 +215,35 @@ impl Alertmanager {
         serde_json::from_str(&text).with_context(|| format!("GET {path}: {text}"))
     }
 
-    /// HTTP/1.1 with `Connection: close`; the body de-chunked.
+    /// HTTP/1.1 with `Connection: close` and this client's credentials, if any; the body
+    /// de-chunked.
     async fn request(
         &self,
         method: &str,
         path: &str,
         body: Option<String>,
     ) -> Result<(u16, String)> {
+        self.request_as(self.authorization.as_deref(), method, path, body)
+            .await
+    }
+
+    async fn request_as(
+        &self,
+        authorization: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<String>,
+    ) -> Result<(u16, String)> {
         let port = self.port;
+        let authorization = authorization
+            .map(|a| format!("Authorization: {a}\r\n"))
+            .unwrap_or_default();
         let exchange = async {
             let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
             let body = body.unwrap_or_default();
             let head = format!(
                 "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
-                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                 {authorization}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 body.len()
             );
             stream.write_all(head.as_bytes()).await?;
