@@ -69,7 +69,7 @@ impl SilenceMetrics {
         // exists before the first one (and the dashboard test checks each is exported).
         for verb in ["list", "create", "extend", "expire"] {
             for result in ["ok", "error"] {
-                m.requests.get_or_create(&SilenceRequestLabels {
+                let _ = m.requests.get_or_create(&SilenceRequestLabels {
                     verb: verb.into(),
                     result: result.into(),
                 });
