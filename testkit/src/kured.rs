@@ -16,6 +16,11 @@
 //!
 //! A brain that keeps the node in progress because the requirement still reads True gets
 //! it rebooted again at once: the loop [`Kured::reboots`] counts.
+//!
+//! [`Kured::start_drawn`] draws each reboot's downtime and each restart of the daemons
+//! per node and per reboot from a seeded distribution ([`Draws`]) instead of the spec's
+//! fixed ones: a fleet whose maintenances take as long as real ones do, differently on
+//! every node, the same again for the same seed (`kumaco-forecast-bench`).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -71,6 +76,8 @@ pub enum Happened {
 struct Shared {
     client: kube::Client,
     spec: KuredSpec,
+    /// Per-node durations instead of the spec's `reboot` and `daemon_delay`.
+    draws: Option<Draws>,
     /// Reboots each node still needs: its sentinel is set while above 0.
     needs: Mutex<BTreeMap<String, u32>>,
     boots: Mutex<BTreeMap<String, u32>>,
@@ -91,9 +98,30 @@ impl Kured {
         nodes: &[(String, u32)],
         spec: KuredSpec,
     ) -> Result<Kured> {
+        Self::start_with(client, nodes, spec, None).await
+    }
+
+    /// [`Kured::start`], each reboot's downtime and each restart of the daemons after it
+    /// drawn from `draws` (the spec's `reboot` and `daemon_delay` are not used).
+    pub async fn start_drawn(
+        client: &kube::Client,
+        nodes: &[(String, u32)],
+        spec: KuredSpec,
+        draws: Draws,
+    ) -> Result<Kured> {
+        Self::start_with(client, nodes, spec, Some(draws)).await
+    }
+
+    async fn start_with(
+        client: &kube::Client,
+        nodes: &[(String, u32)],
+        spec: KuredSpec,
+        draws: Option<Draws>,
+    ) -> Result<Kured> {
         let shared = Arc::new(Shared {
             client: client.clone(),
             spec,
+            draws,
             needs: Mutex::new(nodes.iter().cloned().collect()),
             boots: Mutex::new(BTreeMap::new()),
             log: Mutex::new(Vec::new()),
@@ -145,6 +173,18 @@ impl Kured {
     pub fn needs(&self) -> BTreeMap<String, u32> {
         self.shared.needs.lock().unwrap().clone()
     }
+
+    /// `reboots` more reboots needed on `node` (a new update installed): its sentinel is
+    /// set, and its detector reports `RebootRequired=True` at its next check.
+    pub fn need(&self, node: &str, reboots: u32) {
+        *self
+            .shared
+            .needs
+            .lock()
+            .unwrap()
+            .entry(node.to_string())
+            .or_insert(0) += reboots;
+    }
 }
 
 impl Drop for Kured {
@@ -176,7 +216,11 @@ async fn life(shared: Arc<Shared>, node: String) {
             eprintln!("kured stand-in on {node}: rebooting: {e:#}");
             return;
         }
-        tokio::time::sleep(shared.spec.daemon_delay).await;
+        let delay = match &shared.draws {
+            Some(d) => d.daemon_delay(&node, shared.boot_of(&node)),
+            None => shared.spec.daemon_delay,
+        };
+        tokio::time::sleep(delay).await;
     }
 }
 
@@ -295,9 +339,18 @@ impl Shared {
         if let Some(n) = self.needs.lock().unwrap().get_mut(node) {
             *n = n.saturating_sub(1);
         }
+        let downtime = match &self.draws {
+            Some(d) => d.reboot(node, self.boot_of(node)),
+            None => self.spec.reboot,
+        };
         self.kubelet(node, "False", None).await?;
-        tokio::time::sleep(self.spec.reboot).await;
+        tokio::time::sleep(downtime).await;
         self.boot(node).await
+    }
+
+    /// The node's current boot: 1 after [`Kured::start`], one more after each reboot.
+    fn boot_of(&self, node: &str) -> u32 {
+        self.boots.lock().unwrap().get(node).copied().unwrap_or(0)
     }
 
     /// The kubelet starts: a new boot ID, Ready.
@@ -377,5 +430,119 @@ impl Shared {
         .await
         .with_context(|| format!("the detector of {node} writing {REBOOT_REQUIRED}={status}"))?;
         Ok(())
+    }
+}
+
+/// A duration drawn from a distribution, the same for the same seed, node, boot and
+/// stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Spread {
+    /// Always this long.
+    Fixed(Duration),
+    /// `median * exp(sigma * Z)`, Z standard normal: skewed to the right as reboot times
+    /// are (a few slow ones), its mean `exp(sigma^2 / 2)` times the median.
+    LogNormal { median: Duration, sigma: f64 },
+    /// Uniform between `low` and `high`.
+    Uniform { low: Duration, high: Duration },
+}
+
+impl Spread {
+    /// The draw for `key` (a seed, a node, a boot, a stream): deterministic.
+    pub fn draw(&self, seed: u64, node: &str, boot: u32, stream: u64) -> Duration {
+        let mut h = splitmix(seed ^ splitmix(stream));
+        for b in node.bytes() {
+            h = splitmix(h ^ u64::from(b));
+        }
+        h = splitmix(h ^ u64::from(boot));
+        // Two uniforms in (0, 1), from the top 53 bits of two more steps.
+        let (a, b) = (splitmix(h), splitmix(h ^ 0x5851_f42d_4c95_7f2d));
+        let unit = |x: u64| ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        match *self {
+            Spread::Fixed(d) => d,
+            Spread::Uniform { low, high } => {
+                low + (high.saturating_sub(low)).mul_f64(unit(a).min(1.0 - f64::EPSILON))
+            }
+            Spread::LogNormal { median, sigma } => {
+                // Box-Muller.
+                let z = (-2.0 * unit(a).ln()).sqrt() * (2.0 * std::f64::consts::PI * unit(b)).cos();
+                median.mul_f64((sigma * z).exp())
+            }
+        }
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Per-node durations for [`Kured::start_drawn`], each drawn per node and per reboot.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Draws {
+    pub seed: u64,
+    /// How long a reboot keeps its node NotReady, until its new boot ID (the spec's
+    /// `reboot`).
+    pub reboot: Spread,
+    /// From the node's Ready with its new boot ID to its daemons running, the executor
+    /// then uncordoning it (the spec's `daemon_delay`).
+    pub daemon_delay: Spread,
+}
+
+impl Draws {
+    /// The downtime of the reboot that ends boot `boot` of `node` (boot 1 is the one
+    /// [`Kured::start`] boots).
+    pub fn reboot(&self, node: &str, boot: u32) -> Duration {
+        self.reboot.draw(self.seed, node, boot, 1)
+    }
+
+    /// How long after boot `boot` of `node` (2 after its first reboot) its daemons start.
+    pub fn daemon_delay(&self, node: &str, boot: u32) -> Duration {
+        self.daemon_delay.draw(self.seed, node, boot, 2)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn draws_are_deterministic_and_differ_by_node_boot_and_stream() {
+        let s = Spread::LogNormal {
+            median: Duration::from_secs(12),
+            sigma: 0.35,
+        };
+        assert_eq!(s.draw(7, "n1", 1, 1), s.draw(7, "n1", 1, 1));
+        assert_ne!(s.draw(7, "n1", 1, 1), s.draw(7, "n2", 1, 1));
+        assert_ne!(s.draw(7, "n1", 1, 1), s.draw(7, "n1", 2, 1));
+        assert_ne!(s.draw(7, "n1", 1, 1), s.draw(7, "n1", 1, 2));
+        assert_ne!(s.draw(7, "n1", 1, 1), s.draw(8, "n1", 1, 1));
+        let f = Spread::Fixed(Duration::from_secs(3));
+        assert_eq!(f.draw(1, "n", 1, 1), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_log_normal_spread_has_its_median_and_a_uniform_one_its_bounds() {
+        let s = Spread::LogNormal {
+            median: Duration::from_secs(12),
+            sigma: 0.35,
+        };
+        let mut d: Vec<f64> = (0..4000)
+            .map(|i| s.draw(42, &format!("node-{i}"), 1, 1).as_secs_f64())
+            .collect();
+        d.sort_by(f64::total_cmp);
+        let (median, p90) = (d[1999], d[3599]);
+        assert!((11.5..12.5).contains(&median), "median {median}");
+        // 12 * exp(1.2816 * 0.35) = 18.8
+        assert!((18.0..19.6).contains(&p90), "p90 {p90}");
+        let u = Spread::Uniform {
+            low: Duration::from_secs(2),
+            high: Duration::from_secs(4),
+        };
+        let draws: Vec<Duration> = (0..1000).map(|i| u.draw(3, "n", i, 2)).collect();
+        assert!(draws.iter().all(|d| (2.0..4.0).contains(&d.as_secs_f64())));
+        let mean = draws.iter().map(Duration::as_secs_f64).sum::<f64>() / 1000.0;
+        assert!((2.9..3.1).contains(&mean), "mean {mean}");
     }
 }
