@@ -115,6 +115,20 @@ pub struct Write {
     pub recorded: Recorded,
 }
 
+/// The writes of a pass to send now, at most `max`, those ending a maintenance first, the
+/// rest in the pass's order; and whether some were left for the next pass, which derives
+/// them again. An executor acts the moment it reads a node still in progress (kured's
+/// daemons, restarted after a reboot, reboot it again), so an end must not wait behind
+/// the burst of a window edge over a thousand nodes; and a bounded burst lets the next
+/// pass, woken by a reboot meanwhile, put that end first.
+pub fn first_writes(mut writes: Vec<Write>, max: usize) -> (Vec<Write>, bool) {
+    // Stable: the pass's order otherwise.
+    writes.sort_by_key(|w| !w.ends_maintenance());
+    let more = writes.len() > max;
+    writes.truncate(max);
+    (writes, more)
+}
+
 /// Durations a write records (`completed after`, `recovered after`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Recorded {
@@ -155,6 +169,13 @@ impl Write {
                 })
             })
             .collect()
+    }
+
+    /// Whether this write ends a maintenance (`MaintenanceInProgress` to `False`).
+    pub fn ends_maintenance(&self) -> bool {
+        self.transitions
+            .iter()
+            .any(|(t, s)| t == MAINTENANCE_IN_PROGRESS && *s == Status::False)
     }
 
     /// Identifies the write by its content (the node and the conditions it applies): an

@@ -57,6 +57,12 @@ use watch::{LabelKeys, Tombstones};
 use windows::WindowCache;
 use writer::NodeWriter;
 
+/// Most node writes one pass sends (four rounds of the writer's concurrency, well under
+/// a second here), ends of maintenance first ([`pass::first_writes`]): a window edge over
+/// thousands of nodes is written by several passes, and an end that comes due meanwhile
+/// (a node back from its reboot) waits at most for one such round of writes.
+const MAX_WRITES_PER_PASS: usize = 128;
+
 /// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
 /// once by [`ClockSteps`]).
 const MAX_SLEEP: Duration = Duration::from_secs(30);
@@ -370,6 +376,7 @@ impl Shell {
         );
 
         let mut could_write = false;
+        let mut left_for_next_pass = false;
         if self.settings.dry_run {
             self.shadow.would_write(
                 outcome.writes,
@@ -404,9 +411,9 @@ impl Shell {
                 let views = views(&cached, &manager, &pods);
                 node_events::due_now(views, None, &outcome.contested, &manager, now)
             });
-            self.writer
-                .apply(outcome.writes, &self.leadership, term, now)
-                .await;
+            let (writes, more) = pass::first_writes(outcome.writes, MAX_WRITES_PER_PASS);
+            left_for_next_pass = more;
+            self.writer.apply(writes, &self.leadership, term, now).await;
             self.events
                 .post(&outcome.events, &self.windows.sources, now)
                 .await;
@@ -426,7 +433,16 @@ impl Shell {
             .into_iter()
             .flatten()
             .min();
-        Step::Next(outcome.next_edge.into_iter().chain(retry).min())
+        // Writes left for the next pass: it runs at once.
+        let again = left_for_next_pass.then(Timestamp::now);
+        Step::Next(
+            outcome
+                .next_edge
+                .into_iter()
+                .chain(retry)
+                .chain(again)
+                .min(),
+        )
     }
 
     /// The current term if this replica may write ([`fence`]); a new client made for the

@@ -1497,3 +1497,35 @@ fn a_write_reports_the_durations_it_records_once() {
     );
     assert_eq!(Recorded::of(None, &running), Recorded::default());
 }
+
+/// Ends first, the rest in the pass's order, at most `max`; whether any were left.
+#[test]
+fn ends_of_maintenance_are_written_first_and_a_burst_is_bounded() {
+    let w = |node: &str, ends: bool| Write {
+        node: node.into(),
+        based_on: None,
+        conditions: Vec::new(),
+        transitions: if ends {
+            vec![(MAINTENANCE_IN_PROGRESS.to_string(), Status::False)]
+        } else {
+            vec![(UNDER_MAINTENANCE.to_string(), Status::False)]
+        },
+        dropped: Vec::new(),
+        claimed: Vec::new(),
+        recorded: Recorded::default(),
+    };
+    let writes = vec![
+        w("a", false),
+        w("b", false),
+        w("c", true),
+        w("d", false),
+        w("e", true),
+    ];
+    let names = |ws: &[Write]| ws.iter().map(|w| w.node.clone()).collect::<Vec<_>>();
+    let (first, more) = first_writes(writes.clone(), 3);
+    assert_eq!(names(&first), ["c", "e", "a"]);
+    assert!(more);
+    let (all, more) = first_writes(writes, 5);
+    assert_eq!(names(&all), ["c", "e", "a", "b", "d"]);
+    assert!(!more);
+}
