@@ -256,6 +256,22 @@ impl Window {
         Occurrence { start, end }
     }
 
+    /// The occurrences overlapping `[from, to)`, by start: those starting in
+    /// `(from - duration, to)`. Unbounded for a frequent schedule: callers take what they
+    /// can show.
+    pub fn occurrences_between(
+        &self,
+        from: Timestamp,
+        to: Timestamp,
+    ) -> impl Iterator<Item = Occurrence> + '_ {
+        let cursor = from.checked_sub(self.length()).unwrap_or(Timestamp::MIN);
+        std::iter::successors(self.schedule.next_after(cursor), |s| {
+            self.schedule.next_after(*s)
+        })
+        .take_while(move |s| *s < to)
+        .map(|s| self.occurrence(s))
+    }
+
     /// Whether an occurrence is active at `t`.
     pub fn is_active(&self, t: Timestamp) -> bool {
         self.earliest_active(t).is_some()

@@ -603,3 +603,21 @@ fn node_selector_objects_have_the_same_bounds() {
         "{err}"
     );
 }
+
+/// Every occurrence overlapping the period, one that began before it included.
+#[test]
+fn occurrences_between_overlap_the_period() {
+    let w = test_window("w", "0 2 * * *", "3h", "", false);
+    let t = |s: &str| s.parse::<Timestamp>().unwrap();
+    let starts: Vec<String> = w
+        .occurrences_between(t("2026-01-01T04:00:00Z"), t("2026-01-03T02:00:00Z"))
+        .map(|o| format!("{} {}", o.start, o.end))
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            "2026-01-01T02:00:00Z 2026-01-01T05:00:00Z",
+            "2026-01-02T02:00:00Z 2026-01-02T05:00:00Z",
+        ]
+    );
+}

@@ -104,12 +104,8 @@ pub fn svg(f: &Forecasted, zone: &TimeZone, zone_name: &str) -> String {
             esc(&w.id.to_string()),
             if w.blackout { " (blackout)" } else { "" },
         );
-        let length = w.duration.to_signed();
-        let mut cursor = from.checked_sub(length).unwrap_or(Timestamp::MIN);
-        let mut drawn = 0;
-        while let Some(start) = w.schedule.next_after(cursor).filter(|t| *t < to) {
-            let end = start.checked_add(length).unwrap_or(Timestamp::MAX);
-            let (x0, x1) = (x(start), x(end));
+        for o in w.occurrences_between(from, to).take(MAX_OCCURRENCES_DRAWN) {
+            let (x0, x1) = (x(o.start), x(o.end));
             let _ = writeln!(
                 s,
                 r#"<rect x="{x0:.1}" y="{}" width="{:.1}" height="{}" fill="{colour}" fill-opacity="0.35"><title>{}: {} to {}</title></rect>"#,
@@ -117,14 +113,9 @@ pub fn svg(f: &Forecasted, zone: &TimeZone, zone_name: &str) -> String {
                 (x1 - x0).max(1.0),
                 ROW - 6.0,
                 esc(&w.id.to_string()),
-                esc(&format_time(start, zone)),
-                esc(&format_time(end, zone)),
+                esc(&format_time(o.start, zone)),
+                esc(&format_time(o.end, zone)),
             );
-            cursor = start;
-            drawn += 1;
-            if drawn >= MAX_OCCURRENCES_DRAWN {
-                break;
-            }
         }
     }
     let _ = writeln!(

@@ -174,16 +174,12 @@ fn lane(
     from: Timestamp,
     to: Timestamp,
 ) -> Result<Lane, PlanError> {
-    let length = w.duration.to_signed();
-    let mut occurrences = Vec::new();
-    let mut cursor = from.checked_sub(length).unwrap_or(Timestamp::MIN);
-    while let Some(start) = w.schedule.next_after(cursor).filter(|s| *s < to) {
-        if occurrences.len() >= MAX_EDGES {
-            return Err(PlanError::TooManyEdges { from, to });
-        }
-        let end = start.checked_add(length).unwrap_or(Timestamp::MAX);
-        occurrences.push(Occurrence { start, end });
-        cursor = start;
+    let occurrences: Vec<Occurrence> = w
+        .occurrences_between(from, to)
+        .take(MAX_EDGES + 1)
+        .collect();
+    if occurrences.len() > MAX_EDGES {
+        return Err(PlanError::TooManyEdges { from, to });
     }
     Ok(Lane {
         window: w.clone(),
