@@ -1,6 +1,7 @@
 //! What a forecast costs (`kumaco_core::forecast`, issue 28): 500 and 5,000 nodes
 //! against 200 windows, 30 days ahead, every node needing a reboot, at the median and
-//! the 90th percentile durations (two simulations per forecast).
+//! the 90th percentile durations, and the expected completion over durations drawn from
+//! 500 records (two simulations per forecast, and 15 more where the rollout completes).
 //!
 //! The nodes carry the scale harness's labels (`testkit::fleet`: 20 labels, four zones,
 //! fifty racks); the windows are `benches/pass.rs`'s (30 minutes each: weekly, daily,
@@ -21,7 +22,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use kumaco_core::conditions::{Condition, Status};
-use kumaco_core::forecast::{self, Durations, Plan, Quantiles};
+use kumaco_core::forecast::{self, Durations, Plan, Quantiles, Recorded};
 use kumaco_core::in_progress::{Availability, BlockingPod, Ceiling, GroupCeiling, Policy};
 use kumaco_core::pass::NodeView;
 use kumaco_core::selector;
@@ -145,19 +146,36 @@ fn views<'a>(nodes: &'a [Node], policy: &Policy) -> Vec<NodeView<'a>> {
         .collect()
 }
 
+/// 500 recorded durations (sorted), from half the median to three times it, whose median
+/// and 90th percentile are `median` and `p90` seconds: skewed to the right, as reboots are.
+fn recorded(median: i64, p90: i64) -> Vec<SignedDuration> {
+    let at = |k: i64, from: (i64, i64), to: (i64, i64)| {
+        from.1 + (to.1 - from.1) * (k - from.0) / (to.0 - from.0)
+    };
+    (1..=500)
+        .map(|k| {
+            let s = match k {
+                ..=250 => at(k, (1, median / 2), (250, median)),
+                251..=450 => at(k, (250, median), (450, p90)),
+                _ => at(k, (450, p90), (500, 3 * median)),
+            };
+            SignedDuration::from_secs(s)
+        })
+        .collect()
+}
+
 fn bench(c: &mut Criterion) {
     let now: Timestamp = "2026-03-02T00:00:00Z".parse().unwrap();
     let horizon = SignedDuration::from_hours(24 * 30);
     let windows = windows();
     let windows: Vec<&Window> = windows.iter().collect();
+    let (maintenance, recovery) = (recorded(360, 660), recorded(70, 180));
     let durations = Durations {
-        maintenance: Quantiles {
-            median: SignedDuration::from_mins(6),
-            p90: SignedDuration::from_mins(11),
-        },
-        recovery: Quantiles {
-            median: SignedDuration::from_secs(70),
-            p90: SignedDuration::from_mins(3),
+        maintenance: Quantiles::of(&mut maintenance.clone()).unwrap(),
+        recovery: Quantiles::of(&mut recovery.clone()).unwrap(),
+        recorded: Recorded {
+            maintenance,
+            recovery,
         },
     };
     let defaults = Policy {
@@ -204,11 +222,12 @@ fn bench(c: &mut Criterion) {
             summary.insert(
                 format!("{rules}, {n} nodes"),
                 format!(
-                    "{} nodes forecast, {held} held, {} without a start at the median; completion {:?} (median), {:?} (p90); {} occurrences used",
+                    "{} nodes forecast, {held} held, {} without a start at the median; completion {:?} (median), {:?} (p90), expected {:?}; {} occurrences used",
                     f.nodes.len() - held,
                     f.median.no_start,
                     f.median.completion,
                     f.p90.completion,
+                    f.expected,
                     f.median.occurrences.len(),
                 ),
             );

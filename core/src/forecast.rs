@@ -11,7 +11,9 @@
 //! keeps from starting whatever the time (`Blocked`, `NodeUnavailable`), its reason; or
 //! that it does not start within the horizon. Then when the rollout completes, and for
 //! each occurrence how many of the nodes it selected started in it and how many did not
-//! fit (they are carried to a later occurrence, or beyond the horizon).
+//! fit (they are carried to a later occurrence, or beyond the horizon). And when the
+//! rollout is expected to complete, over runs with each duration drawn from the
+//! recorded ones ([`Expected`], [`drawn`]).
 //!
 //! **How: the brain's own code, simulated.** The forecast does not restate a rule. It
 //! plays the brain forward over simulated node states: verdicts from
@@ -66,6 +68,11 @@ use crate::reasons;
 use crate::selector::Labels;
 use crate::window::{Occurrence, Span, Window, WindowId};
 
+mod drawn;
+
+use drawn::{Kind, Lengths, Pool};
+pub use drawn::{RUNS as EXPECTED_RUNS, WORK_BUDGET as EXPECTED_WORK_BUDGET};
+
 /// Most occurrences of one window the forecast follows: a window that occurs more often
 /// within the horizon ends the forecast at its next occurrence.
 pub const MAX_OCCURRENCES: usize = 10_000;
@@ -96,28 +103,61 @@ impl Quantiles {
         }
         samples.sort_unstable();
         Some(Quantiles {
-            median: samples[n.div_ceil(2) - 1],
-            p90: samples[(9 * n).div_ceil(10) - 1],
+            median: samples[rank(n, 50)],
+            p90: samples[rank(n, 90)],
         })
     }
 }
 
+/// The index of the `percent`th percentile among `n > 0` sorted values, by nearest rank.
+fn rank(n: usize, percent: usize) -> usize {
+    (percent * n).div_ceil(100) - 1
+}
+
 /// How long a maintenance and a node's recovery take.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Durations {
     pub maintenance: Quantiles,
     pub recovery: Quantiles,
+    /// What each was learned from; nothing for one given by flag. The expected
+    /// completion ([`Expected`]) draws from it.
+    pub recorded: Recorded,
 }
 
-/// A duration learned from the nodes, and from how many records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+impl Durations {
+    /// Quantiles given, nothing recorded.
+    pub fn given(maintenance: Quantiles, recovery: Quantiles) -> Durations {
+        Durations {
+            maintenance,
+            recovery,
+            recorded: Recorded::default(),
+        }
+    }
+}
+
+/// The durations the nodes record, each list sorted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    pub maintenance: Vec<SignedDuration>,
+    pub recovery: Vec<SignedDuration>,
+}
+
+/// A duration learned from the nodes, and the records it comes from (sorted).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Sampled {
     pub quantiles: Option<Quantiles>,
-    pub samples: usize,
+    pub recorded: Vec<SignedDuration>,
+}
+
+impl Sampled {
+    /// How many records.
+    pub fn samples(&self) -> usize {
+        self.recorded.len()
+    }
 }
 
 /// What the nodes' records say of the durations.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Learned {
     pub maintenance: Sampled,
     pub recovery: Sampled,
@@ -139,13 +179,14 @@ pub fn learn<'a>(nodes: impl IntoIterator<Item = &'a [Condition]>) -> Learned {
         }
         recovery.extend(recorded_recovery(&c.message));
     }
-    let sampled = |s: &mut Vec<SignedDuration>| Sampled {
-        samples: s.len(),
-        quantiles: Quantiles::of(s),
+    let sampled = |mut s: Vec<SignedDuration>| Sampled {
+        // Sorts them.
+        quantiles: Quantiles::of(&mut s),
+        recorded: s,
     };
     Learned {
-        maintenance: sampled(&mut maintenance),
-        recovery: sampled(&mut recovery),
+        maintenance: sampled(maintenance),
+        recovery: sampled(recovery),
     }
 }
 
@@ -247,9 +288,27 @@ pub struct Forecast {
     pub nodes: Vec<NodeForecast>,
     pub median: Rollout,
     pub p90: Rollout,
+    /// The rollout's completion with the durations drawn from the recorded ones; `None`
+    /// where nothing recorded varies (durations given by flag), or where the rollout at
+    /// the median does not complete within the horizon.
+    pub expected: Option<Expected>,
     /// How far the forecast looked: `now + horizon`, or the next occurrence of a window
     /// that occurs more than [`MAX_OCCURRENCES`] times before then.
     pub horizon_end: Timestamp,
+}
+
+/// When the rollout completes over up to [`EXPECTED_RUNS`] simulations in which each
+/// node's maintenance and recovery last a duration drawn from the recorded ones
+/// ([`drawn`]): the median and the 90th percentile of their completions (nearest rank),
+/// `None` for beyond the horizon. The central estimate of the rollout's end: the median
+/// run's last end runs every maintenance at the median, and so comes early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// The runs played: fewer than [`EXPECTED_RUNS`] where they would decide more than
+    /// [`drawn::WORK_BUDGET`] node states in all (very large rollouts).
+    pub runs: usize,
+    pub completion: Option<Timestamp>,
+    pub p90: Option<Timestamp>,
 }
 
 /// Forecasts the maintenance of `nodes`, the nodes in scope, from `now` to `now +
@@ -265,9 +324,14 @@ pub fn forecast(
     let fleet = Fleet::new(windows, policy, nodes, now, horizon);
     let at = |q: fn(&Quantiles) -> SignedDuration| {
         let d = |q2: &Quantiles| q(q2).max(SignedDuration::ZERO);
-        Run::new(&fleet, d(&durations.maintenance), d(&durations.recovery)).play()
+        let lengths = Lengths::fixed(d(&durations.maintenance), d(&durations.recovery));
+        Run::new(&fleet, lengths).play()
     };
     let (median, p90) = (at(|q| q.median), at(|q| q.p90));
+    let expected = median
+        .rollout
+        .completion
+        .and_then(|_| expected(&fleet, durations, drawn::WORK_BUDGET));
     let mut out: Vec<NodeForecast> = Vec::new();
     for &i in &fleet.shown {
         let plan = match &fleet.roles[i] {
@@ -289,8 +353,45 @@ pub fn forecast(
         nodes: out,
         median: median.rollout,
         p90: p90.rollout,
+        expected,
         horizon_end: fleet.horizon_end,
     }
+}
+
+/// The completion over up to [`drawn::RUNS`] runs with drawn durations, as many as
+/// decide at most [`drawn::WORK_BUDGET`] node states; `None` when no recorded duration
+/// varies (every run would be the median's) or not one run fits in the budget.
+fn expected(fleet: &Fleet, durations: &Durations, work_budget: u64) -> Option<Expected> {
+    let maintenance = Pool::of(&durations.recorded.maintenance, &durations.maintenance);
+    let recovery = Pool::of(&durations.recorded.recovery, &durations.recovery);
+    if !drawn::varies(maintenance) && !drawn::varies(recovery) {
+        return None;
+    }
+    // Beyond the horizon sorts last.
+    let mut ends: Vec<Timestamp> = Vec::with_capacity(drawn::RUNS);
+    let mut budget = work_budget;
+    for run in 0..drawn::RUNS as u64 {
+        let lengths = Lengths {
+            maintenance,
+            recovery,
+            run,
+        };
+        let Some(played) = Run::new(fleet, lengths).play_within(budget) else {
+            break;
+        };
+        budget -= played.work.min(budget);
+        ends.push(played.rollout.completion.unwrap_or(Timestamp::MAX));
+    }
+    if ends.is_empty() {
+        return None;
+    }
+    ends.sort_unstable();
+    let within = |t: Timestamp| (t != Timestamp::MAX).then_some(t);
+    Some(Expected {
+        runs: ends.len(),
+        completion: within(ends[rank(ends.len(), 50)]),
+        p90: within(ends[rank(ends.len(), 90)]),
+    })
 }
 
 /// A node's labels under the keys the forecast and the brain read again and again (the
@@ -729,13 +830,14 @@ impl AloneKey {
 struct Played {
     placements: Vec<Option<Placement>>,
     rollout: Rollout,
+    /// The node states it decided.
+    work: u64,
 }
 
-/// One simulation, at one pair of durations.
+/// One simulation, at one pair of durations or with durations drawn.
 struct Run<'f, 'a> {
     fleet: &'f Fleet<'a>,
-    maintenance: SignedDuration,
-    recovery: SignedDuration,
+    lengths: Lengths<'f>,
     nodes: Vec<Sim>,
     hot: Vec<Hot>,
     /// The fleet's lists of who each window selects, less the nodes gone.
@@ -759,16 +861,17 @@ struct Run<'f, 'a> {
     paced_until: Option<Timestamp>,
     /// Nodes shown and forecast whose first maintenance has not ended yet.
     unfinished: usize,
+    /// Node states decided so far: what a run costs, counted the same on every machine.
+    work: u64,
 }
 
 impl<'f, 'a> Run<'f, 'a> {
-    fn new(fleet: &'f Fleet<'a>, maintenance: SignedDuration, recovery: SignedDuration) -> Self {
+    fn new(fleet: &'f Fleet<'a>, lengths: Lengths<'f>) -> Self {
         let now = fleet.now;
         let active = ActiveWindows::from_spans(now, active_spans(&fleet.windows, &fleet.spans));
         let mut run = Run {
             fleet,
-            maintenance,
-            recovery,
+            lengths,
             nodes: vec![Sim::default(); fleet.nodes.len()],
             hot: vec![Hot::default(); fleet.nodes.len()],
             lists: fleet.lists.clone(),
@@ -783,6 +886,7 @@ impl<'f, 'a> Run<'f, 'a> {
             windows_changed: Vec::new(),
             paced_until: None,
             unfinished: 0,
+            work: 0,
         };
         run.open = (0..fleet.windows.len())
             .filter(|&w| run.spans[w].is_some() && !fleet.windows[w].blackout)
@@ -826,7 +930,9 @@ impl<'f, 'a> Run<'f, 'a> {
                 Some(c) if c.is_true() => {
                     sim.in_progress_at_now = Some(since(&c));
                     sim.working = true;
-                    let done = since(&c).checked_add(maintenance).unwrap_or(Timestamp::MAX);
+                    let elapsed = now.duration_since(since(&c)).max(SignedDuration::ZERO);
+                    let length = lengths.of(view.name, Kind::Maintenance, elapsed);
+                    let done = since(&c).checked_add(length).unwrap_or(Timestamp::MAX);
                     run.happens.push(Reverse((done.max(now), Happens::Done, i)));
                     run.set_busy(i, true);
                 }
@@ -835,7 +941,9 @@ impl<'f, 'a> Run<'f, 'a> {
                         && in_progress::start_or_end(&c).is_some() =>
                 {
                     sim.recovering = true;
-                    let back = since(&c).checked_add(recovery).unwrap_or(Timestamp::MAX);
+                    let elapsed = now.duration_since(since(&c)).max(SignedDuration::ZERO);
+                    let length = lengths.of(view.name, Kind::Recovery, elapsed);
+                    let back = since(&c).checked_add(length).unwrap_or(Timestamp::MAX);
                     run.happens.push(Reverse((back.max(now), Happens::Back, i)));
                     run.set_busy(i, true);
                 }
@@ -854,7 +962,13 @@ impl<'f, 'a> Run<'f, 'a> {
     }
 
     /// Plays the brain forward to the horizon, or until every maintenance forecast ended.
-    fn play(mut self) -> Played {
+    fn play(self) -> Played {
+        self.play_within(u64::MAX).expect("no budget")
+    }
+
+    /// [`Run::play`], given up (`None`) once it has decided more than `budget` node
+    /// states.
+    fn play_within(mut self, budget: u64) -> Option<Played> {
         let mut t = self.fleet.now;
         let mut edge = 0;
         let mut changed = true;
@@ -895,6 +1009,9 @@ impl<'f, 'a> Run<'f, 'a> {
             if self.unfinished == 0 {
                 break;
             }
+            if self.work > budget {
+                return None;
+            }
             let next = [
                 self.fleet.edges.get(edge).map(|e| e.at),
                 self.happens.peek().map(|Reverse((at, ..))| *at),
@@ -908,7 +1025,7 @@ impl<'f, 'a> Run<'f, 'a> {
                 _ => break,
             }
         }
-        self.finish()
+        Some(self.finish())
     }
 
     /// Windows open, close or extend at `t`: the nodes they select count them, and
@@ -972,7 +1089,9 @@ impl<'f, 'a> Run<'f, 'a> {
                 self.hot[i].needs &= policy.required.is_empty();
                 sim.working = false;
                 sim.recovering = true;
-                let back = t.checked_add(self.recovery).unwrap_or(Timestamp::MAX);
+                let name = self.fleet.nodes[i].name;
+                let length = self.lengths.of(name, Kind::Recovery, SignedDuration::ZERO);
+                let back = t.checked_add(length).unwrap_or(Timestamp::MAX);
                 self.happens.push(Reverse((back, Happens::Back, i)));
             }
             Happens::Back => {
@@ -1011,6 +1130,7 @@ impl<'f, 'a> Run<'f, 'a> {
             for &i in &chosen {
                 self.refresh(i);
             }
+            self.work += chosen.len() as u64;
             let states: Vec<NodeState> = chosen.iter().map(|&i| self.state(i)).collect();
             let decided = in_progress::decide_among(self.fleet.policy, &states, &self.scope, t);
             drop(states);
@@ -1284,7 +1404,11 @@ impl<'f, 'a> Run<'f, 'a> {
         // is still being worked on: one piece of work per node at a time.
         if !sim.working {
             sim.working = true;
-            let done = t.checked_add(self.maintenance).unwrap_or(Timestamp::MAX);
+            let name = fleet.nodes[i].name;
+            let length = self
+                .lengths
+                .of(name, Kind::Maintenance, SignedDuration::ZERO);
+            let done = t.checked_add(length).unwrap_or(Timestamp::MAX);
             self.happens.push(Reverse((done, Happens::Done, i)));
         }
         self.set_busy(i, true);
@@ -1376,6 +1500,7 @@ impl<'f, 'a> Run<'f, 'a> {
         Played {
             placements,
             rollout,
+            work: self.work,
         }
     }
 }

@@ -102,10 +102,7 @@ fn policy(ceiling: u32) -> Policy {
 }
 
 fn durations(maintenance: SignedDuration, recovery: SignedDuration) -> Durations {
-    Durations {
-        maintenance: Quantiles::fixed(maintenance),
-        recovery: Quantiles::fixed(recovery),
-    }
+    Durations::given(Quantiles::fixed(maintenance), Quantiles::fixed(recovery))
 }
 
 fn run(
@@ -219,16 +216,16 @@ fn the_ceiling_starts_nodes_oldest_first_and_each_waits_for_a_slot() {
 #[test]
 fn the_90th_percentile_is_forecast_with_its_own_durations() {
     let nodes = [Node::needing("a", None, 30), Node::needing("b", None, 20)];
-    let d = Durations {
-        maintenance: Quantiles {
+    let d = Durations::given(
+        Quantiles {
             median: mins(20),
             p90: mins(40),
         },
-        recovery: Quantiles {
+        Quantiles {
             median: mins(5),
             p90: mins(10),
         },
-    };
+    );
     let f = run(&[nightly("")], &policy(1), &nodes, &d, monday());
     assert_eq!(at_median(&f, "b"), pair("02:25:00", "02:45:00"));
     let p = p90(&f, "b");
@@ -686,7 +683,7 @@ fn quantiles_are_nearest_rank_and_learned_from_the_records() {
         vec![condition(REBOOT, true, monday())],
     ];
     let learned = learn(nodes.iter().map(Vec::as_slice));
-    assert_eq!(learned.maintenance.samples, 2, "not the stopped one");
+    assert_eq!(learned.maintenance.samples(), 2, "not the stopped one");
     assert_eq!(
         learned.maintenance.quantiles,
         Some(Quantiles {
@@ -694,7 +691,7 @@ fn quantiles_are_nearest_rank_and_learned_from_the_records() {
             p90: mins(6)
         })
     );
-    assert_eq!(learned.recovery.samples, 2);
+    assert_eq!(learned.recovery.samples(), 2);
     assert_eq!(
         learned.recovery.quantiles,
         Some(Quantiles {
@@ -1231,16 +1228,16 @@ fn a_window_opening_is_read_by_the_pass_after_the_one_that_writes_it() {
 }
 
 fn durations_of([median, p90]: [(SignedDuration, SignedDuration); 2]) -> Durations {
-    Durations {
-        maintenance: Quantiles {
+    Durations::given(
+        Quantiles {
             median: median.0,
             p90: p90.0,
         },
-        recovery: Quantiles {
+        Quantiles {
             median: median.1,
             p90: p90.1,
         },
-    }
+    )
 }
 
 /// Checks the forecast against [`stepped`], node by node, at both durations.
@@ -1281,4 +1278,114 @@ fn same_as_the_pass(
         }
     }
     Ok(())
+}
+
+/// Durations learned from these records (minutes), as [`learn`] gives them.
+fn learned_from(maintenance: &[i64], recovery: &[i64]) -> Durations {
+    let sampled = |m: &[i64]| {
+        let mut recorded: Vec<SignedDuration> = m.iter().map(|&m| mins(m)).collect();
+        let quantiles = Quantiles::of(&mut recorded).expect("records");
+        (quantiles, recorded)
+    };
+    let (m, maintenance) = sampled(maintenance);
+    let (r, recovery) = sampled(recovery);
+    Durations {
+        maintenance: m,
+        recovery: r,
+        recorded: Recorded {
+            maintenance,
+            recovery,
+        },
+    }
+}
+
+/// Ten nodes needing a reboot, oldest first by name, and a window from 02:00 for 20 hours.
+fn ten_nodes_all_day() -> (Vec<Node>, [Window; 1]) {
+    let nodes = (0..10)
+        .map(|i| Node::needing(&format!("n{i}"), None, 10 - i))
+        .collect();
+    (nodes, [test_window("day", "0 2 * * *", "20h", "", false)])
+}
+
+#[test]
+fn the_expected_completion_draws_each_duration_from_the_records() {
+    // One slot, ten nodes; maintenances recorded at 10 minutes three times in five, at 30
+    // the other two. At the median every one takes 10 (done at 03:40), at the 90th
+    // percentile 30 (07:00). A slot's ten draws sum to 180 on average.
+    let (nodes, day) = ten_nodes_all_day();
+    let d = learned_from(&[10, 10, 10, 30, 30], &[0]);
+    let f = run(&day, &policy(1), &nodes, &d, monday());
+    assert_eq!(f.median.completion, Some(ts("2026-01-05T03:40:00Z")));
+    assert_eq!(f.p90.completion, Some(ts("2026-01-05T07:00:00Z")));
+    let e = f.expected.expect("records that vary");
+    assert_eq!(e.runs, EXPECTED_RUNS);
+    let (c, p) = (e.completion.unwrap(), e.p90.unwrap());
+    assert!(
+        c > f.median.completion.unwrap() && c < f.p90.completion.unwrap(),
+        "{c}"
+    );
+    assert!(p >= c && p <= f.p90.completion.unwrap(), "{p}");
+    // Each run's completion is ten draws of 10 or 30 after 02:00.
+    for t in [c, p] {
+        let m = t.duration_since(ts("2026-01-05T02:00:00Z")).as_mins();
+        assert!((100..=300).contains(&m) && (m - 100) % 20 == 0, "{t}");
+    }
+
+    // The same nodes listed in another order draw the same: a draw hangs on a name.
+    let mut reversed = nodes.clone();
+    reversed.reverse();
+    assert_eq!(run(&day, &policy(1), &reversed, &d, monday()), f);
+
+    // Durations given, or records that are all equal: nothing to draw.
+    let given = durations(mins(10), SignedDuration::ZERO);
+    assert_eq!(
+        run(&day, &policy(1), &nodes, &given, monday()).expected,
+        None
+    );
+    let same = learned_from(&[10, 10], &[0, 0]);
+    assert_eq!(
+        run(&day, &policy(1), &nodes, &same, monday()).expected,
+        None
+    );
+}
+
+#[test]
+fn a_node_in_progress_draws_only_durations_longer_than_its_work_so_far() {
+    // In progress for 25 minutes: of 10, 20, 30 and 40, only 30 and 40 remain, so every
+    // run ends it at 02:05 or 02:15 (it started at 01:35), never now.
+    let mut a = Node::needing("a", None, 60);
+    a.conditions.push(condition(
+        MAINTENANCE_IN_PROGRESS,
+        true,
+        ts("2026-01-05T01:35:00Z"),
+    ));
+    let now = ts("2026-01-05T02:00:00Z");
+    let d = learned_from(&[10, 20, 30, 40], &[0]);
+    let f = run(&[nightly("")], &policy(1), &[a], &d, now);
+    let e = f.expected.expect("records that vary");
+    for t in [e.completion.unwrap(), e.p90.unwrap()] {
+        assert!(
+            [ts("2026-01-05T02:05:00Z"), ts("2026-01-05T02:15:00Z")].contains(&t),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn the_drawn_runs_stop_at_their_budget_of_decisions() {
+    let (nodes, windows) = ten_nodes_all_day();
+    let windows: Vec<&Window> = windows.iter().collect();
+    let views: Vec<NodeView> = nodes.iter().map(Node::view).collect();
+    let policy = policy(1);
+    let fleet = Fleet::new(&windows, &policy, &views, monday(), mins(24 * 60));
+    let d = learned_from(&[10, 10, 10, 30, 30], &[0]);
+    let one = Run::new(&fleet, Lengths::fixed(mins(10), SignedDuration::ZERO))
+        .play()
+        .work;
+    let all = expected(&fleet, &d, u64::MAX).unwrap();
+    assert_eq!(all.runs, EXPECTED_RUNS);
+    // Room for about two and a half runs: two are played, the third given up.
+    let some = expected(&fleet, &d, one * 5 / 2).unwrap();
+    assert!((1..=3).contains(&some.runs), "{some:?}");
+    assert_eq!(expected(&fleet, &d, 0), None);
 }
