@@ -81,9 +81,10 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     let server = ApiServer::shared();
     let c = Cluster::new(server, "forecast", KUMACO).await;
     let a = c.node("a", &[("pool", "a")]).await;
+    let a2 = c.node("a2", &[("pool", "a")]).await;
     let b1 = c.node("b1", &[("pool", "b")]).await;
     let b2 = c.node("b2", &[("pool", "b")]).await;
-    for node in [&a, &b1, &b2] {
+    for node in [&a, &a2, &b1, &b2] {
         c.set(node, REBOOT, "True").await;
     }
     c.put_active_window("now", "pool=a").await;
@@ -123,8 +124,18 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     assert!(took >= SignedDuration::from_secs(2), "{message}");
     // Never unavailable: back the moment it ended.
     assert!(message.contains("recovered after 0s"), "{message}");
+    // a2's, longer: two records that differ, which the expected completion draws from.
+    wait_in_progress(&c, &a2, "started", |s, _| s == "True").await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    c.set(&a2, REBOOT, "False").await;
+    let message = wait_in_progress(&c, &a2, "completed", |s, m| {
+        s == "False" && m.contains("recovered after")
+    })
+    .await;
+    let took2 = kumaco::in_progress::recorded_duration(&message).expect("a recorded duration");
+    assert!(took2 > took, "{message}");
 
-    // Recorded once, observed once, learned by the next forecast.
+    // Recorded once each, observed once each, learned by the next forecast.
     let runs = metric_sum(
         &kumaco.metrics_text().await.unwrap(),
         "kumaco_forecast_runs_total",
@@ -133,11 +144,11 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     let text = next_forecast(&kumaco, runs).await;
     assert_eq!(
         metric_sum(&text, "kumaco_maintenance_duration_seconds_count", &[]),
-        1.0
+        2.0
     );
     assert_eq!(
         metric_sum(&text, "kumaco_recovery_duration_seconds_count", &[]),
-        1.0
+        2.0
     );
     assert_eq!(
         metric_sum(
@@ -145,7 +156,7 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
             "kumaco_forecast_duration_samples",
             &[("kind", "maintenance")]
         ),
-        1.0
+        2.0
     );
     assert_eq!(
         metric_sum(
@@ -159,7 +170,8 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
         2.0
     );
-    // b1 then b2, one at a time, each as long as a's took and back at once.
+    // b1 then b2, one at a time, each as long as a's took (the lower of two records is
+    // their median) and back at once.
     let completion = metric_sum(
         &text,
         "kumaco_forecast_completion_timestamp_seconds",
@@ -171,6 +183,17 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         (completion - expected).abs() < 2.0,
         "{completion} != {expected}"
     );
+    // Expected: b1 and b2 each draw a's or a2's duration, over 15 runs.
+    let drawn = metric_sum(
+        &text,
+        "kumaco_forecast_completion_timestamp_seconds",
+        &[("durations", "expected")],
+    );
+    let longest = later.as_second() as f64 + 2.0 * took2.as_secs_f64();
+    assert!(
+        drawn >= completion && drawn <= longest + 1.0,
+        "{drawn} not in [{completion}, {longest}]"
+    );
 
     // The tool, reading the same cluster, forecasts the same.
     let plan: Value =
@@ -181,8 +204,15 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         .parse()
         .unwrap();
     assert_eq!(plan_completion.as_second() as f64, completion, "{plan}");
+    let plan_expected: Timestamp = plan["rollout"]["expected"]["completion"]
+        .as_str()
+        .expect("an expected completion")
+        .parse()
+        .unwrap();
+    assert_eq!(plan_expected.as_second() as f64, drawn, "{plan}");
+    assert_eq!(plan["rollout"]["expected"]["runs"], 15, "{plan}");
     assert_eq!(plan["nodes"].as_array().unwrap().len(), 2, "{plan}");
-    assert_eq!(plan["durations"]["maintenance"]["samples"], 1);
+    assert_eq!(plan["durations"]["maintenance"]["samples"], 2);
 
     // kumaco status: each node's expected start, and the rollout's end.
     let status = forecast_tool(&c, server, &["status"]);
@@ -207,6 +237,10 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         )),
         "{status}"
     );
+    assert!(
+        status.contains(&format!("rollout expected: done by {}", at(drawn))),
+        "{status}"
+    );
 
     // A new process knows only what the cluster shows: the same forecast.
     kumaco.terminate(Duration::from_secs(10)).await.unwrap();
@@ -219,6 +253,15 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
             &[("durations", "median")]
         ),
         completion
+    );
+    assert_eq!(
+        metric_sum(
+            &text,
+            "kumaco_forecast_completion_timestamp_seconds",
+            &[("durations", "expected")]
+        ),
+        drawn,
+        "the same draws"
     );
     assert_eq!(
         metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),

@@ -299,6 +299,33 @@ fn plan_forecast_json_and_svg() {
     assert_eq!(kumaco(&svg_args).stdout, run.stdout);
 }
 
+/// Without the per-zone ceiling the rollout completes within the week: the expected
+/// completion, its runs drawing from the two records, comes with it.
+#[test]
+fn plan_forecast_expected_completion() {
+    let args: Vec<&str> = FORECAST
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with("--max-in-progress-per"))
+        .collect();
+    let run = check("plan-forecast-expected.out", &args, 0);
+    assert!(
+        run.stdout.contains("\nrollout expected: done by "),
+        "{}",
+        run.stdout
+    );
+    let json_args = [&args[..], &["-o", "json"]].concat();
+    let v: serde_json::Value = serde_json::from_str(&kumaco(&json_args).stdout).unwrap();
+    let e = &v["rollout"]["expected"];
+    assert_eq!(e["runs"], 15, "{e}");
+    // Each drawn duration is one of the two records, the median the shorter: the expected
+    // end is no earlier than the median run's and no later than the 90th percentile's.
+    let at = |v: &serde_json::Value| v.as_str().expect("a time").to_string();
+    let (median, p90) = (&v["rollout"]["median"], &v["rollout"]["p90"]);
+    assert!(at(&e["completion"]) >= at(&median["completion"]), "{v}");
+    assert!(at(&e["p90"]) <= at(&p90["completion"]), "{v}");
+}
+
 #[test]
 fn plan_forecast_refuses_what_it_cannot_use() {
     // A policy flag without --forecast.

@@ -93,7 +93,7 @@ fn run(
     match tool::estimate(&tool::learn(nodes), None, None) {
         Ok(estimate) => {
             let f = tool::compute(windows, policy, nodes, pods, estimate, now, HORIZON);
-            m.set(&f.forecast, &estimate);
+            m.set(&f.forecast, &f.estimate);
         }
         // No durations recorded yet (a cluster's first rollout under kumaco): nothing to
         // forecast with, and no alert can rest on it.

@@ -13,7 +13,9 @@ use prometheus_client::registry::Registry;
 use crate::forecast::{Forecast, Plan};
 use crate::tools::forecast::Estimate;
 
-/// `durations="median"` or `"p90"`: which durations a forecast series assumes.
+/// `durations="median"` or `"p90"`: which durations a forecast series assumes;
+/// `"expected"` (the completion only): drawn from the recorded ones, the median over
+/// the runs (`forecast::Expected`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DurationsLabels {
     pub durations: String,
@@ -30,6 +32,12 @@ pub struct LearnedLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     pub kind: String,
+}
+
+fn expected() -> DurationsLabels {
+    DurationsLabels {
+        durations: "expected".into(),
+    }
 }
 
 pub struct ForecastMetrics {
@@ -95,7 +103,7 @@ impl ForecastMetrics {
         );
         registry.register(
             "forecast_completion_timestamp_seconds",
-            "When the last forecast maintenance ends (Unix time); 0 when one does not end within the horizon or none remains",
+            "When the last forecast maintenance ends (Unix time); durations=\"expected\": the median over runs with each duration drawn from those recorded; 0 when one does not end within the horizon or none remains (or, for expected, no recorded duration varies)",
             m.completion.clone(),
         );
         registry.register(
@@ -130,6 +138,7 @@ impl ForecastMetrics {
             self.without_start.get_or_create(&l).set(0);
             self.completion.get_or_create(&l).set(0);
         }
+        self.completion.get_or_create(&expected()).set(0);
         for kind in ["maintenance", "recovery"] {
             self.samples
                 .get_or_create(&KindLabels { kind: kind.into() })
@@ -169,6 +178,11 @@ impl ForecastMetrics {
                 .get_or_create(&l)
                 .set(rollout.completion.map_or(0, |t| t.as_second()));
         }
+        self.completion.get_or_create(&expected()).set(
+            f.expected
+                .and_then(|e| e.completion)
+                .map_or(0, |t| t.as_second()),
+        );
         let d = &estimate.durations;
         for (kind, q) in [("maintenance", &d.maintenance), ("recovery", &d.recovery)] {
             for (quantile, v) in [("0.5", q.median), ("0.9", q.p90)] {

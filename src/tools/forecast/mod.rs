@@ -42,7 +42,7 @@ pub enum Source {
 }
 
 /// The durations a forecast assumes, and where each comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Estimate {
     pub durations: Durations,
     pub maintenance: Source,
@@ -61,13 +61,14 @@ pub fn estimate(
                 flag: &'static str,
                 what: &str,
                 example: &str|
-     -> Result<(Quantiles, Source), ToolError> {
+     -> Result<(Quantiles, Vec<SignedDuration>, Source), ToolError> {
         match (given, sampled.quantiles) {
-            (Some(d), _) => Ok((Quantiles::fixed(d), Source::Given)),
+            (Some(d), _) => Ok((Quantiles::fixed(d), Vec::new(), Source::Given)),
             (None, Some(q)) => Ok((
                 q,
+                sampled.recorded.clone(),
                 Source::Learned {
-                    samples: sampled.samples,
+                    samples: sampled.samples(),
                 },
             )),
             (None, None) => Err(flag_err(
@@ -80,14 +81,14 @@ pub fn estimate(
             )),
         }
     };
-    let (m, maintenance_source) = pick(
+    let (m, m_recorded, maintenance_source) = pick(
         maintenance,
         &learned.maintenance,
         "maintenance-duration",
         "completed maintenance",
         "\"completed after 6m12s\"",
     )?;
-    let (r, recovery_source) = pick(
+    let (r, r_recorded, recovery_source) = pick(
         recovery,
         &learned.recovery,
         "recovery-duration",
@@ -98,6 +99,10 @@ pub fn estimate(
         durations: Durations {
             maintenance: m,
             recovery: r,
+            recorded: forecast::Recorded {
+                maintenance: m_recorded,
+                recovery: r_recorded,
+            },
         },
         maintenance: maintenance_source,
         recovery: recovery_source,

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{Forecasted, Source};
 use crate::duration::GoDuration;
-use crate::forecast::{OccurrenceLoad, Placement, Plan, Rollout, WindowOccurrence};
+use crate::forecast::{Expected, OccurrenceLoad, Placement, Plan, Rollout, WindowOccurrence};
 use crate::tools::{format_time, render_table};
 
 /// A duration as Go prints it (`6m12s`).
@@ -74,6 +74,9 @@ pub fn summary(f: &Forecasted, zone: &TimeZone) -> String {
         go(d.recovery.p90),
         source(f.estimate.recovery, "recovery", "recoveries"),
     ));
+    if let Some(e) = &f.forecast.expected {
+        s.push_str(&format!("rollout expected: {}\n", expected(e, zone)));
+    }
     for (label, rollout) in [
         ("at the median durations", &f.forecast.median),
         ("at the 90th percentile", &f.forecast.p90),
@@ -81,6 +84,16 @@ pub fn summary(f: &Forecasted, zone: &TimeZone) -> String {
         s.push_str(&format!("rollout {label}: {}\n", completion(rollout, zone)));
     }
     s
+}
+
+fn expected(e: &Expected, zone: &TimeZone) -> String {
+    let t = |t: Option<Timestamp>| time_or(t, "after the horizon", zone);
+    format!(
+        "done by {}, by {} at the 90th percentile ({}, each duration drawn from those recorded)",
+        t(e.completion),
+        t(e.p90),
+        plural(e.runs, "run", "runs"),
+    )
 }
 
 fn completion(r: &Rollout, zone: &TimeZone) -> String {
@@ -335,6 +348,11 @@ pub fn json(f: &Forecasted) -> Value {
         "rollout": {
             "median": rollout_json(&f.forecast.median),
             "p90": rollout_json(&f.forecast.p90),
+            "expected": f.forecast.expected.map(|e| json!({
+                "runs": e.runs,
+                "completion": e.completion.map(utc),
+                "p90": e.p90.map(utc),
+            })),
         },
     })
 }

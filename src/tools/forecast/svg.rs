@@ -81,7 +81,7 @@ pub fn svg(f: &Forecasted, zone: &TimeZone, zone_name: &str) -> String {
 <rect x="0" y="0" width="{SVG_WIDTH}" height="{height}" fill="white"/>
 <text x="10" y="24" font-size="16" font-weight="bold">kumaco forecast from {}: {} node(s) need maintenance</text>
 <text x="10" y="44" fill="#555">done by {} at the median durations ({} maintenance, {} recovery), {} at the 90th percentile; times in {}</text>
-<text x="10" y="64" fill="#555">dark: start to end at the median; light: later at the 90th percentile</text>"##,
+<text x="10" y="64" fill="#555">dark: start to end at the median; light: later at the 90th percentile{}</text>"##,
         esc(&format_time(f.from, zone)),
         f.forecast.nodes.len(),
         esc(&completion(&f.forecast.median)),
@@ -89,6 +89,16 @@ pub fn svg(f: &Forecasted, zone: &TimeZone, zone_name: &str) -> String {
         super::render::go(f.estimate.durations.recovery.median),
         esc(&completion(&f.forecast.p90)),
         esc(zone_name),
+        f.forecast.expected.map_or(String::new(), |e| format!(
+            "; the rollout expected done by {} ({} run{} with drawn durations)",
+            esc(&e
+                .completion
+                .map_or("not within the horizon".to_string(), |t| format_time(
+                    t, zone
+                ))),
+            e.runs,
+            if e.runs == 1 { "" } else { "s" },
+        )),
     );
     for (i, w) in f.windows.iter().enumerate() {
         let y = TOP + ROW * i as f64;

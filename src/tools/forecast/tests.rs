@@ -69,7 +69,7 @@ fn a_flag_wins_over_the_records_and_none_is_an_error_naming_the_flag() {
                 median: mins(6),
                 p90: mins(9),
             }),
-            samples: 12,
+            recorded: (1..=12).map(mins).collect(),
         },
         recovery: Sampled::default(),
     };
@@ -78,6 +78,9 @@ fn a_flag_wins_over_the_records_and_none_is_an_error_naming_the_flag() {
     assert_eq!(e.durations.maintenance.p90, mins(9));
     assert_eq!(e.recovery, Source::Given);
     assert_eq!(e.durations.recovery, Quantiles::fixed(mins(2)));
+    // The records go along for the expected completion to draw from; a flag has none.
+    assert_eq!(e.durations.recorded.maintenance.len(), 12);
+    assert!(e.durations.recorded.recovery.is_empty());
     let e = estimate(&learned, Some(mins(30)), Some(mins(2))).unwrap();
     assert_eq!(e.durations.maintenance, Quantiles::fixed(mins(30)));
 

@@ -41,9 +41,10 @@
 //! The report, per rollout: the per-node error of the forecast end against the real end
 //! (median and 90th percentile of its absolute value, in seconds and as a fraction of
 //! the rollout's length, with its mean: a bias), split into the error of the start and
-//! of the duration; the error on the rollout's completion (the forecast's
-//! `rollout.median.completion`, or its last end when some nodes do not fit, against the
-//! last real end) and the issue's target (within 10% of the rollout or one median
+//! of the duration; the error on the rollout's completion (the forecast's expected
+//! completion, `rollout.expected.completion`, over durations drawn from the records; the
+//! median run's `rollout.median.completion` beside it; the median run's last end when
+//! some nodes do not fit, against the last real end) and the issue's target (within 10% of the rollout or one median
 //! duration, whichever is larger); and whether the nodes the forecast says fit in the
 //! window started in it and those it says do not fit did not. Nothing is tuned to the
 //! outcome: the figures are what the run gives.
@@ -933,9 +934,15 @@ fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
     abs_sorted.sort_by(f64::total_cmp);
     let completion = time(&f["rollout"]["median"]["completion"]);
     let completion90 = time(&f["rollout"]["p90"]["completion"]);
-    // With every node fitting, the completion; otherwise the last forecast end.
-    let fc_last = completion.or(last_fc);
+    let expected = time(&f["rollout"]["expected"]["completion"]);
+    // The expected completion; without it (durations that do not vary), the median
+    // run's; with nodes that do not fit, the median run's last end.
+    let fc_last = expected.or(completion).or(last_fc);
     let comp_err = fc_last
+        .zip(last_real)
+        .map(|(fc, r)| secs(r.duration_since(fc)));
+    let median_err = completion
+        .or(last_fc)
         .zip(last_real)
         .map(|(fc, r)| secs(r.duration_since(fc)));
     let bound = (0.1 * length).max(learned_m);
@@ -987,7 +994,12 @@ fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
         },
         "completion": {
             "forecast": fc_last.map(|t| t.to_string()),
-            "forecast_is": (if completion.is_some() { "rollout.median.completion" } else { "last forecast end (some nodes do not fit)" }),
+            "forecast_is": (if expected.is_some() { "rollout.expected.completion" } else if completion.is_some() { "rollout.median.completion" } else { "last forecast end (some nodes do not fit)" }),
+            "expected_runs": f["rollout"]["expected"]["runs"],
+            "expected_p90": f["rollout"]["expected"]["p90"],
+            "median_run": completion.or(last_fc).map(|t| t.to_string()),
+            "median_run_error_s": median_err,
+            "median_run_error_fraction": frac(median_err),
             "forecast_p90": completion90.map(|t| t.to_string()),
             "real": last_real.map(|t| t.to_string()),
             "error_s": comp_err,
@@ -1103,6 +1115,14 @@ fn print_rollout(r: &Value) {
         },
         c["forecast_p90"],
         c["real_by_p90_completion"],
+    );
+    println!(
+        "  completion of the median run {}: error {} s ({}); expected over {} drawn runs, p90 {}",
+        c["median_run"],
+        num(&c["median_run_error_s"], 1),
+        pct(&c["median_run_error_fraction"]),
+        c["expected_runs"],
+        c["expected_p90"],
     );
     println!(
         "  fit (median forecast / real): fits and started {}, fits but did not start {}, \
