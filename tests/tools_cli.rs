@@ -319,11 +319,18 @@ fn plan_forecast_expected_completion() {
     let e = &v["rollout"]["expected"];
     assert_eq!(e["runs"], 15, "{e}");
     // Each drawn duration is one of the two records, the median the shorter: the expected
-    // end is no earlier than the median run's and no later than the 90th percentile's.
-    let at = |v: &serde_json::Value| v.as_str().expect("a time").to_string();
+    // end is no earlier than the median run's and no later than the 90th percentile's,
+    // give or take the seconds each record is spread over.
+    let at = |v: &serde_json::Value| {
+        v.as_str()
+            .expect("a time")
+            .parse::<jiff::Timestamp>()
+            .unwrap()
+            .as_second()
+    };
     let (median, p90) = (&v["rollout"]["median"], &v["rollout"]["p90"]);
-    assert!(at(&e["completion"]) >= at(&median["completion"]), "{v}");
-    assert!(at(&e["p90"]) <= at(&p90["completion"]), "{v}");
+    assert!(at(&e["completion"]) >= at(&median["completion"]) - 5, "{v}");
+    assert!(at(&e["p90"]) <= at(&p90["completion"]) + 5, "{v}");
 }
 
 #[test]

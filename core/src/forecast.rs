@@ -304,8 +304,9 @@ pub struct Forecast {
 /// run's last end runs every maintenance at the median, and so comes early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Expected {
-    /// The runs played: fewer than [`EXPECTED_RUNS`] where they would decide more than
-    /// [`drawn::WORK_BUDGET`] node states in all (very large rollouts).
+    /// The runs played: fewer than [`EXPECTED_RUNS`] where all the runs, these and the
+    /// two above, would decide more than [`EXPECTED_WORK_BUDGET`] node states (very
+    /// large rollouts).
     pub runs: usize,
     pub completion: Option<Timestamp>,
     pub p90: Option<Timestamp>,
@@ -323,15 +324,29 @@ pub fn forecast(
 ) -> Forecast {
     let fleet = Fleet::new(windows, policy, nodes, now, horizon);
     let at = |q: fn(&Quantiles) -> SignedDuration| {
-        let d = |q2: &Quantiles| q(q2).max(SignedDuration::ZERO);
-        let lengths = Lengths::fixed(d(&durations.maintenance), d(&durations.recovery));
+        let d = |q2: &Quantiles, recorded: &[SignedDuration]| {
+            Pool::fixed(q(q2).max(SignedDuration::ZERO), !recorded.is_empty())
+        };
+        let lengths = Lengths::fixed(
+            d(&durations.maintenance, &durations.recorded.maintenance),
+            d(&durations.recovery, &durations.recorded.recovery),
+        );
         Run::new(&fleet, lengths).play()
     };
-    let (median, p90) = (at(|q| q.median), at(|q| q.p90));
+    // The two runs are independent: on two cores, side by side.
+    let (median, p90) = std::thread::scope(|s| {
+        let p90 = s.spawn(|| at(|q| q.p90));
+        (
+            at(|q| q.median),
+            p90.join().expect("the 90th percentile's run"),
+        )
+    });
+    // The drawn runs get what the two runs above left of the budget.
+    let left = drawn::WORK_BUDGET.saturating_sub(median.work + p90.work);
     let expected = median
         .rollout
         .completion
-        .and_then(|_| expected(&fleet, durations, drawn::WORK_BUDGET));
+        .and_then(|_| expected(&fleet, durations, left, median.work));
     let mut out: Vec<NodeForecast> = Vec::new();
     for &i in &fleet.shown {
         let plan = match &fleet.roles[i] {
@@ -359,9 +374,16 @@ pub fn forecast(
 }
 
 /// The completion over up to [`drawn::RUNS`] runs with drawn durations, as many as
-/// decide at most [`drawn::WORK_BUDGET`] node states; `None` when no recorded duration
-/// varies (every run would be the median's) or not one run fits in the budget.
-fn expected(fleet: &Fleet, durations: &Durations, work_budget: u64) -> Option<Expected> {
+/// decide at most `work_budget` node states in all (a run is not begun with less left
+/// than `typical`, what the median run decided, nor finished past the budget); `None`
+/// when no recorded duration varies (every run would be the median's) or not one run
+/// fits in the budget.
+fn expected(
+    fleet: &Fleet,
+    durations: &Durations,
+    work_budget: u64,
+    typical: u64,
+) -> Option<Expected> {
     let maintenance = Pool::of(&durations.recorded.maintenance, &durations.maintenance);
     let recovery = Pool::of(&durations.recorded.recovery, &durations.recovery);
     if !drawn::varies(maintenance) && !drawn::varies(recovery) {
@@ -371,6 +393,9 @@ fn expected(fleet: &Fleet, durations: &Durations, work_budget: u64) -> Option<Ex
     let mut ends: Vec<Timestamp> = Vec::with_capacity(drawn::RUNS);
     let mut budget = work_budget;
     for run in 0..drawn::RUNS as u64 {
+        if budget < typical {
+            break;
+        }
         let lengths = Lengths {
             maintenance,
             recovery,
@@ -477,7 +502,7 @@ struct Fleet<'a> {
     labels: Vec<KnownLabels<'a>>,
     /// Each window's place in `windows`, by address (a verdict names windows by
     /// reference).
-    index: HashMap<*const Window, usize>,
+    index: HashMap<usize, usize>,
 }
 
 impl<'a> Fleet<'a> {
@@ -660,7 +685,7 @@ impl<'a> Fleet<'a> {
             index: windows
                 .iter()
                 .enumerate()
-                .map(|(i, w)| (*w as *const Window, i))
+                .map(|(i, w)| (address(w), i))
                 .collect(),
             windows,
         }
@@ -681,9 +706,13 @@ impl Fleet<'_> {
     /// The first of the maintenance windows a verdict names (by name): where a start is
     /// said to happen.
     fn first_window(&self, verdict: &decision::Verdict) -> Option<usize> {
-        let first: *const Window = *verdict.windows.first()?;
-        self.index.get(&first).copied()
+        self.index.get(&address(verdict.windows.first()?)).copied()
     }
+}
+
+/// A window's address: a verdict names windows by reference.
+fn address(w: &Window) -> usize {
+    std::ptr::from_ref(w) as usize
 }
 
 /// The role of a node that needs maintenance: `Held` when the brain, given a window and a
@@ -1263,10 +1292,9 @@ impl<'f, 'a> Run<'f, 'a> {
         // Who selects it was matched once: no selector is matched again.
         let fleet = self.fleet;
         let verdict = self.active.verdict_where(|w| {
-            let w: *const Window = w;
             fleet
                 .index
-                .get(&w)
+                .get(&address(w))
                 .is_some_and(|w| fleet.selecting[i].binary_search(w).is_ok())
         });
         debug_assert_eq!(verdict, self.active.verdict(fleet.nodes[i].labels));

@@ -31,8 +31,9 @@ pub mod object;
 
 /// A node's labels as a selector reads them: at most one value per key (Go's
 /// `labels.Labels`). A trait so that the controller can keep its cache's labels in a
-/// compact, shared form while the tools and tests use a plain map.
-pub trait Labels: fmt::Debug {
+/// compact, shared form while the tools and tests use a plain map. `Sync`: the forecast
+/// reads them from two threads.
+pub trait Labels: fmt::Debug + Sync {
     fn label(&self, key: &str) -> Option<&str>;
 }
 

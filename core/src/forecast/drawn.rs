@@ -23,21 +23,26 @@ use jiff::SignedDuration;
 /// move, few enough to stay within a second (see [`WORK_BUDGET`]).
 pub const RUNS: usize = 15;
 
-/// Most node states the drawn runs decide in all (a run that would pass it is given up,
-/// and the runs before it are the answer): what keeps the forecast of a very large
-/// rollout within a second. With every duration drawn, ends rarely coincide, so a run
-/// decides the nodes in progress at every end: 11 times the states of a run at the
-/// median on the cost bench's "10%" rollout over 5,000 nodes (946,000, 0.4 s on the
-/// 2-core machine), where one drawn run fits; 14 fit on `kumaco-forecast-bench`'s
-/// 1,000-node rollout, all 15 at 500 nodes (docs/benchmarks.md).
-pub const WORK_BUDGET: u64 = 1_000_000;
+/// Most node states a forecast's runs decide in all, the runs at the median and the 90th
+/// percentile first: the drawn runs get what those leave, and a drawn run that would
+/// pass it is given up (the runs before it are the answer). What keeps the forecast of a
+/// very large rollout within a second: with durations spread over their second, ends
+/// rarely coincide, and a run decides the nodes in progress at each one (946,000 states,
+/// 0.4 s on the 2-core machine, for each run of the cost bench's "10%" rollout over
+/// 5,000 nodes, where the budget is spent before any drawn run; about half a million
+/// for each on `kumaco-forecast-bench`'s 1,000-node rollout, where one drawn run fits).
+/// At 500 nodes all 15 fit in the cost bench's rollouts (docs/benchmarks.md).
+pub const WORK_BUDGET: u64 = 1_500_000;
 
 /// What one duration of a run is drawn from.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Pool<'d> {
-    /// The same for every node.
-    Fixed(SignedDuration),
-    /// One of these, sorted, picked by a hash.
+    /// The same for every node: given by flag.
+    Given(SignedDuration),
+    /// A quantile of the records: the same for every node, spread over its second
+    /// ([`spread`]).
+    Learned(SignedDuration),
+    /// One of these records, sorted, picked by a hash, and spread over its second.
     Recorded(&'d [SignedDuration]),
 }
 
@@ -45,8 +50,17 @@ impl<'d> Pool<'d> {
     /// The recorded durations (sorted), or the median where none are (given by flag).
     pub fn of(sorted: &'d [SignedDuration], given: &super::Quantiles) -> Pool<'d> {
         match sorted {
-            [] => Pool::Fixed(given.median.max(SignedDuration::ZERO)),
+            [] => Pool::Given(given.median.max(SignedDuration::ZERO)),
             sorted => Pool::Recorded(sorted),
+        }
+    }
+
+    /// `d` for every node: a quantile of the records when `learned`, else given.
+    pub fn fixed(d: SignedDuration, learned: bool) -> Pool<'static> {
+        if learned {
+            Pool::Learned(d)
+        } else {
+            Pool::Given(d)
         }
     }
 }
@@ -68,11 +82,12 @@ pub(super) struct Lengths<'d> {
 }
 
 impl Lengths<'_> {
-    /// Every maintenance `maintenance`, every recovery `recovery`.
-    pub fn fixed(maintenance: SignedDuration, recovery: SignedDuration) -> Lengths<'static> {
+    /// Every maintenance and every recovery from these pools, in the runs at the median
+    /// and the 90th percentile.
+    pub fn fixed(maintenance: Pool<'static>, recovery: Pool<'static>) -> Lengths<'static> {
         Lengths {
-            maintenance: Pool::Fixed(maintenance),
-            recovery: Pool::Fixed(recovery),
+            maintenance,
+            recovery,
             run: 0,
         }
     }
@@ -80,31 +95,71 @@ impl Lengths<'_> {
     /// How long `name`'s maintenance or recovery lasts in all, `elapsed` of it past
     /// already (zero when it starts): never less than `elapsed`.
     pub fn of(&self, name: &str, kind: Kind, elapsed: SignedDuration) -> SignedDuration {
+        match self.pick(name, kind, elapsed) {
+            Pick::Exact(d) => d.max(elapsed),
+            Pick::Record(d) => {
+                spread(d, self.bits(name, kind, 1), self.bits(name, kind, 2)).max(elapsed)
+            }
+            Pick::None => elapsed,
+        }
+    }
+
+    /// The duration or record `of` starts from.
+    fn pick(&self, name: &str, kind: Kind, elapsed: SignedDuration) -> Pick {
         let pool = match kind {
             Kind::Maintenance => self.maintenance,
             Kind::Recovery => self.recovery,
         };
         match pool {
-            Pool::Fixed(d) => d.max(elapsed),
+            Pool::Given(d) => Pick::Exact(d),
+            Pool::Learned(d) => Pick::Record(d),
             Pool::Recorded(sorted) => {
                 let longer = &sorted[sorted.partition_point(|d| *d <= elapsed)..];
-                if longer.is_empty() {
-                    return elapsed;
-                }
-                let h = mix(hash(name) ^ mix(self.run.wrapping_mul(2) + kind as u64));
                 // The high bits of a 64x64 product: an index below `len` without a modulo's
                 // bias towards the low ones.
-                let k = ((u128::from(h) * longer.len() as u128) >> 64) as usize;
-                longer[k]
+                let k = (u128::from(self.bits(name, kind, 0)) * longer.len() as u128) >> 64;
+                longer
+                    .get(k as usize)
+                    .map_or(Pick::None, |d| Pick::Record(*d))
             }
         }
     }
+
+    /// 64 bits hashed from the node's name, the run, the kind and what they are for.
+    fn bits(&self, name: &str, kind: Kind, what: u64) -> u64 {
+        mix(hash(name) ^ mix(self.run.wrapping_mul(8) + what * 2 + kind as u64))
+    }
 }
 
-/// Whether drawing from `pool` can give two different durations.
+/// What a duration starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pick {
+    /// Given: taken as it is.
+    Exact(SignedDuration),
+    /// A record, or a quantile of them: spread over its second.
+    Record(SignedDuration),
+    /// No record is longer than what has passed: it ends now.
+    None,
+}
+
+/// A recorded duration `d` as a true one. Records are differences of two whole-second
+/// times (the API's), so a true duration lies within a second either side of `d`, most
+/// likely near it: `d` plus the difference of two uniform fractions of a second, drawn
+/// from `a` and `b`. Why it matters: `--start-interval` counts from a whole-second time,
+/// so a real end that falls mid-second lets the next start come half a second sooner on
+/// average, where a simulation on whole seconds makes each end cost a full second, and
+/// with equal durations the slots' ends coincide. Both made the forecast with one-second
+/// pacing up to 38% late at 100 nodes (docs/benchmarks.md).
+fn spread(d: SignedDuration, a: u64, b: u64) -> SignedDuration {
+    let fraction = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
+    let nanos = ((fraction(a) - fraction(b)) * 1e9) as i64;
+    (d + SignedDuration::from_nanos(nanos)).max(SignedDuration::ZERO)
+}
+
+/// Whether drawing from `pool` can give durations whose records differ.
 pub(super) fn varies(pool: Pool) -> bool {
     match pool {
-        Pool::Fixed(_) => false,
+        Pool::Given(_) | Pool::Learned(_) => false,
         Pool::Recorded(sorted) => sorted.first() != sorted.last(),
     }
 }
@@ -137,17 +192,49 @@ mod tests {
     fn drawn(sorted: &[SignedDuration], run: u64) -> Lengths<'_> {
         Lengths {
             maintenance: Pool::Recorded(sorted),
-            recovery: Pool::Fixed(secs(3)),
+            recovery: Pool::Given(secs(3)),
             run,
         }
     }
 
+    /// The record a node's maintenance was drawn from, in seconds.
+    fn record(l: &Lengths, name: &str) -> usize {
+        match l.pick(name, Kind::Maintenance, SignedDuration::ZERO) {
+            Pick::Record(d) => d.as_secs() as usize,
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
-    fn a_fixed_duration_is_never_shorter_than_what_has_passed() {
-        let l = Lengths::fixed(secs(10), secs(3));
+    fn a_given_duration_is_exact_and_never_shorter_than_what_has_passed() {
+        let l = Lengths::fixed(Pool::Given(secs(10)), Pool::Given(secs(3)));
         assert_eq!(l.of("a", Kind::Maintenance, SignedDuration::ZERO), secs(10));
         assert_eq!(l.of("a", Kind::Maintenance, secs(25)), secs(25));
         assert_eq!(l.of("a", Kind::Recovery, secs(1)), secs(3));
+    }
+
+    #[test]
+    fn a_learned_duration_spreads_over_its_second_by_node() {
+        let l = Lengths::fixed(Pool::Learned(secs(10)), Pool::Given(secs(3)));
+        let of = |n: usize| {
+            l.of(
+                &format!("node-{n}"),
+                Kind::Maintenance,
+                SignedDuration::ZERO,
+            )
+        };
+        let ds: Vec<f64> = (0..1000).map(|n| of(n).as_secs_f64()).collect();
+        assert!(ds.iter().all(|d| *d > 9.0 && *d < 11.0), "{ds:?}");
+        let mean = ds.iter().sum::<f64>() / 1000.0;
+        assert!((mean - 10.0).abs() < 0.05, "{mean}");
+        // The difference of two uniform fractions: within half a second three times in four.
+        let near = ds.iter().filter(|d| (**d - 10.0).abs() < 0.5).count();
+        assert!((700..=800).contains(&near), "{near}");
+        assert_eq!(
+            of(7).as_secs_f64(),
+            ds[7],
+            "the same node, the same duration"
+        );
     }
 
     #[test]
@@ -159,22 +246,17 @@ mod tests {
             a,
             drawn(&sorted, 4).of("node-a", Kind::Maintenance, SignedDuration::ZERO)
         );
+        assert!((a - secs(record(&l, "node-a") as i64)).abs() < secs(1));
         // 1,000 nodes over 10 samples: each drawn about 100 times.
         let mut counts = [0usize; 10];
         for n in 0..1000 {
-            let d = l.of(
-                &format!("node-{n:04}"),
-                Kind::Maintenance,
-                SignedDuration::ZERO,
-            );
-            counts[d.as_secs() as usize - 1] += 1;
+            counts[record(&l, &format!("node-{n:04}")) - 1] += 1;
         }
         assert!(counts.iter().all(|c| (60..=140).contains(c)), "{counts:?}");
         // One node over 300 runs: each sample about 30 times.
         let mut counts = [0usize; 10];
         for run in 0..300 {
-            let d = drawn(&sorted, run).of("node-a", Kind::Maintenance, SignedDuration::ZERO);
-            counts[d.as_secs() as usize - 1] += 1;
+            counts[record(&drawn(&sorted, run), "node-a") - 1] += 1;
         }
         assert!(counts.iter().all(|c| (12..=50).contains(c)), "{counts:?}");
     }
@@ -183,8 +265,13 @@ mod tests {
     fn a_node_in_progress_draws_among_the_longer_ones_or_ends_now() {
         let sorted: Vec<SignedDuration> = (1..=10).map(secs).collect();
         for run in 0..50 {
-            let d = drawn(&sorted, run).of("n", Kind::Maintenance, secs(7));
-            assert!(d > secs(7) && d <= secs(10), "{d:?}");
+            let l = drawn(&sorted, run);
+            let d = l.of("n", Kind::Maintenance, secs(7));
+            let r = match l.pick("n", Kind::Maintenance, secs(7)) {
+                Pick::Record(r) => r,
+                other => panic!("{other:?}"),
+            };
+            assert!(r > secs(7) && r <= secs(10) && d >= secs(7), "{r:?} {d:?}");
         }
         assert_eq!(
             drawn(&sorted, 0).of("n", Kind::Maintenance, secs(12)),
@@ -194,7 +281,8 @@ mod tests {
 
     #[test]
     fn only_recorded_durations_that_differ_vary() {
-        assert!(!varies(Pool::Fixed(secs(1))));
+        assert!(!varies(Pool::Given(secs(1))));
+        assert!(!varies(Pool::Learned(secs(1))));
         assert!(!varies(Pool::Recorded(&[secs(2), secs(2)])));
         assert!(varies(Pool::Recorded(&[secs(2), secs(3)])));
         assert!(!varies(Pool::Recorded(&[])));

@@ -1311,12 +1311,21 @@ fn ten_nodes_all_day() -> (Vec<Node>, [Window; 1]) {
 fn the_expected_completion_draws_each_duration_from_the_records() {
     // One slot, ten nodes; maintenances recorded at 10 minutes three times in five, at 30
     // the other two. At the median every one takes 10 (done at 03:40), at the 90th
-    // percentile 30 (07:00). A slot's ten draws sum to 180 on average.
+    // percentile 30 (07:00). A slot's ten draws sum to 180 on average. Each duration is
+    // spread over its record's second, so the ends are within 10 s (ten durations) of
+    // whole minutes.
     let (nodes, day) = ten_nodes_all_day();
     let d = learned_from(&[10, 10, 10, 30, 30], &[0]);
     let f = run(&day, &policy(1), &nodes, &d, monday());
-    assert_eq!(f.median.completion, Some(ts("2026-01-05T03:40:00Z")));
-    assert_eq!(f.p90.completion, Some(ts("2026-01-05T07:00:00Z")));
+    let near = |t: Timestamp, to: &str| t.duration_since(ts(to)).abs() < secs(10);
+    assert!(
+        near(f.median.completion.unwrap(), "2026-01-05T03:40:00Z"),
+        "{f:?}"
+    );
+    assert!(
+        near(f.p90.completion.unwrap(), "2026-01-05T07:00:00Z"),
+        "{f:?}"
+    );
     let e = f.expected.expect("records that vary");
     assert_eq!(e.runs, EXPECTED_RUNS);
     let (c, p) = (e.completion.unwrap(), e.p90.unwrap());
@@ -1327,8 +1336,10 @@ fn the_expected_completion_draws_each_duration_from_the_records() {
     assert!(p >= c && p <= f.p90.completion.unwrap(), "{p}");
     // Each run's completion is ten draws of 10 or 30 after 02:00.
     for t in [c, p] {
-        let m = t.duration_since(ts("2026-01-05T02:00:00Z")).as_mins();
+        let s = t.duration_since(ts("2026-01-05T02:00:00Z")).as_secs();
+        let m = (s + 30) / 60;
         assert!((100..=300).contains(&m) && (m - 100) % 20 == 0, "{t}");
+        assert!((s - m * 60).abs() < 10, "{t}");
     }
 
     // The same nodes listed in another order draw the same: a draw hangs on a name.
@@ -1352,7 +1363,8 @@ fn the_expected_completion_draws_each_duration_from_the_records() {
 #[test]
 fn a_node_in_progress_draws_only_durations_longer_than_its_work_so_far() {
     // In progress for 25 minutes: of 10, 20, 30 and 40, only 30 and 40 remain, so every
-    // run ends it at 02:05 or 02:15 (it started at 01:35), never now.
+    // run ends it at 02:05 or 02:15 (it started at 01:35), never now; within a second,
+    // the spread of a record.
     let mut a = Node::needing("a", None, 60);
     a.conditions.push(condition(
         MAINTENANCE_IN_PROGRESS,
@@ -1365,7 +1377,9 @@ fn a_node_in_progress_draws_only_durations_longer_than_its_work_so_far() {
     let e = f.expected.expect("records that vary");
     for t in [e.completion.unwrap(), e.p90.unwrap()] {
         assert!(
-            [ts("2026-01-05T02:05:00Z"), ts("2026-01-05T02:15:00Z")].contains(&t),
+            ["2026-01-05T02:05:00Z", "2026-01-05T02:15:00Z"]
+                .iter()
+                .any(|to| t.duration_since(ts(to)).abs() < secs(1)),
             "{t}"
         );
     }
@@ -1379,13 +1393,18 @@ fn the_drawn_runs_stop_at_their_budget_of_decisions() {
     let policy = policy(1);
     let fleet = Fleet::new(&windows, &policy, &views, monday(), mins(24 * 60));
     let d = learned_from(&[10, 10, 10, 30, 30], &[0]);
-    let one = Run::new(&fleet, Lengths::fixed(mins(10), SignedDuration::ZERO))
-        .play()
-        .work;
-    let all = expected(&fleet, &d, u64::MAX).unwrap();
+    let one = Run::new(
+        &fleet,
+        Lengths::fixed(Pool::Given(mins(10)), Pool::Given(SignedDuration::ZERO)),
+    )
+    .play()
+    .work;
+    let all = expected(&fleet, &d, u64::MAX, one).unwrap();
     assert_eq!(all.runs, EXPECTED_RUNS);
     // Room for about two and a half runs: two are played, the third given up.
-    let some = expected(&fleet, &d, one * 5 / 2).unwrap();
+    let some = expected(&fleet, &d, one * 5 / 2, one).unwrap();
     assert!((1..=3).contains(&some.runs), "{some:?}");
-    assert_eq!(expected(&fleet, &d, 0), None);
+    assert_eq!(expected(&fleet, &d, 0, one), None);
+    // Less left than a run takes: none is begun.
+    assert_eq!(expected(&fleet, &d, one - 1, one), None);
 }
