@@ -1,12 +1,13 @@
-//! The rollout's expected completion: the simulation played again [`RUNS`] times, each
-//! node's maintenance and recovery lasting a duration drawn from the recorded ones.
+//! Each node's durations in a run: given by flag, a quantile of the records, or drawn
+//! from them, and a record spread over its second ([`spread`]). The drawn runs, up to
+//! [`RUNS`] of them, give the rollout's expected completion.
 //!
 //! **Why not the median run's last end.** A slot of the ceiling works through its nodes
 //! one after another, so the time it takes is a sum of durations, and a sum follows the
 //! mean, which for reboot times (skewed to the right) lies above the median. The rollout
 //! then ends with its slowest slot, the largest of those sums. Neither shows in a
 //! simulation where every maintenance lasts the median: at 1,000 nodes and 100 slots it
-//! ended 18% early on `kumaco-forecast-bench` (docs/benchmarks.md). Drawing each duration
+//! ended 14-18% early on `kumaco-forecast-bench` (docs/benchmarks.md). Drawing each duration
 //! from what the cluster recorded carries both into the completion, without a
 //! distribution assumed.
 //!
