@@ -24,7 +24,7 @@ fn occurrence(o: &WindowOccurrence, zone: &TimeZone) -> String {
     format!("{} {}", o.window, format_time(o.start, zone))
 }
 
-fn plural(n: usize, one: &str, many: &str) -> String {
+pub(super) fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 

@@ -90,14 +90,13 @@ pub fn svg(f: &Forecasted, zone: &TimeZone, zone_name: &str) -> String {
         esc(&completion(&f.forecast.p90)),
         esc(zone_name),
         f.forecast.expected.map_or(String::new(), |e| format!(
-            "; the rollout expected done by {} ({} run{} with drawn durations)",
+            "; the rollout expected done by {} ({} with drawn durations)",
             esc(&e
                 .completion
                 .map_or("not within the horizon".to_string(), |t| format_time(
                     t, zone
                 ))),
-            e.runs,
-            if e.runs == 1 { "" } else { "s" },
+            super::render::plural(e.runs, "run", "runs"),
         )),
     );
     for (i, w) in f.windows.iter().enumerate() {
