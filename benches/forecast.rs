@@ -104,6 +104,7 @@ fn nodes(n: usize, now: Timestamp) -> Vec<Node> {
                         Status::True
                     }),
                     unschedulable: false,
+                    disrupted_by: None,
                 },
                 pods: if i % 25 == 0 {
                     vec![BlockingPod {

@@ -21,7 +21,7 @@ use serde::{Deserialize, Deserializer};
 pub use labels::NodeLabels;
 
 use crate::conditions::{Condition, Status};
-use crate::in_progress::Availability;
+use crate::in_progress::{Availability, Lifecycle};
 
 /// The kubelet's condition: whether the node is ready for pods.
 pub const READY: &str = "Ready";
@@ -347,6 +347,11 @@ impl<'de> Deserialize<'de> for SlimNode {
                 .find(|c| c.type_ == READY)
                 .map(|c| c.status),
             unschedulable: wire.spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            disrupted_by: Lifecycle::of(|t| {
+                conditions
+                    .iter()
+                    .any(|c| c.type_ == t && c.status == crate::conditions::Status::True)
+            }),
         };
         Ok(SlimNode {
             metadata: ObjectMeta {

@@ -1114,6 +1114,7 @@ impl<'f, 'a> Run<'f, 'a> {
                 sim.availability = Availability {
                     ready: Some(Status::False),
                     unschedulable: true,
+                    disrupted_by: None,
                 };
                 self.hot[i].needs &= policy.required.is_empty();
                 sim.working = false;
@@ -1127,6 +1128,7 @@ impl<'f, 'a> Run<'f, 'a> {
                 sim.availability = Availability {
                     ready: Some(Status::True),
                     unschedulable: false,
+                    disrupted_by: None,
                 };
                 sim.recovering = false;
             }

@@ -141,6 +141,20 @@ fn only_changes_a_pass_reads_count() {
     assert!(!changed(
         &|v| ready(v)["reason"] = "KubeletReadyAgain".into()
     ));
+    // KEP-5683's lifecycle conditions: a drain or a shutdown in progress makes the node
+    // unavailable; a leftover `Drained=True` does not.
+    let with = |type_: &'static str, status: &'static str| {
+        move |v: &mut serde_json::Value| {
+            v["status"]["conditions"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({ "type": type_, "status": status }))
+        }
+    };
+    assert!(changed(&with("DrainInProgress", "True")));
+    assert!(changed(&with("GracefulNodeShutdownInProgress", "True")));
+    assert!(!changed(&with("DrainInProgress", "False")));
+    assert!(!changed(&with("Drained", "True")));
     let mut no_ready = full_node();
     no_ready["status"]["conditions"]
         .as_array_mut()
@@ -170,6 +184,35 @@ fn labels_are_shared_between_nodes_and_decoded_from_text_as_written() {
     let none: SlimNode =
         serde_json::from_str(r#"{"metadata":{"name":"c","labels":null}}"#).unwrap();
     assert!(none.labels.is_empty());
+}
+
+#[test]
+fn a_drain_or_a_shutdown_in_progress_makes_the_node_unavailable() {
+    let decode = |conditions: serde_json::Value| -> Option<crate::in_progress::Unavailable> {
+        let mut v = full_node();
+        v["status"]["conditions"] = conditions;
+        let node: SlimNode = serde_json::from_value(v).unwrap();
+        node.availability.unavailable()
+    };
+    use crate::in_progress::{Lifecycle, Unavailable};
+    let ready = || json!({ "type": "Ready", "status": "True" });
+    let drain = || json!({ "type": "DrainInProgress", "status": "True" });
+    let shutdown = json!({ "type": "GracefulNodeShutdownInProgress", "status": "True" });
+    let drained = json!({ "type": "Drained", "status": "True" });
+    assert_eq!(decode(json!([ready(), drained])), None);
+    assert_eq!(
+        decode(json!([ready(), drain()])),
+        Some(Unavailable::Disrupted(Lifecycle::Draining))
+    );
+    assert_eq!(
+        decode(json!([ready(), drain(), shutdown])),
+        Some(Unavailable::Disrupted(Lifecycle::ShuttingDown))
+    );
+    assert_eq!(
+        decode(json!([{ "type": "Ready", "status": "False" }, drain()])),
+        Some(Unavailable::NotReady),
+        "a down node is the stronger news"
+    );
 }
 
 #[test]

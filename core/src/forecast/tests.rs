@@ -770,6 +770,7 @@ fn stepped(
                 n.availability = Availability {
                     ready: Some(Status::False),
                     unschedulable: true,
+                    disrupted_by: None,
                 };
                 world.push((t + recovery, i, false));
             } else {

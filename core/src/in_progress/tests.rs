@@ -85,6 +85,29 @@ fn oldest_requirement_first_then_by_name_up_to_the_ceiling() {
 }
 
 #[test]
+fn a_node_draining_or_shutting_down_takes_a_slot_and_does_not_start() {
+    let r = [cond(REBOOT, true, 100)];
+    let mut draining = node("a", &r, true);
+    draining.availability.disrupted_by = Some(Lifecycle::Draining);
+    let mut down = node("b", &r, true);
+    down.availability.disrupted_by = Some(Lifecycle::ShuttingDown);
+    let ready = node("c", &r, true);
+    let d = decide(&policy(2), &[draining, down, ready], now());
+    let out = &d.conditions;
+    assert_eq!(status(&out[0]), Some((false, reasons::NODE_UNAVAILABLE)));
+    assert_eq!(
+        out[0].as_ref().unwrap().message,
+        "the node is draining (DrainInProgress)"
+    );
+    assert_eq!(
+        out[1].as_ref().unwrap().message,
+        "the node is shutting down (GracefulNodeShutdownInProgress)"
+    );
+    assert_eq!(status(&out[2]), Some((false, reasons::WAITING_FOR_SLOT)));
+    assert_eq!(d.overall.unavailable, 2);
+}
+
+#[test]
 fn why_not_reasons() {
     let missing: [Condition; 0] = [];
     let blocked = [cond(REBOOT, true, 1), cond(BLOCK, true, 1)];
@@ -486,9 +509,9 @@ proptest! {
             match e {
                 Event::Availability(i, a) => {
                     sims[i % n].availability = match a {
-                        0 => Availability { ready: Some(Status::False), unschedulable: false },
-                        1 => Availability { ready: Some(Status::Unknown), unschedulable: false },
-                        2 => Availability { ready: Some(Status::True), unschedulable: true },
+                        0 => Availability { ready: Some(Status::False), unschedulable: false, disrupted_by: None },
+                        1 => Availability { ready: Some(Status::Unknown), unschedulable: false, disrupted_by: None },
+                        2 => Availability { ready: Some(Status::True), unschedulable: true, disrupted_by: None },
                         _ => Availability::default(),
                     }
                 }
@@ -636,8 +659,8 @@ proptest! {
                     conditions: &conds[i],
                     labels: &labels[i],
                     availability: match availability {
-                        0 => Availability { ready: Some(Status::False), unschedulable: false },
-                        1 => Availability { ready: Some(Status::True), unschedulable: true },
+                        0 => Availability { ready: Some(Status::False), unschedulable: false, disrupted_by: None },
+                        1 => Availability { ready: Some(Status::True), unschedulable: true, disrupted_by: None },
                         _ => Availability::default(),
                     },
                     pods: if blocked != (flipped && i == flip) { &pod } else { &[] },
@@ -709,8 +732,8 @@ proptest! {
                 conditions: &conds[i],
                 labels: &labels[i],
                 availability: match availability {
-                    0 => Availability { ready: Some(Status::False), unschedulable: false },
-                    1 => Availability { ready: Some(Status::True), unschedulable: true },
+                    0 => Availability { ready: Some(Status::False), unschedulable: false, disrupted_by: None },
+                    1 => Availability { ready: Some(Status::True), unschedulable: true, disrupted_by: None },
                     _ => Availability::default(),
                 },
                 pods: &[],

@@ -1218,6 +1218,7 @@ mod brain {
         c.node("a").availability = Availability {
             ready: Some(Status::False),
             unschedulable: true,
+            disrupted_by: None,
         };
         c.set("a", REBOOT, false, t1);
         c.pass(&r, &windows, t1);
@@ -1428,6 +1429,7 @@ mod brain {
         c.node("a").availability = Availability {
             ready: Some(Status::Unknown),
             unschedulable: true,
+            disrupted_by: None,
         };
         c.node("a").labels.insert("frozen".into(), String::new());
         c.node("a").pods = vec![BlockingPod {

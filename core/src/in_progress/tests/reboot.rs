@@ -292,6 +292,7 @@ fn simulate(p: Pipeline, needs: &[u8]) -> Run {
                 availability: Availability {
                     ready: Some(Status::from(machines[i].ready)),
                     unschedulable: machines[i].cordoned,
+                    disrupted_by: None,
                 },
                 ..node(&conds[i], Some(&boots[i]))
             })

@@ -26,6 +26,7 @@ fn policy() -> Policy {
 const DOWN: Availability = Availability {
     ready: Some(Status::False),
     unschedulable: true,
+    disrupted_by: None,
 };
 
 fn node<'a>(conditions: &'a [Condition], availability: Availability) -> NodeState<'a> {
@@ -132,6 +133,7 @@ fn the_recovery_is_written_once_when_the_node_is_available_again() {
             535..555 => Availability {
                 ready: Some(Status::True),
                 unschedulable: true,
+                disrupted_by: None,
             },
             _ => Availability::default(),
         };
