@@ -143,6 +143,8 @@ fn views<'a>(nodes: &'a [Node], policy: &Policy) -> Vec<NodeView<'a>> {
             },
             pods: if every_rule { &n.pods } else { &[] },
             boot_id: Some(&n.boot_id),
+            holds: &[],
+            drain: None,
         })
         .collect()
 }

@@ -17,6 +17,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kumaco::announce::WindowSource;
+use kumaco::gates::Gates;
 use kumaco::in_progress::{BlockingPod, Ceiling, GroupCeiling, Policy};
 use kumaco::node::SlimNode;
 use kumaco::pass::{self, NodeView, Rules};
@@ -218,6 +219,7 @@ fn bench(c: &mut Criterion) {
                     views(&nodes, &pods),
                     &pending,
                     &Peers::default(),
+                    &Gates::NONE,
                     black_box(now),
                 )
             })
@@ -245,6 +247,8 @@ fn views<'a>(
             availability: n.availability,
             pods: pods.get(name).map_or(&[][..], Vec::as_slice),
             boot_id: n.boot_id.as_deref(),
+            holds: &[],
+            drain: None,
         }
     })
 }
@@ -267,6 +271,7 @@ fn at_fixpoint(
             views(&nodes, pods),
             &pending,
             &Peers::default(),
+            &Gates::NONE,
             now,
         )
         .writes;
@@ -291,6 +296,7 @@ fn at_fixpoint(
         views(&nodes, pods),
         &pending,
         &Peers::default(),
+        &Gates::NONE,
         now,
     );
     eprintln!(

@@ -44,6 +44,6 @@ pub mod yaml;
 
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{
-    announce, conditions, decision, duration, fingerprint, forecast, in_progress, node_events,
-    pass, peers, reasons, schedule, selector, silence, window,
+    announce, budgets, conditions, decision, duration, fingerprint, forecast, gates, in_progress,
+    node_events, pass, peers, reasons, schedule, selector, silence, window,
 };

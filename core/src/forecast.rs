@@ -60,6 +60,7 @@ use crate::conditions::{
     Condition, Desired, MAINTENANCE_IN_PROGRESS, Status, UNDER_MAINTENANCE, find, is_true, to_apply,
 };
 use crate::decision::{self, ActiveWindows, InWindow};
+use crate::gates::Gates;
 use crate::in_progress::{
     self, Availability, NodeState, Policy, Scope, recorded_duration, recorded_recovery,
 };
@@ -730,7 +731,7 @@ fn held(policy: &Policy, node: &NodeView, plain: &NodeState, now: Timestamp) -> 
         window_active: true,
         ..*plain
     };
-    let d = in_progress::decide(policy, &[in_window], now)
+    let d = in_progress::decide(policy, &[in_window], &Gates::NONE, now)
         .conditions
         .pop()
         .flatten()?;
@@ -762,6 +763,8 @@ fn state_of<'n>(node: &NodeView<'n>) -> NodeState<'n> {
         availability: node.availability,
         pods: node.pods,
         boot_id: node.boot_id,
+        holds: &[],
+        drain: None,
     }
 }
 
@@ -1163,7 +1166,8 @@ impl<'f, 'a> Run<'f, 'a> {
             }
             self.work += chosen.len() as u64;
             let states: Vec<NodeState> = chosen.iter().map(|&i| self.state(i)).collect();
-            let decided = in_progress::decide_among(self.fleet.policy, &states, &self.scope, t);
+            let decided =
+                in_progress::decide_among(self.fleet.policy, &states, &self.scope, &Gates::NONE, t);
             drop(states);
             // A group is decided as over every waiting node once one of its nodes is held:
             // the nodes after it would be held too.
@@ -1324,6 +1328,8 @@ impl<'f, 'a> Run<'f, 'a> {
             availability: sim.availability,
             pods: view.pods,
             boot_id: sim.boot_id.as_deref(),
+            holds: &[],
+            drain: None,
         }
     }
 

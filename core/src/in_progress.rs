@@ -1,14 +1,16 @@
 //! The in-progress decision: which nodes may be disrupted now (`MaintenanceInProgress`).
 //!
 //! kured v2 drains and reboots a node when this condition is True, so a wrong answer
-//! reboots production nodes. The rules (contract §5), as a pure function of the nodes'
-//! state, the time and the policy:
+//! reboots production nodes. The rules, as a pure function of the nodes' state, the
+//! health gates' verdicts, the time and the policy:
 //!
 //! - **start** when UnderMaintenance, every required condition True, the node available
 //!   (Ready, not cordoned), nothing blocking it (a blocking condition, a label matching
 //!   `--block-node-selector`, a running pod matching `--block-pod-selector`), enough of
 //!   the window left (`--start-cutoff`), a slot free overall and in every group
-//!   (`--max-in-progress-per`), and `--start-interval` since the last start or end;
+//!   (`--max-in-progress-per`), `--start-interval` since the last start or end, and
+//!   every health gate letting it ([`crate::gates`]: no alert naming it or the cluster,
+//!   no object check failing, every pod a drain would evict evictable now);
 //! - **continue** while every required condition stays True, past the window end and
 //!   despite blockers (finish what was started); without required conditions, until the
 //!   window ends; `--stop-at-window-end` ends it at the window end in any case; a
@@ -36,14 +38,21 @@
 //!   groups.
 //!
 //! Why a node waits, when several apply: reasons about the node itself
-//! (`RequirementNotMet`, `NodeUnavailable`, `Blocked`) come first, then `StartCutoff`,
-//! then `WaitingForSlot` (a full slot is the harder constraint), then `StartInterval`.
+//! (`RequirementNotMet`, `NodeUnavailable`, `Blocked`, an alert naming it:
+//! `AlertFiring`) come first, then `StartCutoff`, then `WaitingForSlot` (a full slot is
+//! the harder constraint), then `StartInterval`, then the gates on every start
+//! (`AlertFiring`, `HealthCheckFailed`, or a source that cannot be read: `Blocked`), then
+//! `PodDisruptionBudget`. So the gates are asked only for a node that would start
+//! otherwise: an alert that comes and goes rewrites no node while every slot is taken,
+//! and the pods of a node are listed only when it is about to start.
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
+use crate::budgets::{self, Headroom};
 use crate::conditions::{Condition, Desired, MAINTENANCE_IN_PROGRESS, Status, find, is_true};
+use crate::gates::{Gates, Hold};
 use crate::reasons;
 use crate::selector::{Labels, Selector};
 
@@ -247,6 +256,11 @@ pub struct NodeState<'a> {
     /// `status.nodeInfo.bootID`: recorded in the message of a start, compared while in
     /// progress (`None`: no reboot detection for this node).
     pub boot_id: Option<&'a str>,
+    /// The health gates' verdicts on this node alone (an alert naming it).
+    pub holds: &'a [Hold],
+    /// Every pod on the node, as a drain meets it, when they were listed for the
+    /// PodDisruptionBudget gate; `None` when they were not ([`Decisions::needs_pods`]).
+    pub drain: Option<&'a [budgets::Pod]>,
 }
 
 impl std::fmt::Debug for NodeState<'_> {
@@ -277,10 +291,6 @@ impl Usage {
     /// In progress or unavailable, each node once.
     pub fn disrupted(&self) -> usize {
         self.in_progress + self.unavailable
-    }
-
-    fn full(&self) -> bool {
-        self.disrupted() >= self.slots
     }
 
     fn count(&mut self, node: &NodeState, count_unavailable: bool) {
@@ -356,6 +366,10 @@ pub struct Decisions {
     pub next_start: Option<Timestamp>,
     /// Nodes unavailable (whether they count or not).
     pub unavailable: usize,
+    /// The nodes (indices in the nodes given) whose pods the PodDisruptionBudget gate
+    /// needs and was not given: nodes in progress, and nodes that would start. None of
+    /// them starts in this decision; the caller lists their pods and decides again.
+    pub needs_pods: Vec<usize>,
 }
 
 /// What a decision over some of the nodes in scope must know of all of them: how many
@@ -441,10 +455,7 @@ pub fn queue_key<'a>(policy: &Policy, node: &NodeState<'a>) -> (Option<Timestamp
 /// When the maintenance `MaintenanceInProgress` shows started (`True`) or ended (`False`
 /// by completion, the window's end or a reboot), as `--start-interval` counts from it.
 pub fn start_or_end(c: &Condition) -> Option<Timestamp> {
-    let counts = c.is_true()
-        || c.reason == reasons::MAINTENANCE_COMPLETED
-        || c.reason == reasons::MAINTENANCE_WINDOW_ENDED
-        || c.reason == reasons::NODE_REBOOTED;
+    let counts = c.is_true() || reasons::ends_maintenance(&c.reason);
     counts.then_some(c.last_transition_time).flatten()
 }
 
@@ -461,8 +472,8 @@ pub fn waits_to_start(conditions: &[Condition], required: &[String]) -> bool {
 }
 
 /// Decides `MaintenanceInProgress` for the in-scope `nodes`.
-pub fn decide(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Decisions {
-    decide_among(policy, nodes, &Scope::of(policy, nodes), now)
+pub fn decide(policy: &Policy, nodes: &[NodeState], gates: &Gates, now: Timestamp) -> Decisions {
+    decide_among(policy, nodes, &Scope::of(policy, nodes), gates, now)
 }
 
 /// Decides `MaintenanceInProgress` for `nodes`, some of the nodes of `scope`, as
@@ -476,6 +487,7 @@ pub fn decide_among(
     policy: &Policy,
     nodes: &[NodeState],
     scope: &Scope,
+    gates: &Gates,
     now: Timestamp,
 ) -> Decisions {
     let mut overall = Usage {
@@ -569,13 +581,22 @@ pub fn decide_among(
             && find(node.conditions, MAINTENANCE_IN_PROGRESS).is_some_and(Condition::is_true)
     });
     let mut started = ends_now;
+    // The PodDisruptionBudget gate's headroom, from the nodes in progress, once a node
+    // reaches that gate; and the slots held for nodes whose pods it needs.
+    let mut headroom: Option<Headroom> = None;
+    let mut needs_pods: Vec<usize> = Vec::new();
+    let mut reserved = 0;
+    let mut reserved_in: Vec<usize> = vec![0; groups.len()];
     for (_, _, i) in candidates {
         let node = &nodes[i];
         let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
-        let full_group = groups_of_node(i).copied().find(|&g| groups[g].1.full());
-        if overall.full() || full_group.is_some() {
+        let full_group = groups_of_node(i)
+            .copied()
+            .find(|&g| groups[g].1.disrupted() + reserved_in[g] >= groups[g].1.slots);
+        let full = overall.disrupted() + reserved >= overall.slots;
+        if full || full_group.is_some() {
             // The count as of the hold, the overall ceiling first.
-            let message = || match full_group.filter(|_| !overall.full()) {
+            let message = || match full_group.filter(|_| !full) {
                 Some(g) => format!("{}: {}", groups[g].0, groups[g].1.message()),
                 None => overall.message(),
             };
@@ -597,6 +618,47 @@ pub fn decide_among(
                 )
             }));
             continue;
+        }
+        if let Some(hold) = gates.cluster.first() {
+            out[i] = Some(why_not(existing, hold.reason, || hold.message.clone()));
+            continue;
+        }
+        if let Some(budgets) = gates.budgets {
+            let headroom = headroom.get_or_insert_with(|| {
+                let mut h = Headroom::default();
+                for (j, other) in nodes.iter().enumerate() {
+                    if !is_true(other.conditions, MAINTENANCE_IN_PROGRESS) {
+                        continue;
+                    }
+                    match other.drain {
+                        Some(pods) => h.take(budgets, other.name, pods, false),
+                        None => needs_pods.push(j),
+                    }
+                }
+                h
+            });
+            let known = needs_pods.is_empty().then_some(node.drain).flatten();
+            let Some(pods) = known else {
+                // Decided again once the pods are listed; until then it holds its slot in
+                // this decision, so the nodes after it are not listed for nothing.
+                if node.drain.is_none() {
+                    needs_pods.push(i);
+                }
+                out[i] = existing.map(Desired::keep);
+                reserved += 1;
+                for &g in groups_of_node(i) {
+                    reserved_in[g] += 1;
+                }
+                started = true;
+                continue;
+            };
+            if let Err(refusal) = headroom.check(budgets, pods) {
+                out[i] = Some(why_not(existing, reasons::POD_DISRUPTION_BUDGET, || {
+                    refusal.to_string()
+                }));
+                continue;
+            }
+            headroom.take(budgets, node.name, pods, true);
         }
         started = true;
         overall.in_progress += 1;
@@ -621,12 +683,15 @@ pub fn decide_among(
             format!("maintenance started{boot} in {windows}{because}"),
         ));
     }
+    needs_pods.sort_unstable();
+    needs_pods.dedup();
     Decisions {
         conditions: out,
         overall,
         groups: groups.into_iter().collect(),
         next_start,
         unavailable,
+        needs_pods,
     }
 }
 
@@ -771,6 +836,9 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
             )
         });
     }
+    if let Some(hold) = node.holds.first() {
+        return why(hold.reason, &|| hold.message.clone());
+    }
     if until.is_some_and(|u| u.duration_since(now) < policy.start_cutoff) {
         return why(reasons::START_CUTOFF, &|| {
             format!(
@@ -913,12 +981,12 @@ fn confirmed_since(policy: &Policy, conditions: &[Condition], ended: Option<Time
 
 /// A maintenance that ended as it should: kept while the node no longer needs another.
 fn is_completion(c: &Condition) -> bool {
-    c.reason == reasons::MAINTENANCE_COMPLETED || c.reason == reasons::NODE_REBOOTED
+    reasons::completes_maintenance(&c.reason)
 }
 
 /// The end of a maintenance, by any of the rules that end one.
 fn is_end(c: &Condition) -> bool {
-    is_completion(c) || c.reason == reasons::MAINTENANCE_WINDOW_ENDED
+    reasons::ends_maintenance(&c.reason)
 }
 
 fn desired(status: bool, reason: &str, message: String) -> Desired {
@@ -939,16 +1007,7 @@ fn why_not(
 }
 
 fn is_why_not(c: &Condition) -> bool {
-    !c.is_true()
-        && matches!(
-            c.reason.as_str(),
-            reasons::WAITING_FOR_SLOT
-                | reasons::BLOCKED
-                | reasons::REQUIREMENT_NOT_MET
-                | reasons::START_CUTOFF
-                | reasons::NODE_UNAVAILABLE
-                | reasons::START_INTERVAL
-        )
+    !c.is_true() && reasons::is_why_not(&c.reason)
 }
 
 fn fmt_duration(d: SignedDuration) -> String {

@@ -19,6 +19,8 @@
 //! - [`decision`]: a node's verdict from the windows; `UnderMaintenance`,
 //!   `MaintenancePlanned`, giving conditions up.
 //! - [`in_progress`]: which nodes may be disrupted now (`MaintenanceInProgress`).
+//! - [`gates`]: the health gates' verdicts that hold a start (alerts, object checks);
+//!   [`budgets`]: PodDisruptionBudgets as a drain meets them, with shared headroom.
 //! - [`peers`]: other kumaco instances on the same nodes: live or stale, claims, the
 //!   contest bound.
 //! - [`announce`]: which window events should exist, under names fixed by what they
@@ -32,11 +34,13 @@
 //!   maintenance, and the actions (create, extend, expire) on the ones listed.
 
 pub mod announce;
+pub mod budgets;
 pub mod conditions;
 pub mod decision;
 pub mod duration;
 pub mod fingerprint;
 pub mod forecast;
+pub mod gates;
 pub mod in_progress;
 pub mod node_events;
 pub mod pass;

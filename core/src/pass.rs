@@ -15,11 +15,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::announce::{self, Announcement, Deleted, WindowSource};
+use crate::budgets;
 use crate::conditions::{
     self, Condition, Desired, MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, Status,
     UNDER_MAINTENANCE, find,
 };
 use crate::decision::{self, ActiveWindows, InWindow, Progress, Verdict};
+use crate::gates::{Gates, Hold};
 use crate::in_progress::{self, Availability, BlockingPod, Group, NodeState, Policy, Usage};
 use crate::peers::{self, LeaseRef, Liveness, Owner, Peers};
 use crate::reasons;
@@ -79,6 +81,10 @@ pub struct NodeView<'a> {
     pub pods: &'a [BlockingPod],
     /// `status.nodeInfo.bootID` (`None`: empty or absent).
     pub boot_id: Option<&'a str>,
+    /// The health gates' verdicts on this node alone (an alert naming it).
+    pub holds: &'a [Hold],
+    /// Its pods, when listed for the PodDisruptionBudget gate ([`Outcome::needs_pods`]).
+    pub drain: Option<&'a [budgets::Pod]>,
 }
 
 /// A write of this instance that the node cache may not show yet.
@@ -146,8 +152,7 @@ impl Recorded {
         }
         let was_ended = old.is_some_and(|o| !o.is_true());
         let old_message = old.filter(|_| was_ended).map_or("", |o| o.message.as_str());
-        let completed =
-            new.reason == reasons::MAINTENANCE_COMPLETED || new.reason == reasons::NODE_REBOOTED;
+        let completed = reasons::completes_maintenance(&new.reason);
         Recorded {
             maintenance: in_progress::recorded_duration(&new.message)
                 .filter(|_| completed && !was_ended),
@@ -295,6 +300,11 @@ pub struct Outcome {
     pub windows: Vec<WindowSummary>,
     /// When the answer changes next by the clock alone.
     pub next_edge: Option<Timestamp>,
+    /// Nodes whose pods the PodDisruptionBudget gate needs and was not given (nodes in
+    /// progress, nodes about to start): none of them started in this pass. The shell
+    /// lists their pods and runs the pass again before it writes; the writes of this
+    /// outcome are safe too (they start no node whose pods are unknown).
+    pub needs_pods: Vec<String>,
 }
 
 /// One node's state and the conditions wanted on it.
@@ -312,7 +322,9 @@ struct Plan<'a> {
 }
 
 /// The pass. `windows` are the ConfigMaps now watched; `pending` is keyed by node name;
-/// `peers` are the other instances' Leases as last read.
+/// `peers` are the other instances' Leases as last read; `gates` the health gates'
+/// verdicts beyond each node's own.
+#[allow(clippy::too_many_arguments)]
 pub fn run<'a>(
     rules: &Rules,
     windows: &[&'a WindowSource],
@@ -320,6 +332,7 @@ pub fn run<'a>(
     nodes: impl IntoIterator<Item = NodeView<'a>>,
     pending: &'a HashMap<String, Pending>,
     peers: &Peers,
+    gates: &Gates,
     now: Timestamp,
 ) -> Outcome {
     let valid: Vec<&Window> = windows
@@ -433,8 +446,12 @@ pub fn run<'a>(
         }
     }
 
-    let (progress, decided) = decide_in_progress(rules, &mut plans, now);
-    if let Some(d) = decided {
+    let (progress, decided) = decide_in_progress(rules, &mut plans, gates, now);
+    if let Some(mut d) = decided {
+        outcome.needs_pods = std::mem::take(&mut d.needs_pods)
+            .into_iter()
+            .map(|i| plans[i].node.name.to_string())
+            .collect();
         outcome.next_edge = [outcome.next_edge, d.next_start]
             .into_iter()
             .flatten()
@@ -583,8 +600,7 @@ fn tally(counts: &mut Counts, plan: &Plan, write: Option<&Write>, required: &[St
     if progress.is_true() {
         counts.oldest_in_progress =
             min_some(counts.oldest_in_progress, since(MAINTENANCE_IN_PROGRESS));
-    } else if (progress.reason == reasons::MAINTENANCE_COMPLETED
-        || progress.reason == reasons::NODE_REBOOTED)
+    } else if reasons::completes_maintenance(&progress.reason)
         && plan.node.availability.unavailable().is_some()
     {
         counts.oldest_unrecovered =
@@ -612,6 +628,7 @@ fn min_some(a: Option<Timestamp>, b: Option<Timestamp>) -> Option<Timestamp> {
 fn decide_in_progress(
     rules: &Rules,
     plans: &mut [Plan],
+    gates: &Gates,
     now: Timestamp,
 ) -> (Vec<Option<Progress>>, Option<in_progress::Decisions>) {
     let Some(policy) = &rules.in_progress else {
@@ -650,26 +667,22 @@ fn decide_in_progress(
                 availability: plans[i].node.availability,
                 pods: plans[i].node.pods,
                 boot_id: plans[i].node.boot_id,
+                holds: plans[i].node.holds,
+                drain: plans[i].node.drain,
             })
             .collect();
-        in_progress::decide(policy, &states, now)
+        in_progress::decide(policy, &states, gates, now)
     };
     let mut progress = vec![None; plans.len()];
     let conditions = std::mem::take(&mut decided.conditions);
+    // The indices of the decision are those of `scoped`.
+    for n in &mut decided.needs_pods {
+        *n = scoped[*n];
+    }
     for (i, d) in scoped.into_iter().zip(conditions) {
         progress[i] = Some(match &d {
             Some(d) if d.status => Progress::Started,
-            Some(d)
-                if matches!(
-                    d.reason.as_str(),
-                    reasons::WAITING_FOR_SLOT
-                        | reasons::BLOCKED
-                        | reasons::NODE_UNAVAILABLE
-                        | reasons::START_INTERVAL
-                ) =>
-            {
-                Progress::Waiting
-            }
+            Some(d) if reasons::is_waiting(&d.reason) => Progress::Waiting,
             _ => Progress::Idle,
         });
         plans[i].desired.extend(d);

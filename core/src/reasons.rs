@@ -2,7 +2,10 @@
 //! themselves: a condition's reason is API surface (kured, alerts and dashboards read it).
 //!
 //! [`ALL`] lists them; the pass's table tests check that every reason a simulated pass
-//! writes is in it, and the metrics count any other reason as `Other`.
+//! writes is in it, and the metrics count any other reason as `Other`. What a reason of
+//! `MaintenanceInProgress=False` means (it ends a maintenance, it says why a node has not
+//! started, ...) is decided here too, once, by the functions below: every module that
+//! reads a reason asks them.
 
 /// `UnderMaintenance=True` (a window is active) and `MaintenanceInProgress=True` (the
 /// maintenance started in a window).
@@ -44,9 +47,16 @@ pub const START_CUTOFF: &str = "StartCutoff";
 pub const NODE_UNAVAILABLE: &str = "NodeUnavailable";
 /// Why not started: `--start-interval` has not passed since the last start or end.
 pub const START_INTERVAL: &str = "StartInterval";
+/// Why not started: a PodDisruptionBudget would refuse the drain's eviction of one of
+/// the node's pods.
+pub const POD_DISRUPTION_BUDGET: &str = "PodDisruptionBudget";
+/// Why not started: an alert fires (or a query returns series) that holds starts.
+pub const ALERT_FIRING: &str = "AlertFiring";
+/// Why not started: an object check's expression does not hold, or cannot be evaluated.
+pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
 
 /// Every reason kumaco writes.
-pub const ALL: [&str; 17] = [
+pub const ALL: [&str; 20] = [
     MAINTENANCE_WINDOW,
     NO_ACTIVE_MAINTENANCE_WINDOW,
     MAINTENANCE_BLACKOUT,
@@ -64,7 +74,70 @@ pub const ALL: [&str; 17] = [
     START_CUTOFF,
     NODE_UNAVAILABLE,
     START_INTERVAL,
+    POD_DISRUPTION_BUDGET,
+    ALERT_FIRING,
+    HEALTH_CHECK_FAILED,
 ];
+
+/// `MaintenanceInProgress=False` reasons that end a maintenance: the node was in
+/// progress, and is not any more.
+const ENDS: [&str; 3] = [
+    MAINTENANCE_COMPLETED,
+    MAINTENANCE_WINDOW_ENDED,
+    NODE_REBOOTED,
+];
+
+/// `MaintenanceInProgress=False` reasons saying why a node in a window has not started.
+const WHY_NOT: [&str; 9] = [
+    WAITING_FOR_SLOT,
+    BLOCKED,
+    REQUIREMENT_NOT_MET,
+    START_CUTOFF,
+    NODE_UNAVAILABLE,
+    START_INTERVAL,
+    POD_DISRUPTION_BUDGET,
+    ALERT_FIRING,
+    HEALTH_CHECK_FAILED,
+];
+
+/// The health gates' reasons (`crate::gates`): they hold a start, never a maintenance in
+/// progress.
+const GATES: [&str; 3] = [POD_DISRUPTION_BUDGET, ALERT_FIRING, HEALTH_CHECK_FAILED];
+
+/// Whether `reason` ends a maintenance (`MaintenanceCompleted`, `MaintenanceWindowEnded`,
+/// `NodeRebooted`): what `--start-interval` counts from, a silence's tail follows, the
+/// metrics count as an end.
+pub fn ends_maintenance(reason: &str) -> bool {
+    ENDS.contains(&reason)
+}
+
+/// Whether `reason` ends a maintenance that did its work (`MaintenanceCompleted`,
+/// `NodeRebooted`), not one its window stopped: its duration is a maintenance's length,
+/// and the node needs no other while its requirement stays cleared.
+pub fn completes_maintenance(reason: &str) -> bool {
+    reason == MAINTENANCE_COMPLETED || reason == NODE_REBOOTED
+}
+
+/// Whether `reason` says why a node in a window has not started (a "why not"): it is
+/// rewritten only when the reason changes, and becomes `NoActiveMaintenanceWindow` when
+/// the window goes.
+pub fn is_why_not(reason: &str) -> bool {
+    WHY_NOT.contains(&reason)
+}
+
+/// Whether a node that shows `reason` waits to start in the window it is in (for a slot,
+/// the interval, a blocker, a gate, its own availability), as opposed to one that needs
+/// no maintenance (`RequirementNotMet`) or will not start in this window
+/// (`StartCutoff`): its planned maintenance has not begun yet.
+pub fn is_waiting(reason: &str) -> bool {
+    is_why_not(reason) && reason != REQUIREMENT_NOT_MET && reason != START_CUTOFF
+}
+
+/// Whether `reason` is a health gate's (`PodDisruptionBudget`, `AlertFiring`,
+/// `HealthCheckFailed`).
+pub fn is_gate(reason: &str) -> bool {
+    GATES.contains(&reason)
+}
 
 /// Whether kumaco writes `reason`.
 pub fn is_kumacos(reason: &str) -> bool {
@@ -74,6 +147,19 @@ pub fn is_kumacos(reason: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_reason_in_a_rule_is_one_kumaco_writes() {
+        for r in ENDS.iter().chain(&WHY_NOT).chain(&GATES) {
+            assert!(is_kumacos(r), "{r}");
+        }
+        for r in GATES {
+            assert!(is_why_not(r) && is_waiting(r), "{r} holds a start only");
+        }
+        for r in ENDS {
+            assert!(!is_why_not(r), "{r}");
+        }
+    }
 
     #[test]
     fn each_reason_once_and_in_upper_camel_case() {

@@ -351,6 +351,7 @@ impl Shell {
             views(&cached, &manager, &pods),
             &self.writer.pending,
             &peers,
+            &crate::gates::Gates::NONE,
             now,
         );
         self.peers.want(&outcome.leases, &outcome.refresh);
@@ -490,6 +491,8 @@ pub(crate) fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) 
         availability: n.availability,
         pods,
         boot_id: n.boot_id.as_deref(),
+        holds: &[],
+        drain: None,
     }
 }
 

@@ -89,6 +89,8 @@ impl Node {
             availability: self.availability,
             pods: &self.pods,
             boot_id: self.boot_id.as_deref(),
+            holds: &[],
+            drain: None,
         }
     }
 }
@@ -779,7 +781,16 @@ fn stepped(
         }
         for _ in 0..10 {
             let views: Vec<NodeView> = nodes.iter().map(Node::view).collect();
-            let outcome = pass::run(&rules, &sources, &[], views, &pending, &Peers::default(), t);
+            let outcome = pass::run(
+                &rules,
+                &sources,
+                &[],
+                views,
+                &pending,
+                &Peers::default(),
+                &Gates::NONE,
+                t,
+            );
             if outcome.writes.is_empty() {
                 break;
             }

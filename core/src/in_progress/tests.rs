@@ -1,3 +1,4 @@
+mod gates;
 mod reboot;
 mod records;
 
@@ -54,6 +55,8 @@ fn node<'a>(name: &'a str, conds: &'a [Condition], in_window: bool) -> NodeState
         availability: Availability::default(),
         pods: &[],
         boot_id: None,
+        holds: &[],
+        drain: None,
     }
 }
 
@@ -92,7 +95,7 @@ fn a_node_draining_or_shutting_down_takes_a_slot_and_does_not_start() {
     let mut down = node("b", &r, true);
     down.availability.disrupted_by = Some(Lifecycle::ShuttingDown);
     let ready = node("c", &r, true);
-    let d = decide(&policy(2), &[draining, down, ready], now());
+    let d = decide(&policy(2), &[draining, down, ready], &Gates::NONE, now());
     let out = &d.conditions;
     assert_eq!(status(&out[0]), Some((false, reasons::NODE_UNAVAILABLE)));
     assert_eq!(
@@ -150,7 +153,12 @@ fn no_start_in_the_pass_that_ends_a_maintenance_with_an_interval() {
         start_interval: Some(SignedDuration::from_mins(10)),
         ..policy(2)
     };
-    let out = decide(&p, &[node("a", &a, true), node("b", &b, true)], now());
+    let out = decide(
+        &p,
+        &[node("a", &a, true), node("b", &b, true)],
+        &Gates::NONE,
+        now(),
+    );
     assert_eq!(
         status(&out.conditions[0]),
         Some((false, reasons::MAINTENANCE_COMPLETED))
@@ -164,6 +172,7 @@ fn no_start_in_the_pass_that_ends_a_maintenance_with_an_interval() {
     let out = decide(
         &policy(2),
         &[node("a", &a, true), node("b", &b, true)],
+        &Gates::NONE,
         now(),
     );
     assert_eq!(
@@ -270,6 +279,8 @@ fn blacked_out<'a>(name: &'a str, conds: &'a [Condition]) -> NodeState<'a> {
         availability: Availability::default(),
         pods: &[],
         boot_id: None,
+        holds: &[],
+        drain: None,
     }
 }
 
@@ -415,6 +426,8 @@ proptest! {
                             availability: Availability::default(),
                             pods: &[],
                             boot_id: None,
+                            holds: &[],
+                            drain: None,
                         })
                         .collect();
                     let before = sims.iter().filter(|s| s.mip.as_ref().is_some_and(|c| c.is_true())).count();
@@ -449,7 +462,7 @@ proptest! {
 
 /// The conditions [`decide`] returns.
 fn decide_conditions(policy: &Policy, nodes: &[NodeState], now: Timestamp) -> Vec<Option<Desired>> {
-    decide(policy, nodes, now).conditions
+    decide(policy, nodes, &Gates::NONE, now).conditions
 }
 
 /// A node of the disruption simulation: its zone, its availability, what kumaco wrote.
@@ -540,6 +553,8 @@ proptest! {
                             availability: s.availability,
                             pods: &[],
                             boot_id: None,
+                            holds: &[],
+                            drain: None,
                         })
                         .collect();
                     let disrupted = |zone: Option<Option<&str>>| {
@@ -551,7 +566,7 @@ proptest! {
                             })
                             .count()
                     };
-                    let out = decide(&p, &states, now()).conditions;
+                    let out = decide(&p, &states, &Gates::NONE, now()).conditions;
                     let starts: Vec<usize> = (0..n)
                         .filter(|&i| {
                             !sims[i].mip.as_ref().is_some_and(|c| c.is_true())
@@ -665,12 +680,14 @@ proptest! {
                     },
                     pods: if blocked != (flipped && i == flip) { &pod } else { &[] },
                     boot_id: None,
+                    holds: &[],
+                    drain: None,
                 })
                 .collect()
         };
         prop_assert_eq!(
-            decide(&p, &states(false), now()).conditions,
-            decide(&p, &states(true), now()).conditions
+            decide(&p, &states(false), &Gates::NONE, now()).conditions,
+            decide(&p, &states(true), &Gates::NONE, now()).conditions
         );
     }
 }
@@ -738,9 +755,11 @@ proptest! {
                 },
                 pods: &[],
                 boot_id: None,
+                holds: &[],
+                drain: None,
             })
             .collect();
-        let all = decide(&p, &states, now());
+        let all = decide(&p, &states, &Gates::NONE, now());
         let candidate = |d: &Option<Desired>, c: &[Condition]| {
             d.as_ref().is_some_and(|d| {
                 (d.status && !is_true(c, MAINTENANCE_IN_PROGRESS))
@@ -769,7 +788,7 @@ proptest! {
             }
         }
         let some: Vec<NodeState> = kept.iter().map(|&i| states[i]).collect();
-        let among = decide_among(&p, &some, &scope, now());
+        let among = decide_among(&p, &some, &scope, &Gates::NONE, now());
         // Which unavailable nodes a full slot's message names depends on the order they
         // are counted in, the ones left out first; what it says of them does not.
         let unnamed = |d: &Option<Desired>| {

@@ -3,6 +3,7 @@ use std::collections::BTreeSet;
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::budgets;
 use crate::in_progress::{Availability, BlockingPod, Ceiling};
 use crate::peers;
 use crate::reasons;
@@ -75,6 +76,11 @@ struct Node {
     availability: Availability,
     pods: Vec<BlockingPod>,
     boot_id: Option<String>,
+    /// The gates' verdicts on this node alone.
+    holds: Vec<Hold>,
+    /// Every pod on it, as a drain meets them (listed by the pass's harness when the
+    /// PodDisruptionBudget gate asks).
+    workload: Vec<budgets::Pod>,
 }
 
 impl Node {
@@ -134,6 +140,12 @@ struct Cluster {
     writes: usize,
     /// The other instances' Leases, as the shell would have read them.
     peers: Peers,
+    /// The gates' verdicts on every start.
+    holds: Vec<Hold>,
+    /// The PodDisruptionBudgets, with that gate on.
+    budgets: Option<budgets::Budgets>,
+    /// How many pod lists the passes asked for, in all.
+    pod_lists: usize,
 }
 
 impl Cluster {
@@ -153,11 +165,16 @@ impl Cluster {
                     availability: Availability::default(),
                     pods: Vec::new(),
                     boot_id: None,
+                    holds: Vec::new(),
+                    workload: Vec::new(),
                 })
                 .collect(),
             posted: BTreeSet::new(),
             writes: 0,
             peers: Peers::default(),
+            holds: Vec::new(),
+            budgets: None,
+            pod_lists: 0,
         }
     }
 
@@ -231,29 +248,65 @@ impl Cluster {
     fn pass(&mut self, rules: &Rules, windows: &[WindowSource], now: Timestamp) -> Outcome {
         let pending = HashMap::new();
         let owners: Vec<Vec<Owner>> = self.nodes.iter().map(Node::owner_views).collect();
-        let views: Vec<NodeView> = self
-            .nodes
-            .iter()
-            .zip(&owners)
-            .map(|(n, owners)| {
-                let ours = owners.iter().find(|o| o.manager == rules.instance);
-                NodeView {
-                    name: &n.name,
-                    uid: &n.name,
-                    labels: &n.labels,
-                    resource_version: Some(n.rv),
-                    conditions: &n.conditions,
-                    owned: ours.map(|o| o.types.as_slice()).unwrap_or_default(),
-                    owned_since: ours.and_then(|o| o.time),
-                    owners,
-                    availability: n.availability,
-                    pods: &n.pods,
-                    boot_id: n.boot_id.as_deref(),
-                }
-            })
-            .collect();
         let sources: Vec<&WindowSource> = windows.iter().collect();
-        let outcome = run(rules, &sources, &[], views, &pending, &self.peers, now);
+        let gates = Gates {
+            cluster: &self.holds,
+            budgets: self.budgets.as_ref(),
+        };
+        // As the shell does: the pods of the nodes the gate asks for are listed, and the
+        // pass runs again, until it asks for no other.
+        let mut listed: BTreeSet<String> = BTreeSet::new();
+        let outcome = loop {
+            let views: Vec<NodeView> = self
+                .nodes
+                .iter()
+                .zip(&owners)
+                .map(|(n, owners)| {
+                    let ours = owners.iter().find(|o| o.manager == rules.instance);
+                    NodeView {
+                        name: &n.name,
+                        uid: &n.name,
+                        labels: &n.labels,
+                        resource_version: Some(n.rv),
+                        conditions: &n.conditions,
+                        owned: ours.map(|o| o.types.as_slice()).unwrap_or_default(),
+                        owned_since: ours.and_then(|o| o.time),
+                        owners,
+                        availability: n.availability,
+                        pods: &n.pods,
+                        boot_id: n.boot_id.as_deref(),
+                        holds: &n.holds,
+                        drain: listed.contains(&n.name).then_some(n.workload.as_slice()),
+                    }
+                })
+                .collect();
+            let outcome = run(
+                rules,
+                &sources,
+                &[],
+                views,
+                &pending,
+                &self.peers,
+                &gates,
+                now,
+            );
+            let new: Vec<String> = outcome
+                .needs_pods
+                .iter()
+                .filter(|n| !listed.contains(*n))
+                .cloned()
+                .collect();
+            assert!(
+                new.len() == outcome.needs_pods.len(),
+                "a pass asked again for pods it was given: {:?}",
+                outcome.needs_pods
+            );
+            if new.is_empty() {
+                break outcome;
+            }
+            self.pod_lists += new.len();
+            listed.extend(new);
+        };
         for c in outcome.writes.iter().flat_map(|w| &w.conditions) {
             // Whatever kumaco writes, in every table test, is a reason it lists.
             assert!(
@@ -535,6 +588,8 @@ fn pending_writes_cover_a_lagging_cache_until_it_catches_up() {
         availability: Availability::default(),
         pods: &[],
         boot_id: None,
+        holds: &[],
+        drain: None,
     };
     let p = Pending {
         conditions: conditions.clone(),
@@ -1082,6 +1137,8 @@ fn node_events_read_the_cluster_or_a_shadow_its_own_writes() {
             availability: Availability::default(),
             pods: &[],
             boot_id: None,
+            holds: &[],
+            drain: None,
         }
     }
     let contest = [Contest {
@@ -1530,4 +1587,140 @@ fn ends_of_maintenance_are_written_first_and_a_burst_is_bounded() {
     let (all, more) = first_writes(writes, 5);
     assert_eq!(names(&all), ["c", "e", "a", "b", "d"]);
     assert!(!more);
+}
+
+fn web_pod(name: &str) -> budgets::Pod {
+    budgets::Pod {
+        namespace: "shop".into(),
+        name: name.into(),
+        labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
+        phase: budgets::Phase::Running,
+        terminating: false,
+        ready: true,
+        daemon_set: false,
+        mirror: false,
+    }
+}
+
+fn frontend_budget(allowed: i32) -> budgets::Budgets {
+    budgets::Budgets::new([budgets::Budget {
+        namespace: "shop".into(),
+        name: "frontend".into(),
+        selector: Some(selector::parse("app=web").unwrap()),
+        disruptions_allowed: allowed,
+        behind: None,
+        current_healthy: 2,
+        desired_healthy: 1,
+        always_allow_unhealthy: false,
+    }])
+}
+
+#[test]
+fn the_budgets_gate_starts_nodes_sharing_a_budget_one_after_the_other() {
+    let r = Rules {
+        in_progress: in_progress(2, &[REBOOT]),
+        ..rules("")
+    };
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let mut c = Cluster::new(&[("a", &[]), ("b", &[]), ("c", &[])]);
+    for (i, n) in ["a", "b", "c"].into_iter().enumerate() {
+        c.set(n, REBOOT, true, secs("2026-01-01T00:00:00Z", i as i64));
+    }
+    c.node("a").workload = vec![web_pod("web-a")];
+    c.node("b").workload = vec![web_pod("web-b")];
+    c.budgets = Some(frontend_budget(1));
+    let t = |s| secs("2026-01-01T02:00:00Z", s);
+    // The window opens: a starts, b waits for the budget a uses, c (no budget) takes the
+    // second slot.
+    c.pass(&r, &windows, t(0));
+    assert_eq!(
+        c.condition("a", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
+    assert_eq!(
+        c.condition("b", MAINTENANCE_IN_PROGRESS),
+        Some((Status::False, reasons::POD_DISRUPTION_BUDGET.into()))
+    );
+    assert_eq!(
+        c.condition("c", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
+    assert!(c.pod_lists <= 3, "{} pod lists", c.pod_lists);
+    steady(&mut c, &r, &windows, t(1));
+    // a's drain evicts web-a, a completes and comes back: b starts.
+    c.node("a").workload.clear();
+    c.set("a", REBOOT, false, t(60));
+    c.set("c", REBOOT, false, t(60));
+    c.pass(&r, &windows, t(60));
+    c.pass(&r, &windows, t(61));
+    assert_eq!(
+        c.condition("b", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
+    steady(&mut c, &r, &windows, t(62));
+}
+
+#[test]
+fn a_pass_with_every_slot_taken_lists_no_pod() {
+    let r = Rules {
+        in_progress: in_progress(1, &[REBOOT]),
+        ..rules("")
+    };
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let mut c = Cluster::new(&[("a", &[]), ("b", &[])]);
+    c.set("a", REBOOT, true, ts("2026-01-01T00:00:00Z"));
+    c.set("b", REBOOT, true, ts("2026-01-01T00:00:01Z"));
+    c.budgets = Some(frontend_budget(5));
+    let t = |s| secs("2026-01-01T02:00:00Z", s);
+    c.pass(&r, &windows, t(0));
+    assert_eq!(
+        c.condition("a", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
+    let lists = c.pod_lists;
+    for s in 1..20 {
+        c.pass(&r, &windows, t(s));
+    }
+    assert_eq!(
+        c.pod_lists, lists,
+        "a node waiting for a slot is not listed"
+    );
+}
+
+#[test]
+fn an_alert_holds_new_starts_and_never_a_maintenance_in_progress() {
+    let r = Rules {
+        in_progress: in_progress(2, &[REBOOT]),
+        ..rules("")
+    };
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let mut c = Cluster::new(&[("a", &[]), ("b", &[])]);
+    c.set("a", REBOOT, true, ts("2026-01-01T00:00:00Z"));
+    let t = |s| secs("2026-01-01T02:00:00Z", s);
+    c.pass(&r, &windows, t(0));
+    assert_eq!(
+        c.condition("a", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
+    c.holds = vec![Hold {
+        reason: reasons::ALERT_FIRING,
+        message: "alert NodeDown firing".into(),
+    }];
+    c.set("b", REBOOT, true, t(10));
+    c.pass(&r, &windows, t(10));
+    assert_eq!(
+        c.condition("a", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
+    assert_eq!(
+        c.condition("b", MAINTENANCE_IN_PROGRESS),
+        Some((Status::False, reasons::ALERT_FIRING.into()))
+    );
+    steady(&mut c, &r, &windows, t(11));
+    c.holds.clear();
+    c.pass(&r, &windows, t(20));
+    assert_eq!(
+        c.condition("b", MAINTENANCE_IN_PROGRESS).unwrap().0,
+        Status::True
+    );
 }

@@ -43,11 +43,13 @@ fn node<'a>(conditions: &'a [Condition], boot_id: Option<&'a str>) -> NodeState<
         availability: Availability::default(),
         pods: &[],
         boot_id,
+        holds: &[],
+        drain: None,
     }
 }
 
 fn one(policy: &Policy, conditions: &[Condition], boot_id: Option<&str>) -> Desired {
-    decide(policy, &[node(conditions, boot_id)], at(1000)).conditions[0]
+    decide(policy, &[node(conditions, boot_id)], &Gates::NONE, at(1000)).conditions[0]
         .clone()
         .expect("in a window")
 }
@@ -194,7 +196,7 @@ fn a_reboot_paces_like_any_end() {
     ];
     let waiting = [cond(REBOOT, true, 10)];
     let nodes = [node(&rebooted, None), node(&waiting, None)];
-    let out = decide(&p, &nodes, at(1000));
+    let out = decide(&p, &nodes, &Gates::NONE, at(1000));
     assert_eq!(
         out.conditions[1].as_ref().map(|d| d.reason.as_str()),
         Some(reasons::START_INTERVAL)
@@ -297,7 +299,7 @@ fn simulate(p: Pipeline, needs: &[u8]) -> Run {
                 ..node(&conds[i], Some(&boots[i]))
             })
             .collect();
-        let decided = decide(&policy, &states, at(t));
+        let decided = decide(&policy, &states, &Gates::NONE, at(t));
         for (m, d) in machines.iter_mut().zip(decided.conditions) {
             if let Some(d) = d {
                 m.mip = Some(to_apply(&d, m.mip.as_ref(), at(t)));

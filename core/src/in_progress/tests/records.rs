@@ -40,11 +40,13 @@ fn node<'a>(conditions: &'a [Condition], availability: Availability) -> NodeStat
         availability,
         pods: &[],
         boot_id: Some("b"),
+        holds: &[],
+        drain: None,
     }
 }
 
 fn one(p: &Policy, conditions: &[Condition], availability: Availability, now: i64) -> Desired {
-    decide(p, &[node(conditions, availability)], at(now)).conditions[0]
+    decide(p, &[node(conditions, availability)], &Gates::NONE, at(now)).conditions[0]
         .clone()
         .expect("in a window")
 }
@@ -62,7 +64,7 @@ fn each_end_records_how_long_the_maintenance_lasted() {
     // the end's lastTransitionTime drops it).
     let done = [cond(REBOOT, false, 400), running(100)];
     let now = at(472) + SignedDuration::from_millis(900);
-    let d = decide(&policy(), &[node(&done, DOWN)], now).conditions[0]
+    let d = decide(&policy(), &[node(&done, DOWN)], &Gates::NONE, now).conditions[0]
         .clone()
         .unwrap();
     assert_eq!(d.reason, reasons::MAINTENANCE_COMPLETED);
@@ -95,7 +97,7 @@ fn each_end_records_how_long_the_maintenance_lasted() {
     ended.window = None;
     ended.window_active = false;
     ended.boot_id = Some("a");
-    let d = decide(&p, &[ended], at(3700)).conditions[0]
+    let d = decide(&p, &[ended], &Gates::NONE, at(3700)).conditions[0]
         .clone()
         .unwrap();
     assert_eq!(d.reason, reasons::MAINTENANCE_WINDOW_ENDED);
@@ -174,7 +176,7 @@ fn the_recovery_is_written_once_when_the_node_is_available_again() {
     let mut outside = node(&conds, Availability::default());
     outside.window = None;
     outside.window_active = false;
-    let d = decide(&p, &[outside], at(220)).conditions[0]
+    let d = decide(&p, &[outside], &Gates::NONE, at(220)).conditions[0]
         .clone()
         .unwrap();
     assert_eq!(
