@@ -12,7 +12,9 @@
 //!   place that gives one;
 //! - docs/versioning.md's tested Kubernetes version against testenv/go.mod, and its
 //!   oldest expected one against the chart's kubeVersion;
-//! - `kubectl get events` in the docs filtered by `involvedObject`, as core/v1 events are.
+//! - `kubectl get events` in the docs filtered by `involvedObject`, as core/v1 events are;
+//! - docs/kured.md's kured v1 table against kured v1's flags and environment variables
+//!   (tests/fixtures/kured-v1-flags.txt).
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -438,4 +440,43 @@ fn kubectl_get_events_is_filtered_by_involved_object() {
         wrong.is_empty(),
         "`kubectl get events` filters core/v1 events: use involvedObject.name, not regarding.name: {wrong:#?}"
     );
+}
+
+// --- coming from kured v1 -----------------------------------------------------------
+
+#[test]
+fn every_kured_v1_flag_and_variable_has_its_row_in_kured_md() {
+    let fixture = read_repo("tests/fixtures/kured-v1-flags.txt");
+    let kured_v1: BTreeSet<&str> = fixture
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(
+        kured_v1.contains("--concurrency") && kured_v1.contains("KURED_NODE_ID"),
+        "tests/fixtures/kured-v1-flags.txt: {kured_v1:?}"
+    );
+    let kured = read_repo("docs/kured.md");
+    let rows = table_after(&kured, "| kured v1 flag | its environment variable |");
+    // The first two cells name kured's flags and variables; `--x` alone, so that a
+    // kumaco flag written there by mistake is caught as a name kured does not have.
+    let mapped: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|r| spans(&r[0]).into_iter().chain(spans(&r[1])))
+        .collect();
+    let missing: Vec<&&str> = kured_v1.difference(&mapped).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/kured.md's kured v1 table has no row for {missing:?} \
+         (tests/fixtures/kured-v1-flags.txt)"
+    );
+    let unknown: Vec<&&str> = mapped.difference(&kured_v1).collect();
+    assert!(
+        unknown.is_empty(),
+        "docs/kured.md's kured v1 table names {unknown:?} in its kured columns, which \
+         kured v1 does not have (tests/fixtures/kured-v1-flags.txt)"
+    );
+    // Every row says where it goes.
+    let empty: Vec<&Vec<String>> = rows.iter().filter(|r| r[2].is_empty()).collect();
+    assert!(empty.is_empty(), "rows without a mapping: {empty:?}");
 }
