@@ -14,7 +14,9 @@
 //!   oldest expected one against the chart's kubeVersion;
 //! - `kubectl get events` in the docs filtered by `involvedObject`, as core/v1 events are;
 //! - docs/kured.md's kured v1 table against kured v1's flags and environment variables
-//!   (tests/fixtures/kured-v1-flags.txt).
+//!   (tests/fixtures/kured-v1-flags.txt);
+//! - the README's part for operators: its length, and its `helm install` against the
+//!   tested one.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -479,4 +481,58 @@ fn every_kured_v1_flag_and_variable_has_its_row_in_kured_md() {
     // Every row says where it goes.
     let empty: Vec<&Vec<String>> = rows.iter().filter(|r| r[2].is_empty()).collect();
     assert!(empty.is_empty(), "rows without a mapping: {empty:?}");
+}
+
+// --- the README, for operators --------------------------------------------------------
+
+/// Where the README's part for contributors begins: everything above it is what an
+/// operator reads first.
+const README_CONTRIBUTORS: &str = "\n## Developing kumaco\n";
+/// About five minutes of reading.
+const README_OPERATOR_WORDS: usize = 700;
+
+#[test]
+fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
+    let readme = read_repo("README.md");
+    let end = readme.find(README_CONTRIBUTORS).unwrap_or_else(|| {
+        panic!("README.md: no {README_CONTRIBUTORS:?} heading, where the contributors' part begins")
+    });
+    let words = readme[..end].split_whitespace().count();
+    assert!(
+        words <= README_OPERATOR_WORDS,
+        "README.md has {words} words before {README_CONTRIBUTORS:?}, more than \
+         {README_OPERATOR_WORDS}: move details into docs/ and link them"
+    );
+    // What an operator looks for first is there, in that part.
+    for needed in [
+        "kured.dev/maintenance-window",
+        "<!-- tested: readme-install",
+        "helm install",
+        "cargo install --locked --path .",
+        "make demo",
+        "make test",
+        "docs/operations.md#try-it-on-a-laptop",
+    ] {
+        assert!(
+            readme[..end].contains(needed),
+            "README.md's operator part lacks {needed:?}"
+        );
+    }
+}
+
+#[test]
+fn the_readmes_helm_install_is_the_tested_one() {
+    // The README shows docs/operations.md's `helm install`, which tests/deploy_commands.rs
+    // runs; the two must not drift apart.
+    let readme = read_repo("README.md");
+    let start = readme
+        .find("```sh\nhelm install ")
+        .expect("README.md: a ```sh block starting with `helm install`")
+        + "```sh\n".len();
+    let len = readme[start..].find("\n```").expect("the block's end");
+    assert_eq!(
+        &readme[start..start + len],
+        testkit::docs::block("helm-install"),
+        "README.md's helm install differs from docs/operations.md's tested `helm-install` block"
+    );
 }
