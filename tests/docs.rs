@@ -16,7 +16,8 @@
 //! - docs/kured.md's kured v1 table against kured v1's flags and environment variables
 //!   (tests/fixtures/kured-v1-flags.txt);
 //! - the README's part for operators: its length, and its `helm install` against the
-//!   tested one.
+//!   tested one;
+//! - the number of test binaries, stated once, against the workspace's targets.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -415,20 +416,28 @@ fn the_compatibility_statement_names_the_tested_and_the_oldest_kubernetes() {
     }
 }
 
+/// The documents people read: docs/*.md, the README, and the chart's and the examples'
+/// READMEs.
+fn markdown_docs() -> Vec<std::path::PathBuf> {
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    docs.extend(
+        ["README.md", "charts/kumaco/README.md", "examples/README.md"].map(|d| repo().join(d)),
+    );
+    docs
+}
+
 // --- events -------------------------------------------------------------------------
 
 #[test]
 fn kubectl_get_events_is_filtered_by_involved_object() {
     // kumaco posts events.k8s.io/v1 events (`regarding`); `kubectl get events` reads them
     // as core/v1 events, whose field selectors name `involvedObject`.
-    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.extend(
-        ["README.md", "charts/kumaco/README.md", "examples/README.md"].map(|d| repo().join(d)),
-    );
+    let docs = markdown_docs();
     let mut wrong = Vec::new();
     for doc in docs {
         let text = std::fs::read_to_string(&doc).unwrap();
@@ -534,5 +543,83 @@ fn the_readmes_helm_install_is_the_tested_one() {
         &readme[start..start + len],
         testkit::docs::block("helm-install"),
         "README.md's helm install differs from docs/operations.md's tested `helm-install` block"
+    );
+}
+
+// --- counts in prose ------------------------------------------------------------------
+
+/// The test binaries `make test` runs: what `cargo test --workspace --all-targets`
+/// builds, one per library, binary, integration test and bench target of the workspace.
+fn test_binaries() -> usize {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(repo())
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().expect("targets"))
+        .filter(|t| {
+            t["kind"].as_array().expect("kind").iter().any(|k| {
+                matches!(
+                    k.as_str(),
+                    Some("lib" | "rlib" | "proc-macro" | "bin" | "test" | "bench")
+                )
+            })
+        })
+        .count()
+}
+
+#[test]
+fn the_number_of_test_binaries_is_stated_once_and_right() {
+    // "N binaries", "N test binaries": every such count in the docs.
+    let mut counts = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap().replace('\n', " ");
+        for (i, _) in text.match_indices(" binaries") {
+            let before = text[..i].trim_end_matches(" test");
+            let number = before.rsplit([' ', '(']).next().unwrap_or("");
+            if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()) {
+                counts.push((doc.clone(), number.to_string()));
+            }
+        }
+    }
+    let stated = "then runs its ";
+    let development = read_repo("docs/development.md").replace('\n', " ");
+    let at = development
+        .find(stated)
+        .unwrap_or_else(|| panic!("docs/development.md: no {stated:?} N test binaries"));
+    let number: String = development[at + stated.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert_eq!(
+        counts,
+        [("docs/development.md".to_string(), number.clone())],
+        "the number of test binaries is stated once, in docs/development.md's \"Running \
+         tests\"; elsewhere, link there"
+    );
+    let built = test_binaries();
+    assert_eq!(
+        number,
+        built.to_string(),
+        "docs/development.md says `make test` runs {number} test binaries; the workspace \
+         has {built} (cargo metadata: lib, bin, test and bench targets)"
     );
 }
