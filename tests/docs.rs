@@ -17,7 +17,9 @@
 //!   (tests/fixtures/kured-v1-flags.txt);
 //! - the README's part for operators: its length, and its `helm install` against the
 //!   tested one;
-//! - the number of test binaries, stated once, against the workspace's targets.
+//! - the number of test binaries, stated once, against the workspace's targets;
+//! - docs/benchmarks.md's summary against the sections it links to, and every link to a
+//!   heading of the docs against the headings.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -621,5 +623,140 @@ fn the_number_of_test_binaries_is_stated_once_and_right() {
         built.to_string(),
         "docs/development.md says `make test` runs {number} test binaries; the workspace \
          has {built} (cargo metadata: lib, bin, test and bench targets)"
+    );
+}
+
+// --- docs/benchmarks.md's summary -----------------------------------------------------
+
+/// GitHub's anchor for a heading: lower case, letters, digits, `-` and `_` kept, spaces
+/// as `-`, the rest dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The lines of `text` outside fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// The section of `text` under the heading whose anchor is `anchor`, up to the next
+/// heading of its level or above; `None` if no heading has that anchor.
+fn section<'a>(text: &'a str, anchor: &str) -> Option<Vec<&'a str>> {
+    let lines = prose(text);
+    let level = |l: &str| l.chars().take_while(|c| *c == '#').count();
+    let start = lines
+        .iter()
+        .position(|l| level(l) > 0 && slug(l.trim_start_matches('#')) == anchor)?;
+    let depth = level(lines[start]);
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| (1..=depth).contains(&level(l)))
+        .map_or(lines.len(), |i| start + 1 + i);
+    Some(lines[start..end].to_vec())
+}
+
+#[test]
+fn the_benchmarks_summary_repeats_its_sections_figures() {
+    let text = read_repo("docs/benchmarks.md");
+    let rows = table_after(&text, "| what | measured | where |");
+    assert!(rows.len() >= 10, "docs/benchmarks.md's summary: {rows:?}");
+    for row in &rows {
+        let link = &row[2];
+        let anchor = link
+            .split("(#")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .unwrap_or_else(|| panic!("summary row without a link to its section: {row:?}"));
+        let body = section(&text, anchor)
+            .unwrap_or_else(|| panic!("summary row {row:?}: no heading #{anchor}"))
+            .join("\n");
+        // Every number the row states, in the section it links to.
+        for number in row[0]
+            .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+            .chain(row[1].split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ',')))
+            .map(|n| n.trim_matches(['.', ',']))
+            .filter(|n| n.chars().any(|c| c.is_ascii_digit()))
+        {
+            assert!(
+                body.contains(number),
+                "docs/benchmarks.md's summary says {number} ({row:?}), its section \
+                 #{anchor} does not: update the summary with the section"
+            );
+        }
+    }
+}
+
+// --- links ----------------------------------------------------------------------------
+
+#[test]
+fn every_link_to_a_heading_of_the_docs_finds_it() {
+    let docs = markdown_docs();
+    // The anchors of a document: its headings' (a repeated heading gets `-1`, `-2`, ...)
+    // and the explicit `<a id="...">`s.
+    let anchors = |path: &std::path::Path| -> BTreeSet<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut out = BTreeSet::new();
+        for line in prose(&text) {
+            if line.starts_with('#') {
+                let base = slug(line.trim_start_matches('#'));
+                let n = seen.entry(base.clone()).or_default();
+                out.insert(if *n == 0 { base } else { format!("{base}-{n}") });
+                *n += 1;
+            }
+        }
+        for (i, _) in text.match_indices("<a id=\"") {
+            let rest = &text[i + 7..];
+            out.insert(rest[..rest.find('"').unwrap_or(0)].to_string());
+        }
+        out
+    };
+    let mut broken = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for line in prose(&text) {
+            for (i, _) in line.match_indices("](") {
+                let rest = &line[i + 2..];
+                let Some(target) = rest.split(')').next() else {
+                    continue;
+                };
+                let Some((file, fragment)) = target.split_once('#') else {
+                    continue;
+                };
+                if file.contains("://") || !(file.is_empty() || file.ends_with(".md")) {
+                    continue;
+                }
+                let path = if file.is_empty() {
+                    doc.clone()
+                } else {
+                    doc.parent().unwrap().join(file)
+                };
+                if !path.exists() || !anchors(&path).contains(fragment) {
+                    broken.push(format!("{}: {target}", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links to headings that do not exist: {broken:#?}"
     );
 }
