@@ -166,6 +166,6 @@ fi
   if [ ${#packages[@]} -gt 0 ]; then
     echo "Debian/Ubuntu, all at once: apt-get install ${packages[*]}"
   fi
-  echo "(README.md, \"What \`make test\` needs\", says why each is needed.)"
+  echo "(docs/development.md, \"What \`make test\` needs\", says why each is needed.)"
 } >&2
 exit 1

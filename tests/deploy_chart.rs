@@ -225,8 +225,8 @@ async fn helm_rendered_chart_is_accepted_by_the_api_server() {
 
 /// The NOTES Helm prints after an install suggest a `kumaco status` command: run as the
 /// user would (in a shell, against the cluster the release went to), it must work, and
-/// show the release's windows: the namespaces it watches (`--namespace` is required) and
-/// its node scope.
+/// show the release's windows and nodes as the release sees them: the namespaces it
+/// watches (`--namespace` is required), its node scope and its condition names.
 #[tokio::test]
 async fn notes_suggest_a_status_command_that_works() {
     let server = ApiServer::shared();
@@ -238,7 +238,7 @@ async fn notes_suggest_a_status_command_that_works() {
         .unwrap();
         apply(&client, &obj, false).await;
     }
-    let cases: [(&[&str], &str); 2] = [
+    let cases: [(&[&str], &str); 3] = [
         (&[], "kumaco status --namespace kumaco"),
         (
             &[
@@ -251,6 +251,19 @@ async fn notes_suggest_a_status_command_that_works() {
             ],
             "kumaco status --namespace kumaco --namespace maintenance-notes \
              --node-selector 'zone in (a,b)' --default-timezone Europe/Berlin",
+        ),
+        // A release writing the names kured's v2 prototype reads: status must read the
+        // nodes under the same names, or it shows none of the release's conditions.
+        (
+            &[
+                "--set",
+                "conditionNames.underMaintenance=kured.dev/under-maintenance-window",
+                "--set",
+                "conditionNames.inProgress=kured.dev/maintenance-in-progress",
+            ],
+            "kumaco status --namespace kumaco \
+             --under-maintenance-condition kured.dev/under-maintenance-window \
+             --in-progress-condition kured.dev/maintenance-in-progress",
         ),
     ];
     let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));

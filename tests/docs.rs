@@ -12,7 +12,14 @@
 //!   place that gives one;
 //! - docs/versioning.md's tested Kubernetes version against testenv/go.mod, and its
 //!   oldest expected one against the chart's kubeVersion;
-//! - `kubectl get events` in the docs filtered by `involvedObject`, as core/v1 events are.
+//! - `kubectl get events` in the docs filtered by `involvedObject`, as core/v1 events are;
+//! - docs/kured.md's kured v1 table against kured v1's flags and environment variables
+//!   (tests/fixtures/kured-v1-flags.txt);
+//! - the README's part for operators: its length, and its `helm install` against the
+//!   tested one;
+//! - the number of test binaries, stated once, against the workspace's targets;
+//! - docs/benchmarks.md's summary against the sections it links to, and every link to a
+//!   heading of the docs against the headings.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -411,20 +418,28 @@ fn the_compatibility_statement_names_the_tested_and_the_oldest_kubernetes() {
     }
 }
 
+/// The documents people read: docs/*.md, the README, and the chart's and the examples'
+/// READMEs.
+fn markdown_docs() -> Vec<std::path::PathBuf> {
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    docs.extend(
+        ["README.md", "charts/kumaco/README.md", "examples/README.md"].map(|d| repo().join(d)),
+    );
+    docs
+}
+
 // --- events -------------------------------------------------------------------------
 
 #[test]
 fn kubectl_get_events_is_filtered_by_involved_object() {
     // kumaco posts events.k8s.io/v1 events (`regarding`); `kubectl get events` reads them
     // as core/v1 events, whose field selectors name `involvedObject`.
-    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(repo().join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md"))
-        .collect();
-    docs.extend(
-        ["README.md", "charts/kumaco/README.md", "examples/README.md"].map(|d| repo().join(d)),
-    );
+    let docs = markdown_docs();
     let mut wrong = Vec::new();
     for doc in docs {
         let text = std::fs::read_to_string(&doc).unwrap();
@@ -437,5 +452,311 @@ fn kubectl_get_events_is_filtered_by_involved_object() {
     assert!(
         wrong.is_empty(),
         "`kubectl get events` filters core/v1 events: use involvedObject.name, not regarding.name: {wrong:#?}"
+    );
+}
+
+// --- coming from kured v1 -----------------------------------------------------------
+
+#[test]
+fn every_kured_v1_flag_and_variable_has_its_row_in_kured_md() {
+    let fixture = read_repo("tests/fixtures/kured-v1-flags.txt");
+    let kured_v1: BTreeSet<&str> = fixture
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(
+        kured_v1.contains("--concurrency") && kured_v1.contains("KURED_NODE_ID"),
+        "tests/fixtures/kured-v1-flags.txt: {kured_v1:?}"
+    );
+    let kured = read_repo("docs/kured.md");
+    let rows = table_after(&kured, "| kured v1 flag | its environment variable |");
+    // The first two cells name kured's flags and variables; `--x` alone, so that a
+    // kumaco flag written there by mistake is caught as a name kured does not have.
+    let mapped: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|r| spans(&r[0]).into_iter().chain(spans(&r[1])))
+        .collect();
+    let missing: Vec<&&str> = kured_v1.difference(&mapped).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/kured.md's kured v1 table has no row for {missing:?} \
+         (tests/fixtures/kured-v1-flags.txt)"
+    );
+    let unknown: Vec<&&str> = mapped.difference(&kured_v1).collect();
+    assert!(
+        unknown.is_empty(),
+        "docs/kured.md's kured v1 table names {unknown:?} in its kured columns, which \
+         kured v1 does not have (tests/fixtures/kured-v1-flags.txt)"
+    );
+    // Every row says where it goes.
+    let empty: Vec<&Vec<String>> = rows.iter().filter(|r| r[2].is_empty()).collect();
+    assert!(empty.is_empty(), "rows without a mapping: {empty:?}");
+}
+
+// --- the README, for operators --------------------------------------------------------
+
+/// Where the README's part for contributors begins: everything above it is what an
+/// operator reads first.
+const README_CONTRIBUTORS: &str = "\n## Developing kumaco\n";
+/// About five minutes of reading.
+const README_OPERATOR_WORDS: usize = 700;
+
+#[test]
+fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
+    let readme = read_repo("README.md");
+    let end = readme.find(README_CONTRIBUTORS).unwrap_or_else(|| {
+        panic!("README.md: no {README_CONTRIBUTORS:?} heading, where the contributors' part begins")
+    });
+    let words = readme[..end].split_whitespace().count();
+    assert!(
+        words <= README_OPERATOR_WORDS,
+        "README.md has {words} words before {README_CONTRIBUTORS:?}, more than \
+         {README_OPERATOR_WORDS}: move details into docs/ and link them"
+    );
+    // What an operator looks for first is there, in that part.
+    for needed in [
+        "kured.dev/maintenance-window",
+        "<!-- tested: readme-install",
+        "helm install",
+        "cargo install --locked --path .",
+        "make demo",
+        "make test",
+        "docs/operations.md#try-it-on-a-laptop",
+    ] {
+        assert!(
+            readme[..end].contains(needed),
+            "README.md's operator part lacks {needed:?}"
+        );
+    }
+}
+
+#[test]
+fn the_readmes_helm_install_is_the_tested_one() {
+    // The README shows docs/operations.md's `helm install`, which tests/deploy_commands.rs
+    // runs; the two must not drift apart.
+    let readme = read_repo("README.md");
+    let start = readme
+        .find("```sh\nhelm install ")
+        .expect("README.md: a ```sh block starting with `helm install`")
+        + "```sh\n".len();
+    let len = readme[start..].find("\n```").expect("the block's end");
+    assert_eq!(
+        &readme[start..start + len],
+        testkit::docs::block("helm-install"),
+        "README.md's helm install differs from docs/operations.md's tested `helm-install` block"
+    );
+}
+
+// --- counts in prose ------------------------------------------------------------------
+
+/// The test binaries `make test` runs: what `cargo test --workspace --all-targets`
+/// builds, one per library, binary, integration test and bench target of the workspace.
+fn test_binaries() -> usize {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "metadata",
+            "--no-deps",
+            "--format-version",
+            "1",
+            "--offline",
+        ])
+        .current_dir(repo())
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let metadata: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .flat_map(|p| p["targets"].as_array().expect("targets"))
+        .filter(|t| {
+            t["kind"].as_array().expect("kind").iter().any(|k| {
+                matches!(
+                    k.as_str(),
+                    Some("lib" | "rlib" | "proc-macro" | "bin" | "test" | "bench")
+                )
+            })
+        })
+        .count()
+}
+
+#[test]
+fn the_number_of_test_binaries_is_stated_once_and_right() {
+    // "N binaries", "N test binaries": every such count in the docs.
+    let mut counts = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap().replace('\n', " ");
+        for (i, _) in text.match_indices(" binaries") {
+            let before = text[..i].trim_end_matches(" test");
+            let number = before.rsplit([' ', '(']).next().unwrap_or("");
+            if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()) {
+                counts.push((doc.clone(), number.to_string()));
+            }
+        }
+    }
+    let stated = "then runs its ";
+    let development = read_repo("docs/development.md").replace('\n', " ");
+    let at = development
+        .find(stated)
+        .unwrap_or_else(|| panic!("docs/development.md: no {stated:?} N test binaries"));
+    let number: String = development[at + stated.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    assert_eq!(
+        counts,
+        [("docs/development.md".to_string(), number.clone())],
+        "the number of test binaries is stated once, in docs/development.md's \"Running \
+         tests\"; elsewhere, link there"
+    );
+    let built = test_binaries();
+    assert_eq!(
+        number,
+        built.to_string(),
+        "docs/development.md says `make test` runs {number} test binaries; the workspace \
+         has {built} (cargo metadata: lib, bin, test and bench targets)"
+    );
+}
+
+// --- docs/benchmarks.md's summary -----------------------------------------------------
+
+/// GitHub's anchor for a heading: lower case, letters, digits, `-` and `_` kept, spaces
+/// as `-`, the rest dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The lines of `text` outside fenced code blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.trim_start().starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
+/// The section of `text` under the heading whose anchor is `anchor`, up to the next
+/// heading of its level or above; `None` if no heading has that anchor.
+fn section<'a>(text: &'a str, anchor: &str) -> Option<Vec<&'a str>> {
+    let lines = prose(text);
+    let level = |l: &str| l.chars().take_while(|c| *c == '#').count();
+    let start = lines
+        .iter()
+        .position(|l| level(l) > 0 && slug(l.trim_start_matches('#')) == anchor)?;
+    let depth = level(lines[start]);
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| (1..=depth).contains(&level(l)))
+        .map_or(lines.len(), |i| start + 1 + i);
+    Some(lines[start..end].to_vec())
+}
+
+#[test]
+fn the_benchmarks_summary_repeats_its_sections_figures() {
+    let text = read_repo("docs/benchmarks.md");
+    let rows = table_after(&text, "| what | measured | where |");
+    assert!(rows.len() >= 10, "docs/benchmarks.md's summary: {rows:?}");
+    for row in &rows {
+        let link = &row[2];
+        let anchor = link
+            .split("(#")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .unwrap_or_else(|| panic!("summary row without a link to its section: {row:?}"));
+        let body = section(&text, anchor)
+            .unwrap_or_else(|| panic!("summary row {row:?}: no heading #{anchor}"))
+            .join("\n");
+        // Every number the row states, in the section it links to.
+        for number in row[0]
+            .split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+            .chain(row[1].split(|c: char| !(c.is_ascii_digit() || c == '.' || c == ',')))
+            .map(|n| n.trim_matches(['.', ',']))
+            .filter(|n| n.chars().any(|c| c.is_ascii_digit()))
+        {
+            assert!(
+                body.contains(number),
+                "docs/benchmarks.md's summary says {number} ({row:?}), its section \
+                 #{anchor} does not: update the summary with the section"
+            );
+        }
+    }
+}
+
+// --- links ----------------------------------------------------------------------------
+
+#[test]
+fn every_link_to_a_heading_of_the_docs_finds_it() {
+    let docs = markdown_docs();
+    // The anchors of a document: its headings' (a repeated heading gets `-1`, `-2`, ...)
+    // and the explicit `<a id="...">`s.
+    let anchors = |path: &std::path::Path| -> BTreeSet<String> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+        let mut out = BTreeSet::new();
+        for line in prose(&text) {
+            if line.starts_with('#') {
+                let base = slug(line.trim_start_matches('#'));
+                let n = seen.entry(base.clone()).or_default();
+                out.insert(if *n == 0 { base } else { format!("{base}-{n}") });
+                *n += 1;
+            }
+        }
+        for (i, _) in text.match_indices("<a id=\"") {
+            let rest = &text[i + 7..];
+            out.insert(rest[..rest.find('"').unwrap_or(0)].to_string());
+        }
+        out
+    };
+    let mut broken = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for line in prose(&text) {
+            for (i, _) in line.match_indices("](") {
+                let rest = &line[i + 2..];
+                let Some(target) = rest.split(')').next() else {
+                    continue;
+                };
+                let Some((file, fragment)) = target.split_once('#') else {
+                    continue;
+                };
+                if file.contains("://") || !(file.is_empty() || file.ends_with(".md")) {
+                    continue;
+                }
+                let path = if file.is_empty() {
+                    doc.clone()
+                } else {
+                    doc.parent().unwrap().join(file)
+                };
+                if !path.exists() || !anchors(&path).contains(fragment) {
+                    broken.push(format!("{}: {target}", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links to headings that do not exist: {broken:#?}"
     );
 }

@@ -154,7 +154,7 @@ fn every_building_make_target_is_checked_and_demo_needs_only_rust_go_and_make() 
             "demo needs no {not_needed}:\n{demo}"
         );
     }
-    // What the README says `make test` needs beyond Rust, Go and make, each with its
+    // What docs/development.md says `make test` needs beyond Rust, Go and make, each with its
     // install command (the files are the machine's, so only the programs are certain).
     let (ok, test) = check("test");
     assert!(!ok, "{test}");
@@ -184,7 +184,7 @@ fn every_building_make_target_is_checked_and_demo_needs_only_rust_go_and_make() 
             "dist: {install} not named:\n{dist}"
         );
     }
-    let readme = testkit::files::read_repo("README.md");
+    let development = testkit::files::read_repo("docs/development.md");
     for package in [
         "podman",
         "runc",
@@ -199,8 +199,8 @@ fn every_building_make_target_is_checked_and_demo_needs_only_rust_go_and_make() 
         "root",
     ] {
         assert!(
-            readme.contains(&format!("`{package}`")),
-            "README.md does not say `make test` needs `{package}`"
+            development.contains(&format!("`{package}`")),
+            "docs/development.md does not say `make test` needs `{package}`"
         );
     }
 

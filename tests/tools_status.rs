@@ -377,6 +377,115 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Before the first rollout under kumaco no node records how long a maintenance takes.
+/// `status --forecast` then still shows the windows and the nodes, and says in the
+/// forecast's place that none can be made and which flag gives the duration (where
+/// `plan --forecast`, which shows nothing else, stops); given the durations, it forecasts.
+#[tokio::test]
+async fn status_forecast_without_durations_shows_the_report_and_names_the_flag() {
+    let server = ApiServer::shared();
+    let TestCluster { client, scope, ns } = TestCluster::new(server, "status-forecast").await;
+    let start = Timestamp::from_second(Timestamp::now().as_second() - 60).unwrap();
+    create_window(
+        &client,
+        &ns,
+        "now",
+        json!({ "startTime": start.to_string(), "duration": "1h", "nodeSelector": "zone=a" }),
+    )
+    .await;
+    let node = create_node(
+        &client,
+        &scope,
+        "a1",
+        &[("zone", "a")],
+        &[("kured.dev/RebootRequired", "True")],
+    )
+    .await
+    .unwrap()
+    .metadata
+    .name
+    .unwrap();
+    let selector = scope.selector();
+    let args = [
+        "--namespace",
+        &ns,
+        "--node-selector",
+        &selector,
+        "--forecast",
+        "--require-condition=kured.dev/RebootRequired",
+    ];
+    let node_row = |stdout: &str| -> String {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{node} ")))
+            .unwrap_or_else(|| panic!("no row of {node} in:\n{stdout}"))
+            .to_string()
+    };
+
+    let output = status(server.kubeconfig(), &args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    println!("$ kumaco status ... --forecast\n{stdout}");
+    assert!(stdout.contains(" now "), "the window: {stdout}");
+    assert!(stdout.contains("NODES (1)\n"), "{stdout}");
+    node_row(&stdout);
+    assert!(
+        !stdout.contains("EXPECTED"),
+        "no forecast, no column: {stdout}"
+    );
+    let said = stdout
+        .lines()
+        .find(|l| l.starts_with("FORECAST: cannot be made: "))
+        .unwrap_or_else(|| panic!("no FORECAST line in:\n{stdout}"));
+    assert!(
+        said.contains("--maintenance-duration: the nodes in scope record no completed maintenance")
+            && said.contains("e.g. --maintenance-duration=15m"),
+        "{said}"
+    );
+
+    let output = status(server.kubeconfig(), &[&args[..], &["-o", "json"]].concat());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["nodes"].as_array().map(Vec::len),
+        Some(1),
+        "{stdout}"
+    );
+    let error = report["forecast"]["error"].as_str().unwrap_or_default();
+    assert!(error.starts_with("--maintenance-duration: "), "{stdout}");
+
+    // One duration given: the other is named.
+    let output = status(
+        server.kubeconfig(),
+        &[&args[..], &["--maintenance-duration=20m"]].concat(),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("FORECAST: cannot be made: --recovery-duration: "),
+        "{stdout}"
+    );
+
+    // Both given: the forecast.
+    let output = status(
+        server.kubeconfig(),
+        &[
+            &args[..],
+            &["--maintenance-duration=20m", "--recovery-duration=3m"],
+        ]
+        .concat(),
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(!stdout.contains("cannot be made"), "{stdout}");
+    assert!(
+        stdout.contains("durations: maintenance 20m0s (median), 20m0s (90th percentile), given"),
+        "{stdout}"
+    );
+    assert!(node_row(&stdout).contains(" starts "), "{stdout}");
+}
+
 /// `kumaco status --kubeconfig FILE ARGS...`, with nothing of the developer's environment
 /// (KUBECONFIG, ~/.kube/config) in the way.
 fn status(kubeconfig: &Path, args: &[&str]) -> Output {

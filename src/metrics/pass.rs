@@ -141,7 +141,7 @@ impl PassMetrics {
         );
         registry.register(
             "oldest_unrecovered_timestamp_seconds",
-            "Unix time the maintenance of the longest-unrecovered node completed (MaintenanceCompleted, still unavailable); 0 when none",
+            "Unix time the maintenance of the longest-unrecovered node ended (NodeRebooted or MaintenanceCompleted, still unavailable); 0 when none",
             m.oldest_unrecovered.clone(),
         );
         registry.register(
