@@ -78,14 +78,13 @@ pub fn reason_for(c: &Condition) -> Option<&'static str> {
         }
         (MAINTENANCE_IN_PROGRESS, Status::True) => "MaintenanceStarted",
         (MAINTENANCE_IN_PROGRESS, Status::False) => match reason {
-            reasons::MAINTENANCE_COMPLETED
-            | reasons::MAINTENANCE_WINDOW_ENDED
-            | reasons::NODE_REBOOTED => "MaintenanceCompleted",
+            r if reasons::ends_maintenance(r) => "MaintenanceCompleted",
             reasons::WAITING_FOR_SLOT | reasons::START_INTERVAL => "WaitingForSlot",
             reasons::BLOCKED
             | reasons::MAINTENANCE_BLACKOUT
             | reasons::START_CUTOFF
             | reasons::NODE_UNAVAILABLE => "MaintenanceBlocked",
+            r if reasons::is_gate(r) => "MaintenanceBlocked",
             _ => return None,
         },
         (MAINTENANCE_PLANNED, Status::True) => "MaintenancePlanned",

@@ -314,23 +314,18 @@ pub enum Hold {
 /// Whether and why `node`'s silence should exist at `now`.
 pub fn hold(rules: &Rules, node: &NodeState<'_>, now: Timestamp) -> Option<Hold> {
     let find = |t: &str| node.conditions.iter().find(|c| c.type_ == t);
-    let (condition, ends) = if rules.in_progress {
-        let ends: &[&str] = &[
-            reasons::MAINTENANCE_COMPLETED,
-            reasons::NODE_REBOOTED,
-            reasons::MAINTENANCE_WINDOW_ENDED,
-        ];
-        (find(MAINTENANCE_IN_PROGRESS)?, ends)
+    let (condition, ends): (_, fn(&str) -> bool) = if rules.in_progress {
+        (find(MAINTENANCE_IN_PROGRESS)?, reasons::ends_maintenance)
     } else {
-        let ends: &[&str] = &[
-            reasons::NO_ACTIVE_MAINTENANCE_WINDOW,
-            reasons::MAINTENANCE_BLACKOUT,
-        ];
-        (find(UNDER_MAINTENANCE)?, ends)
+        // `UnderMaintenance` turns False only over a True one: the window's end, or a
+        // blackout's suspension.
+        (find(UNDER_MAINTENANCE)?, |r| {
+            r == reasons::NO_ACTIVE_MAINTENANCE_WINDOW || r == reasons::MAINTENANCE_BLACKOUT
+        })
     };
     match condition.status {
         Status::True => Some(Hold::Renewed { create: true }),
-        Status::False if ends.contains(&condition.reason.as_str()) => {
+        Status::False if ends(&condition.reason) => {
             let end = condition.last_transition_time?;
             if rules.while_recovering && node.availability.unavailable().is_some() {
                 return Some(Hold::Renewed {

@@ -271,12 +271,7 @@ impl NodeWriter {
                     if ty == MAINTENANCE_IN_PROGRESS && *status == Status::False {
                         let reason = w.conditions.iter().find(|c| &c.type_ == ty);
                         if let Some(r) = reason.map(|c| c.reason.as_str())
-                            && matches!(
-                                r,
-                                reasons::MAINTENANCE_COMPLETED
-                                    | reasons::MAINTENANCE_WINDOW_ENDED
-                                    | reasons::NODE_REBOOTED
-                            )
+                            && reasons::ends_maintenance(r)
                         {
                             self.metrics.maintenance_ended(r);
                         }
