@@ -288,6 +288,23 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub silences: SilenceArgs,
+
+    #[command(flatten)]
+    pub gates: GateArgs,
+}
+
+/// The health gates: what the cluster shows beyond a node that holds its start
+/// (docs/maintenance-in-progress.md, "Health gates"). Each holds new starts only, never a
+/// maintenance in progress. Only with --in-progress.
+#[derive(Clone, Debug, Default, Args)]
+pub struct GateArgs {
+    /// Start a node only if every pod a drain would evict can be evicted now: every
+    /// PodDisruptionBudget selecting it allows one more disruption, shared with the nodes
+    /// in progress and those started with it (reason PodDisruptionBudget). Needs `list`
+    /// on pods and `list watch` on poddisruptionbudgets cluster-wide. Default true. Only
+    /// with --in-progress.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub pod_disruption_budgets: Option<bool>,
 }
 
 /// `--alertmanager-url` and the silences kumaco holds there for the nodes in maintenance

@@ -3,6 +3,7 @@
 //! Go-syntax flags (selectors, durations, zones) go through kumaco's own Go-compatible
 //! parsers, so a flag is accepted exactly when the same text would be in a window.
 
+pub(crate) mod gates;
 pub(crate) mod policy;
 pub(crate) mod silences;
 
@@ -16,6 +17,7 @@ use crate::in_progress::Policy;
 use crate::node::names::Names;
 use crate::schedule;
 use crate::selector::{self, Selector};
+pub use gates::GateSettings;
 pub use silences::SilenceSettings;
 
 /// A flag whose value kumaco cannot use.
@@ -74,6 +76,8 @@ pub struct Settings {
     pub node_events: bool,
     /// `Some` with `--alertmanager-url`.
     pub silences: Option<SilenceSettings>,
+    /// The health gates (with `--in-progress`).
+    pub gates: GateSettings,
     /// `--under-maintenance-condition`, `--in-progress-condition`.
     pub condition_names: Names,
     /// Why other instances cannot tell that this one runs, if they cannot: its field
@@ -144,6 +148,7 @@ impl Settings {
         };
         let in_progress = policy::from_args(&args.policy)?;
         let silences = silences::from_args(&args.silences, &field_manager, in_progress.is_some())?;
+        let gates = gates::from_args(&args.gates, in_progress.is_some())?;
         let reads: Vec<String> = args
             .policy
             .require_conditions
@@ -226,6 +231,7 @@ impl Settings {
             node_events: args.node_events,
             condition_names,
             silences,
+            gates,
         })
     }
 }
@@ -405,6 +411,20 @@ mod tests {
         );
         assert!(!s.node_events);
         assert!(settings(&["--node-events"]).unwrap().node_events);
+    }
+
+    #[test]
+    fn the_budgets_gate_is_on_with_in_progress_and_refused_without() {
+        assert!(!settings(&[]).unwrap().gates.budgets);
+        assert!(settings(&["--in-progress"]).unwrap().gates.budgets);
+        let off = settings(&["--in-progress", "--pod-disruption-budgets=false"]);
+        assert!(!off.unwrap().gates.budgets);
+        let e = settings(&["--pod-disruption-budgets=true"]).unwrap_err();
+        assert!(
+            e.to_string().contains("--pod-disruption-budgets")
+                && e.to_string().contains("--in-progress"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 mod dry_run;
 mod forecast;
+mod gates;
 mod pass;
 mod serve;
 mod silences;
@@ -20,6 +21,7 @@ use prometheus_client::registry::Registry;
 
 pub use dry_run::{DryRun, DryRunEventLabels, DryRunWriteLabels};
 pub use forecast::ForecastMetrics;
+pub use gates::{GATES, GateLabels, GateMetrics, GateReadLabels};
 pub use pass::{ConditionLabels, PassMetrics, WindowLabels};
 pub use serve::serve;
 pub use silences::{SilenceActionLabels, SilenceMetrics};
@@ -84,6 +86,8 @@ pub struct Metrics {
     pub forecast: ForecastMetrics,
     /// The silences in Alertmanager (`--alertmanager-url`).
     pub silences: SilenceMetrics,
+    /// The health gates.
+    pub gates: GateMetrics,
     pub api_write_duration: Histogram,
     pub clock_steps: Counter,
     pub nodes_contested: Gauge,
@@ -181,6 +185,7 @@ impl Metrics {
         let pass = PassMetrics::register(&mut registry);
         let forecast = ForecastMetrics::register(&mut registry);
         let silences = SilenceMetrics::register(&mut registry);
+        let gates = GateMetrics::register(&mut registry);
         let api_write_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         registry.register(
             "api_write_duration_seconds",
@@ -237,6 +242,7 @@ impl Metrics {
             pass,
             forecast,
             silences,
+            gates,
             api_write_duration,
             clock_steps,
             ready: AtomicBool::new(false),

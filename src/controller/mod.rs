@@ -22,6 +22,7 @@
 pub mod events;
 pub mod fence;
 pub mod forecast;
+pub mod gates;
 pub mod pods;
 pub mod report;
 pub mod shadow;
@@ -40,9 +41,11 @@ use kube::runtime::reflector::Store;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
+use crate::budgets;
 use crate::clock::ClockSteps;
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
+use crate::gates::{Gates, Hold};
 use crate::in_progress::BlockingPod;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -52,6 +55,8 @@ use crate::pass::{self, NodeView, Rules};
 use crate::peer_leases::PeerLeases;
 use events::Poster;
 use fence::{Fence, Gate};
+use gates::Verdicts;
+use gates::budgets::BudgetGate;
 use shadow::Shadow;
 use watch::{LabelKeys, Tombstones};
 use windows::WindowCache;
@@ -62,6 +67,16 @@ use writer::NodeWriter;
 /// thousands of nodes is written by several passes, and an end that comes due meanwhile
 /// (a node back from its reboot) waits at most for one such round of writes.
 const MAX_WRITES_PER_PASS: usize = 128;
+
+/// Most rounds of pod lists one pass waits for (the PodDisruptionBudget gate): each
+/// round lists the nodes the pass asked for; a node held by its budget frees its slot
+/// for the next one, which the next round lists. A pass that still asks after them
+/// writes what it decided (none of the nodes it asked about starts) and runs again at
+/// once.
+const MAX_POD_LIST_ROUNDS: usize = 4;
+
+/// How long after a failed pod list the pass that needs it runs again.
+const POD_LIST_RETRY: jiff::SignedDuration = jiff::SignedDuration::from_secs(5);
 
 /// Longest sleep between passes: a safety net (steps of the wall clock are noticed at
 /// once by [`ClockSteps`]).
@@ -136,6 +151,21 @@ pub async fn run(
             required: policy.map_or_else(Vec::new, |p| p.required.clone()),
         }),
     );
+    // The gates read by tasks of their own publish their verdicts here and wake a pass.
+    let verdicts = Verdicts::default();
+    let budget_gate = settings.gates.budgets.then(|| {
+        BudgetGate::spawn(
+            &client,
+            &connect,
+            settings.watch_timeout_secs,
+            wake.clone(),
+            (!settings.dry_run).then(|| gates::budgets::Waiting {
+                nodes: nodes.clone(),
+                required: policy.map_or_else(Vec::new, |p| p.required.clone()),
+            }),
+            metrics.clone(),
+        )
+    });
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =
         watch::spawn_windows(&client, &connect, &settings, &tombstones, wake.clone())
@@ -161,6 +191,13 @@ pub async fn run(
             .await
             .map_err(|_| ControllerError::WatchEnded)?;
     }
+    // No start before every budget is known: an empty cache would let any node go.
+    let (budgets, budget_lists) = budget_gate.unzip();
+    if let Some(b) = &budgets {
+        b.wait_until_ready()
+            .await
+            .map_err(|_| ControllerError::WatchEnded)?;
+    }
 
     if let Some(why) = settings.invisible_to_peers {
         warn!(field_manager = %settings.field_manager, why,
@@ -176,6 +213,7 @@ pub async fn run(
     let mut lists = vec![node_lists];
     lists.extend(window_lists);
     lists.extend(pod_lists);
+    lists.extend(budget_lists);
     // Started after the initial lists: its first round sees every node.
     let silencer = settings.silences.clone().zip(alertmanager).map(|(s, am)| {
         silences::Silencer::spawn(
@@ -212,6 +250,8 @@ pub async fn run(
         nodes,
         windows,
         pods,
+        budgets,
+        verdicts,
     };
 
     let (mut clock, no_timerfd) = ClockSteps::new();
@@ -329,6 +369,10 @@ struct Shell {
     forecaster: forecast::Forecaster,
     /// `Some` with `--alertmanager-url`.
     silencer: Option<silences::Silencer>,
+    /// `Some` with `--pod-disruption-budgets`.
+    budgets: Option<BudgetGate>,
+    /// The verdicts of the gates read by tasks of their own.
+    verdicts: Verdicts,
 }
 
 impl Shell {
@@ -342,18 +386,69 @@ impl Shell {
         let cached = self.nodes.state();
         let manager = self.settings.field_manager.clone();
         let pods = pods::by_node(&self.pods);
+        // Whether this replica may write now (a dry run decides as if it did): only
+        // then are pods listed for the PodDisruptionBudget gate.
+        let term = if self.settings.dry_run {
+            None
+        } else {
+            self.writing_term()
+        };
         let sources: Vec<_> = self.windows.sources.values().collect();
         let peers = self.peers.snapshot();
-        let outcome = pass::run(
-            &self.rules,
-            &sources,
-            &self.windows.deleted,
-            views(&cached, &manager, &pods),
-            &self.writer.pending,
-            &peers,
-            &crate::gates::Gates::NONE,
-            now,
-        );
+        let decides = self.settings.dry_run || term.is_some();
+        let holds = self.verdicts.holds();
+        let budgets = self.budgets.as_mut().map(BudgetGate::budgets);
+        let gates = Gates {
+            cluster: &holds.cluster,
+            budgets: budgets.as_deref(),
+        };
+        // The pass asks for the pods of the nodes about to start and of those in
+        // progress; they are listed, and the pass runs again with them, before anything
+        // is written. A node whose pods are unknown does not start.
+        let mut drains: HashMap<String, Vec<budgets::Pod>> = HashMap::new();
+        let mut rounds = 0;
+        let mut list_failed = false;
+        let outcome = loop {
+            let beside = Beside {
+                blocking: &pods,
+                holds: &holds.nodes,
+                drains: &drains,
+            };
+            let outcome = pass::run(
+                &self.rules,
+                &sources,
+                &self.windows.deleted,
+                views(&cached, &manager, &beside),
+                &self.writer.pending,
+                &peers,
+                &gates,
+                now,
+            );
+            let missing: Vec<String> = outcome
+                .needs_pods
+                .iter()
+                .filter(|n| !drains.contains_key(*n))
+                .cloned()
+                .collect();
+            let Some(gate) = self.budgets.as_ref().filter(|_| decides) else {
+                break outcome;
+            };
+            if missing.is_empty() || rounds == MAX_POD_LIST_ROUNDS {
+                break outcome;
+            }
+            rounds += 1;
+            let listed = gate.list_pods(&missing).await;
+            list_failed = listed.len() < missing.len();
+            if listed.is_empty() {
+                break outcome;
+            }
+            drains.extend(listed);
+        };
+        let beside = Beside {
+            blocking: &pods,
+            holds: &holds.nodes,
+            drains: &drains,
+        };
         self.peers.want(&outcome.leases, &outcome.refresh);
         let existing: HashSet<&str> = cached
             .iter()
@@ -381,7 +476,7 @@ impl Shell {
         if self.settings.dry_run {
             self.shadow.would_write(
                 outcome.writes,
-                views(&cached, &manager, &pods),
+                views(&cached, &manager, &beside),
                 &mut self.writer.pending,
                 &self.metrics,
                 now,
@@ -389,7 +484,7 @@ impl Shell {
             // After the would-be writes: no watch echo will wake another pass to see them.
             let node_events = if self.node_events.is_some() {
                 node_events::due_now(
-                    views(&cached, &manager, &pods),
+                    views(&cached, &manager, &beside),
                     Some(&self.writer.pending),
                     &outcome.contested,
                     &manager,
@@ -400,7 +495,7 @@ impl Shell {
             };
             self.shadow
                 .would_post(&outcome.events, &node_events, &self.metrics);
-        } else if let Some(term) = self.writing_term() {
+        } else if let Some(term) = term {
             // Before this pass's writes: the task runs beside them.
             could_write = true;
             if let Some(silencer) = &self.silencer {
@@ -409,7 +504,7 @@ impl Shell {
             // From the cluster as the cache shows it: this pass's writes get their events
             // in the pass their watch echo wakes.
             let node_events = self.node_events.is_some().then(|| {
-                let views = views(&cached, &manager, &pods);
+                let views = views(&cached, &manager, &beside);
                 node_events::due_now(views, None, &outcome.contested, &manager, now)
             });
             let (writes, more) = pass::first_writes(outcome.writes, MAX_WRITES_PER_PASS);
@@ -434,8 +529,16 @@ impl Shell {
             .into_iter()
             .flatten()
             .min();
-        // Writes left for the next pass: it runs at once.
-        let again = left_for_next_pass.then(Timestamp::now);
+        // Writes left for the next pass, or nodes whose pods it did not list yet: it runs
+        // at once; after a failed list, a moment later.
+        let unlisted = decides
+            && self.budgets.is_some()
+            && outcome.needs_pods.iter().any(|n| !drains.contains_key(n));
+        let again = if unlisted && list_failed {
+            Timestamp::now().checked_add(POD_LIST_RETRY).ok()
+        } else {
+            (left_for_next_pass || unlisted).then(Timestamp::now)
+        };
         Step::Next(
             outcome
                 .next_edge
@@ -455,6 +558,9 @@ impl Shell {
             Gate::Relisting(client) => {
                 self.writer.use_client(client.clone());
                 self.events.use_client(client.clone());
+                if let Some(b) = &mut self.budgets {
+                    b.use_client(client.clone());
+                }
                 if let Some(poster) = &mut self.node_events {
                     poster.use_client(client);
                 }
@@ -464,16 +570,29 @@ impl Shell {
     }
 }
 
-/// The cached nodes as the pass reads them, with the pods keeping each from starting.
+/// What a pass reads beside the nodes, by node name: the pods keeping each from starting
+/// (`--block-pod-selector`), the gates' holds on it, and its pods as listed for the
+/// PodDisruptionBudget gate.
+struct Beside<'a> {
+    blocking: &'a HashMap<String, Vec<BlockingPod>>,
+    holds: &'a HashMap<String, Vec<Hold>>,
+    drains: &'a HashMap<String, Vec<budgets::Pod>>,
+}
+
+/// The cached nodes as the pass reads them, with what it reads beside each.
 fn views<'a>(
     cached: &'a [Arc<SlimNode>],
     manager: &'a str,
-    pods: &'a HashMap<String, Vec<BlockingPod>>,
+    beside: &'a Beside<'a>,
 ) -> impl Iterator<Item = NodeView<'a>> {
     cached.iter().map(move |n| {
         let name = n.metadata.name.as_deref().unwrap_or_default();
-        let pods = pods.get(name).map_or(&[][..], Vec::as_slice);
-        view(n, manager, pods)
+        let pods = beside.blocking.get(name).map_or(&[][..], Vec::as_slice);
+        NodeView {
+            holds: beside.holds.get(name).map_or(&[][..], Vec::as_slice),
+            drain: beside.drains.get(name).map(Vec::as_slice),
+            ..view(n, manager, pods)
+        }
     })
 }
 

@@ -1,0 +1,36 @@
+//! The health gates' flags, validated into [`GateSettings`]. Like the policy's flags,
+//! a gate flag given without `--in-progress` is refused rather than ignored: the gates
+//! only ever hold a start of `MaintenanceInProgress`.
+
+use super::{FlagError, flag_err};
+use crate::cli::GateArgs;
+
+/// What the health gates read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GateSettings {
+    /// `--pod-disruption-budgets`: a node starts only if every pod a drain would evict
+    /// can be evicted now.
+    pub budgets: bool,
+}
+
+pub fn from_args(args: &GateArgs, in_progress: bool) -> Result<GateSettings, FlagError> {
+    if !in_progress {
+        if let Some(flag) = first_given(args) {
+            return Err(flag_err(flag, "only has an effect with --in-progress"));
+        }
+        return Ok(GateSettings::default());
+    }
+    Ok(GateSettings {
+        budgets: args.pod_disruption_budgets.unwrap_or(true),
+    })
+}
+
+/// The first gate flag given, if any.
+fn first_given(args: &GateArgs) -> Option<&'static str> {
+    [(
+        args.pod_disruption_budgets.is_some(),
+        "pod-disruption-budgets",
+    )]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
+}

@@ -1,0 +1,437 @@
+//! The PodDisruptionBudget gate's sources: every budget of the cluster, watched and kept
+//! as the eviction API reads it; and the pods of a node, listed when a pass asks for them
+//! (`Outcome::needs_pods`: the nodes about to start and those in progress).
+//!
+//! Pods are not watched: a cluster's pods change all day, and only a node about to start
+//! needs its own, at that moment. A pass reaches the gate only for a node that would start
+//! otherwise (a slot free, nothing else holding it), so a pod change anywhere costs
+//! nothing, and a pass that starts nobody lists nothing. The lists are consistent reads
+//! (`resourceVersion` unset): a pod scheduled a moment ago is in them. A budget change
+//! wakes a pass only while some node waits to start.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Client;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde::{Deserialize, Deserializer};
+use tokio::sync::Notify;
+use tracing::warn;
+
+use super::super::Connect;
+use super::super::watch::{LIST_PAGE, ListState, Watch, drive};
+use super::super::writer::Backoff;
+use crate::budgets::{Budget, Budgets, Phase, Pod};
+use crate::in_progress::waits_to_start;
+use crate::metrics::Metrics;
+use crate::node::SlimNode;
+use crate::selector::Selector;
+use crate::selector::object::{Expression, LabelSelectorObject, to_selector};
+
+/// The gate's name in metrics.
+pub const GATE: &str = "pod-disruption-budgets";
+
+/// Nodes whose pods are listed at once.
+const CONCURRENT_LISTS: usize = 8;
+
+/// The longest one node's pod list may take; a node whose pods could not be listed does
+/// not start in this pass.
+const LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A PodDisruptionBudget as the gate keeps it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlimBudget {
+    /// Name, namespace and resourceVersion only.
+    pub metadata: ObjectMeta,
+    pub budget: Budget,
+}
+
+impl<'de> Deserialize<'de> for SlimBudget {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            metadata: Meta,
+            #[serde(default)]
+            spec: Option<Spec>,
+            #[serde(default)]
+            status: Option<Status>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            name: Option<String>,
+            namespace: Option<String>,
+            resource_version: Option<String>,
+            #[serde(default)]
+            generation: i64,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Spec {
+            selector: Option<WireSelector>,
+            unhealthy_pod_eviction_policy: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WireSelector {
+            match_labels: Option<BTreeMap<String, String>>,
+            match_expressions: Option<Vec<WireExpression>>,
+        }
+        #[derive(Deserialize)]
+        struct WireExpression {
+            key: Option<String>,
+            operator: Option<String>,
+            values: Option<Vec<String>>,
+        }
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Status {
+            #[serde(default)]
+            disruptions_allowed: i32,
+            #[serde(default)]
+            current_healthy: i32,
+            #[serde(default)]
+            desired_healthy: i32,
+            #[serde(default)]
+            observed_generation: i64,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        let spec = wire.spec;
+        let status = wire.status.unwrap_or_default();
+        let (selector, policy) = match spec {
+            Some(s) => (s.selector, s.unhealthy_pod_eviction_policy),
+            None => (None, None),
+        };
+        // As the eviction API: a nil selector, or one that does not convert, selects
+        // no pod.
+        let selector: Option<Selector> = selector.and_then(|s| {
+            to_selector(&LabelSelectorObject {
+                match_labels: s.match_labels.unwrap_or_default(),
+                match_expressions: s
+                    .match_expressions
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|e| Expression {
+                        key: e.key.unwrap_or_default(),
+                        operator: e.operator.unwrap_or_default(),
+                        values: e.values.unwrap_or_default(),
+                    })
+                    .collect(),
+            })
+            .ok()
+        });
+        let generation = wire.metadata.generation;
+        let budget = Budget {
+            namespace: wire.metadata.namespace.clone().unwrap_or_default(),
+            name: wire.metadata.name.clone().unwrap_or_default(),
+            selector,
+            disruptions_allowed: status.disruptions_allowed,
+            behind: (status.observed_generation < generation)
+                .then_some((status.observed_generation, generation)),
+            current_healthy: status.current_healthy,
+            desired_healthy: status.desired_healthy,
+            always_allow_unhealthy: policy.as_deref() == Some("AlwaysAllow"),
+        };
+        Ok(SlimBudget {
+            metadata: ObjectMeta {
+                name: wire.metadata.name,
+                namespace: wire.metadata.namespace,
+                resource_version: wire.metadata.resource_version,
+                ..ObjectMeta::default()
+            },
+            budget,
+        })
+    }
+}
+
+impl kube::Resource for SlimBudget {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "PodDisruptionBudget".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "policy".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "poddisruptionbudgets".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// A pod of a node's list, as a drain meets it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ListedPod {
+    /// Name and namespace only.
+    pub metadata: ObjectMeta,
+    pub pod: Pod,
+}
+
+impl<'de> Deserialize<'de> for ListedPod {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            metadata: Meta,
+            #[serde(default)]
+            status: Option<Status>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            name: Option<String>,
+            namespace: Option<String>,
+            #[serde(default)]
+            labels: Option<BTreeMap<String, String>>,
+            #[serde(default)]
+            annotations: Option<BTreeMap<String, serde::de::IgnoredAny>>,
+            deletion_timestamp: Option<serde::de::IgnoredAny>,
+            #[serde(default)]
+            owner_references: Option<Vec<Owner>>,
+        }
+        #[derive(Deserialize)]
+        struct Owner {
+            kind: Option<String>,
+            controller: Option<bool>,
+        }
+        #[derive(Deserialize)]
+        struct Status {
+            phase: Option<String>,
+            #[serde(default)]
+            conditions: Option<Vec<PodCondition>>,
+        }
+        #[derive(Deserialize)]
+        struct PodCondition {
+            #[serde(rename = "type")]
+            type_: Option<String>,
+            status: Option<String>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        let meta = wire.metadata;
+        let (phase, conditions) = wire
+            .status
+            .map(|s| (s.phase, s.conditions.unwrap_or_default()))
+            .unwrap_or_default();
+        let pod = Pod {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            labels: meta.labels.unwrap_or_default(),
+            phase: Phase::parse(phase.as_deref()),
+            terminating: meta.deletion_timestamp.is_some(),
+            ready: conditions.iter().any(|c| {
+                c.type_.as_deref() == Some("Ready") && c.status.as_deref() == Some("True")
+            }),
+            // kubectl drain leaves the pods a DaemonSet controls, and mirror pods.
+            daemon_set: meta
+                .owner_references
+                .unwrap_or_default()
+                .iter()
+                .any(|o| o.kind.as_deref() == Some("DaemonSet") && o.controller == Some(true)),
+            mirror: meta
+                .annotations
+                .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")),
+        };
+        Ok(ListedPod {
+            metadata: ObjectMeta {
+                name: meta.name,
+                namespace: meta.namespace,
+                ..ObjectMeta::default()
+            },
+            pod,
+        })
+    }
+}
+
+impl kube::Resource for ListedPod {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Pod".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "pods".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// The gate's budgets and the way to list a node's pods.
+pub struct BudgetGate {
+    store: Store<SlimBudget>,
+    /// The budgets as last converted, and the store's objects they came from (by
+    /// address: the store replaces an object it updates), so that they are converted for
+    /// a pass only after a change.
+    built: Option<(Vec<usize>, Arc<Budgets>)>,
+    client: Client,
+    metrics: Arc<Metrics>,
+}
+
+/// The nodes of the cache that wait to start, for the budgets' relevance: `None` (a dry
+/// run, whose would-be writes never show on the nodes) counts every change.
+#[derive(Clone)]
+pub struct Waiting {
+    pub nodes: Store<SlimNode>,
+    pub required: Vec<String>,
+}
+
+impl BudgetGate {
+    /// Starts the budgets' watch, cluster-wide.
+    pub fn spawn(
+        client: &Client,
+        connect: &Connect,
+        watch_timeout_secs: u32,
+        wake: Arc<Notify>,
+        waiting: Option<Waiting>,
+        metrics: Arc<Metrics>,
+    ) -> (BudgetGate, ListState) {
+        let (store, cache) = reflector::store::<SlimBudget>();
+        let config = watcher::Config::default()
+            .page_size(LIST_PAGE)
+            .timeout(watch_timeout_secs);
+        let stream = move |client: Client| {
+            watcher(Api::<SlimBudget>::all(client), config.clone()).backoff(Backoff::default())
+        };
+        let relevant = relevance(waiting);
+        let lists = ListState::default();
+        let watch = Watch {
+            what: "poddisruptionbudgets",
+            lists: lists.clone(),
+            connect: connect.clone(),
+            wake,
+            metrics: None,
+        };
+        tokio::spawn(drive(watch, stream, client.clone(), cache, relevant));
+        let gate = BudgetGate {
+            store,
+            built: None,
+            client: client.clone(),
+            metrics,
+        };
+        (gate, lists)
+    }
+
+    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
+        self.store.wait_until_ready().await
+    }
+
+    /// The writers' client from now on (a new leader lists on new connections).
+    pub fn use_client(&mut self, client: Client) {
+        self.client = client;
+    }
+
+    /// The budgets as the store holds them, converted again only after a change.
+    pub fn budgets(&mut self) -> Arc<Budgets> {
+        let state = self.store.state();
+        let from: Vec<usize> = state.iter().map(|b| Arc::as_ptr(b) as usize).collect();
+        if let Some((at, built)) = &self.built
+            && *at == from
+        {
+            return built.clone();
+        }
+        let budgets = Arc::new(Budgets::new(state.iter().map(|b| b.budget.clone())));
+        self.metrics.gates.budgets.set(budgets.len() as i64);
+        self.built = Some((from, budgets.clone()));
+        budgets
+    }
+
+    /// Lists the pods of `nodes`, a few at a time; a node whose list failed is left out
+    /// (it does not start in this pass) and logged.
+    pub async fn list_pods(&self, nodes: &[String]) -> HashMap<String, Vec<Pod>> {
+        let lists = futures::stream::iter(nodes.iter().cloned())
+            .map(|node| async move {
+                let listed = tokio::time::timeout(LIST_TIMEOUT, pods_on(&self.client, &node)).await;
+                (node, listed)
+            })
+            .buffer_unordered(CONCURRENT_LISTS)
+            .collect::<Vec<_>>()
+            .await;
+        let mut out = HashMap::new();
+        for (node, listed) in lists {
+            let result = match listed {
+                Ok(Ok(pods)) => Ok(pods),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {}s", LIST_TIMEOUT.as_secs())),
+            };
+            self.metrics.gates.read(GATE, result.is_ok());
+            match result {
+                Ok(pods) => {
+                    out.insert(node, pods);
+                }
+                Err(error) => warn!(%node, %error,
+                    "could not list the node's pods for the PodDisruptionBudget gate: it does not start now"),
+            }
+        }
+        out
+    }
+}
+
+/// Every pod on `node`, in pages.
+async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, kube::Error> {
+    let api = Api::<ListedPod>::all(client.clone());
+    let mut params = ListParams::default()
+        .fields(&format!("spec.nodeName={node}"))
+        .limit(500);
+    let mut pods = Vec::new();
+    loop {
+        let page = api.list(&params).await?;
+        pods.extend(page.items.into_iter().map(|p| p.pod));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(pods),
+        }
+    }
+}
+
+/// Whether a budget event can change a decision: a change of what the gate reads, while
+/// a node waits to start (any time when `waiting` is `None`).
+fn relevance(
+    waiting: Option<Waiting>,
+) -> impl FnMut(&watcher::Event<SlimBudget>, &Store<SlimBudget>) -> bool {
+    let anyone_waits = move || {
+        waiting.as_ref().is_none_or(|w| {
+            w.nodes
+                .state()
+                .iter()
+                .any(|n| waits_to_start(&n.conditions, &w.required))
+        })
+    };
+    move |event, cached| {
+        let changed = match event {
+            watcher::Event::Apply(b) => cached
+                .get(&reflector::ObjectRef::from_obj(b))
+                .is_none_or(|old| old.budget != b.budget),
+            watcher::Event::Delete(_) => true,
+            // The lists: their end wakes a pass of its own.
+            _ => false,
+        };
+        changed && anyone_waits()
+    }
+}
+
+#[cfg(test)]
+mod tests;
