@@ -151,6 +151,11 @@ pub async fn run(
             required: policy.map_or_else(Vec::new, |p| p.required.clone()),
         }),
     );
+    if settings.gates.budgets {
+        BudgetGate::check_access(&client)
+            .await
+            .map_err(|e| ControllerError::Client(e.to_string()))?;
+    }
     // The gates read by tasks of their own publish their verdicts here and wake a pass.
     let verdicts = Verdicts::default();
     let budget_gate = settings.gates.budgets.then(|| {

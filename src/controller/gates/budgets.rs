@@ -299,7 +299,54 @@ pub struct Waiting {
     pub required: Vec<String>,
 }
 
+/// Why the gate cannot read what it needs, as the deployer should read it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "--pod-disruption-budgets (on by default with --in-progress) cannot {what}: {error}. \
+     kumaco needs `list watch` on poddisruptionbudgets and `list` on pods, cluster-wide \
+     (the chart grants them with inProgress.podDisruptionBudgets; kustomize: the \
+     components/disruption-budgets component), or --pod-disruption-budgets=false"
+)]
+pub struct AccessError {
+    what: &'static str,
+    error: kube::Error,
+}
+
 impl BudgetGate {
+    /// Asks once for what the gate reads, so that a missing right stops kumaco at
+    /// start-up with a message naming it, rather than holding it unready for ever. Other
+    /// errors pass: the watch and the lists retry them.
+    pub async fn check_access(client: &Client) -> Result<(), AccessError> {
+        let forbidden =
+            |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403);
+        let budgets = Api::<SlimBudget>::all(client.clone())
+            .list(&ListParams::default().limit(1))
+            .await;
+        if let Err(error) = budgets
+            && forbidden(&error)
+        {
+            return Err(AccessError {
+                what: "list poddisruptionbudgets",
+                error,
+            });
+        }
+        // A node name no node has: an empty answer, or the refusal.
+        let pods = Api::<ListedPod>::all(client.clone())
+            .list(
+                &ListParams::default()
+                    .fields("spec.nodeName=kumaco.invalid")
+                    .limit(1),
+            )
+            .await;
+        match pods {
+            Err(error) if forbidden(&error) => Err(AccessError {
+                what: "list pods",
+                error,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// Starts the budgets' watch, cluster-wide.
     pub fn spawn(
         client: &Client,
