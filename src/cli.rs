@@ -154,17 +154,19 @@ pub struct UninstallArgs {
     #[command(flatten)]
     pub condition_names: ConditionNameArgs,
 
-    /// The instance's namespace, where its Lease (and Deployment) are. Default:
-    /// POD_NAMESPACE, else `default` (as `kumaco run`).
+    /// The instance's namespace, where its Lease (and Deployment) are. Default: the
+    /// namespace --field-manager names; no other namespace is assumed.
     #[arg(long, value_name = "NS")]
     pub lease_namespace: Option<String>,
 
-    /// The instance's Lease name (its `--lease-name`).
-    #[arg(long, value_name = "NAME", default_value = "kumaco")]
-    pub lease_name: String,
+    /// The instance's Lease name (its `--lease-name`). Default: the Lease --field-manager
+    /// names, else `kumaco`.
+    #[arg(long, value_name = "NAME")]
+    pub lease_name: Option<String>,
 
     /// The instance's field manager, if it runs with `--field-manager`. Default:
-    /// `kumaco/<lease namespace>/<lease name>`, as `kumaco run` derives it.
+    /// `kumaco/<lease namespace>/<lease name>`, as `kumaco run` derives it. While the
+    /// instance whose Lease it names runs (another than this one's), nothing is removed.
     #[arg(long, value_name = "NAME")]
     pub field_manager: Option<String>,
 
@@ -182,6 +184,18 @@ pub struct UninstallArgs {
     /// not renewed for its duration), as a Go duration.
     #[arg(long, value_name = "DURATION", default_value = "2m")]
     pub wait: String,
+
+    /// Exit 0 when there is nothing to remove (no Lease and no condition of the field
+    /// manager), and when --stop-deployment's Deployment does not exist. Without it
+    /// that is exit 3: a mistyped namespace or name is not reported as success.
+    #[arg(long)]
+    pub ignore_not_found: bool,
+
+    /// The instance runs with --dry-run (shadow mode): it wrote nothing, so nothing is
+    /// removed, stopped or deleted; only says so. The chart passes it for a `dryRun`
+    /// release.
+    #[arg(long)]
+    pub shadow: bool,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,9 @@
 //! - rendered by a real `helm template` (Helm built once per machine from the Go module
 //!   proxy, see `testkit::gobuild::helm`), with the defaults and with most options on,
 //!   every object is accepted by the real API server (server-side apply, dry run, strict
-//!   field validation), and the Deployment passes the values on as flags.
+//!   field validation), and the Deployment passes the values on as flags;
+//! - the uninstall hook passes what keeps it from harming a live instance: `--shadow`
+//!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names.
 
 use std::path::Path;
 use std::process::Command;
@@ -431,4 +433,55 @@ async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
     {
         apply(&client, obj, true).await;
     }
+}
+
+/// The uninstall hook's arguments and rights: `--ignore-not-found` always (a release that
+/// never ran has nothing to remove), `--shadow` with `dryRun` (a shadow wrote nothing),
+/// and `get` on Leases only with a `fieldManager` set (it may name another instance's
+/// Lease, which the hook must read before removing anything).
+#[test]
+fn uninstall_hook_passes_shadow_and_reads_the_lease_a_set_field_manager_names() {
+    let hook = |objects: &[DynamicObject], kind: &str| {
+        objects
+            .iter()
+            .find(|o| {
+                o.types.as_ref().is_some_and(|t| t.kind == kind)
+                    && o.metadata.name.as_deref() == Some("kumaco-uninstall")
+            })
+            .unwrap_or_else(|| panic!("no {kind} kumaco-uninstall"))
+            .clone()
+    };
+    let job_args = |objects: &[DynamicObject]| -> Vec<String> {
+        serde_json::from_value(
+            hook(objects, "Job").data["spec"]["template"]["spec"]["containers"][0]["args"].clone(),
+        )
+        .unwrap()
+    };
+    let reads_leases = |objects: &[DynamicObject]| {
+        hook(objects, "ClusterRole").data["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == serde_json::json!(["leases"]))
+    };
+
+    let defaults = render(&[]);
+    let args = job_args(&defaults);
+    assert!(args.iter().any(|a| a == "--ignore-not-found"), "{args:?}");
+    assert!(!args.iter().any(|a| a == "--shadow"), "{args:?}");
+    assert!(
+        !reads_leases(&defaults),
+        "Leases read without a fieldManager"
+    );
+
+    let shadow = render(&["dryRun=true", "fieldManager=kumaco/kumaco/live"]);
+    let args = job_args(&shadow);
+    for flag in [
+        "--shadow",
+        "--ignore-not-found",
+        "--field-manager=kumaco/kumaco/live",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
+    }
+    assert!(reads_leases(&shadow), "the named Lease cannot be read");
 }

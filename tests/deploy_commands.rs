@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use testkit::ApiServer;
@@ -25,6 +27,10 @@ use testkit::files::{copy_dir, repo};
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::manifests;
 use testkit::nodes::{has_status, wait_for_condition};
+use testkit::time::{poll_until, whole_second};
+
+/// The longest a docs block may run: the slowest, `helm install`, takes seconds.
+const BLOCK_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// A scratch directory holding copies of deploy/ and charts/, and `bin/` with kubectl,
 /// helm and kumaco (ahead of anything else on PATH: the machine may have another kubectl).
@@ -58,7 +64,8 @@ impl Workdir {
     }
 
     /// Runs `script` with bash (`-euo pipefail`) as a user would in a clone of the
-    /// repository; its stdout. Fails the test with both outputs if any command fails.
+    /// repository; its stdout. Fails the test with both outputs if any command fails, or
+    /// if the script is not done within [`BLOCK_TIMEOUT`].
     fn run(&self, server: &ApiServer, name: &str, script: &str) -> String {
         let path = format!(
             "{}:{}",
@@ -67,8 +74,10 @@ impl Workdir {
         );
         let home = self.dir.join(".home");
         std::fs::create_dir_all(&home).unwrap();
-        let out = Command::new("bash")
-            .args(["-euo", "pipefail", "-c", script])
+        // coreutils' timeout signals the whole process group: kubectl too.
+        let out = Command::new("timeout")
+            .arg(BLOCK_TIMEOUT.as_secs().to_string())
+            .args(["bash", "-euo", "pipefail", "-c", script])
             .current_dir(&self.dir)
             .env("PATH", path)
             .env("HOME", home)
@@ -76,6 +85,14 @@ impl Workdir {
             .output()
             .expect("running bash");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_ne!(
+            out.status.code(),
+            Some(124),
+            "block {name} did not finish within {BLOCK_TIMEOUT:?} (a `kubectl delete` of a \
+             Namespace waits for ever here: no namespace controller runs):\n{script}\n--- \
+             stdout\n{stdout}\n--- stderr\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert!(
             out.status.success(),
             "block {name} failed ({}):\n{script}\n--- stdout\n{stdout}\n--- stderr\n{}",
@@ -115,12 +132,51 @@ async fn get(client: &kube::Client, obj: &DynamicObject, namespace: &str) -> Opt
         .unwrap_or_else(|e| panic!("getting {} {:?}: {e}", types.kind, obj.metadata.name))
 }
 
+/// Every object of `installed` is gone after `what`, but the Namespaces, which hold the
+/// windows and stay. No namespace controller runs here to finish deleting a Namespace:
+/// one being deleted counts as gone.
+async fn assert_gone_but_namespaces(
+    client: &kube::Client,
+    installed: &[DynamicObject],
+    what: &str,
+) {
+    for obj in installed {
+        let left = get(client, obj, "kumaco").await;
+        let gone = left
+            .as_ref()
+            .is_none_or(|o| o.metadata.deletion_timestamp.is_some());
+        let is_namespace = obj.types.as_ref().is_some_and(|t| t.kind == "Namespace");
+        assert_eq!(
+            gone,
+            !is_namespace,
+            "{} after {what}: {}",
+            describe(obj),
+            if gone { "gone" } else { "left" }
+        );
+    }
+}
+
 fn describe(obj: &DynamicObject) -> String {
     format!(
         "{} {}",
         obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("?"),
         obj.metadata.name.as_deref().unwrap_or("?")
     )
+}
+
+/// kumaco with `flags`, as Pod `pod` of namespace `kumaco` runs it (here a process in
+/// the Pod's place: no kubelet), leader election on.
+async fn run_as_pod(server: &ApiServer, flags: &[&str], pod: &str) -> KumacoProcess {
+    let options = StartOptions {
+        leader: Some(Pod {
+            name: pod.into(),
+            namespace: "kumaco".into(),
+        }),
+        ..StartOptions::default()
+    };
+    KumacoProcess::start_with(env!("CARGO_BIN_EXE_kumaco"), server, flags, &options)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Every block the docs mark is one this file runs: a new marked block needs a test.
@@ -135,6 +191,7 @@ fn every_marked_block_is_run() {
             "helm-upgrade",
             "kustomize-check",
             "kustomize-install",
+            "kustomize-uninstall",
             "laptop-install",
             "laptop-watch",
             "laptop-window",
@@ -193,25 +250,120 @@ async fn kustomize_install_commands_work_as_written() {
     // Once kumaco runs (here as a process in the Pod's place: no kubelet), the Lease
     // command prints the leader's Pod name.
     let pod = "kumaco-7b8c9d6f5-q4w2e";
-    let _kumaco = KumacoProcess::start_with(
-        env!("CARGO_BIN_EXE_kumaco"),
+    let _kumaco = run_as_pod(
         &server,
         &[
             "--namespace=kumaco",
             "--node-selector=!node-role.kubernetes.io/control-plane",
         ],
-        &StartOptions {
-            leader: Some(Pod {
-                name: pod.into(),
-                namespace: "kumaco".into(),
-            }),
-            ..StartOptions::default()
-        },
+        pod,
+    )
+    .await;
+    let holder = ops.run_block(&server, "kustomize-check");
+    assert_eq!(holder, format!("{pod}\n"));
+}
+
+/// docs/operations.md's kustomize uninstall after its install, with kumaco running in
+/// the Pod's place, a node in maintenance and a window in each of the overlay's
+/// namespaces: no kumaco condition is left, every object of the overlay is gone but its
+/// namespaces, and every window stays.
+#[tokio::test]
+async fn kustomize_uninstall_keeps_the_windows_and_their_namespaces() {
+    let server = ApiServer::start_fresh().expect("test API server");
+    let client = server.client().await.unwrap();
+    let work = Workdir::new(&server);
+    work.run_block(&server, "kustomize-install");
+    let installed = manifests::parse(&work.run(
+        &server,
+        "kustomize",
+        "kubectl kustomize deploy/overlays/prod",
+    ))
+    .unwrap();
+    let node = "worker-1";
+    let obj: Node = serde_json::from_value(json!({ "metadata": { "name": node } })).unwrap();
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap();
+    let start = whole_second(Timestamp::now() - SignedDuration::from_secs(60));
+    let windows = ["kumaco", "maintenance"];
+    for ns in windows {
+        let window: ConfigMap = serde_json::from_value(json!({
+            "metadata": {
+                "name": "weekly",
+                "labels": { "kured.dev/maintenance-window": "" },
+            },
+            "data": { "startTime": start.to_string(), "duration": "1h", "nodeSelector": "" },
+        }))
+        .unwrap();
+        Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &window)
+            .await
+            .unwrap();
+    }
+    // The overlay's flags, as its Pod would run them.
+    let mut kumaco = run_as_pod(
+        &server,
+        &[
+            "--namespace=kumaco",
+            "--namespace=maintenance",
+            "--node-selector=!node-role.kubernetes.io/control-plane",
+        ],
+        "kumaco-7b8c9d6f5-q4w2e",
+    )
+    .await;
+    wait_for_condition(
+        &client,
+        node,
+        UNDER_MAINTENANCE,
+        Duration::from_secs(60),
+        |c| has_status(c, Some("True")),
     )
     .await
     .unwrap_or_else(|e| panic!("{e:#}"));
-    let holder = ops.run_block(&server, "kustomize-check");
-    assert_eq!(holder, format!("{pod}\n"));
+
+    // The block, as a user runs it; meanwhile the kubelet's part: once the Deployment is
+    // at 0 replicas, its Pod gets SIGTERM (and releases the Lease).
+    let (out, stopped) = std::thread::scope(|s| {
+        let kubelet = s.spawn(|| {
+            tokio::runtime::Runtime::new().unwrap().block_on(async {
+                let client = server.client().await.unwrap();
+                let deployments: Api<Deployment> = Api::namespaced(client, "kumaco");
+                poll_until(
+                    "the Deployment scaled to 0",
+                    Duration::from_secs(60),
+                    || async { deployments.get("kumaco").await.unwrap().spec.replicas == Some(0) },
+                )
+                .await;
+                kumaco.terminate(Duration::from_secs(10)).await.unwrap()
+            })
+        });
+        let out = work.run_block(&server, "kustomize-uninstall");
+        (out, kubelet.join().unwrap())
+    });
+    assert!(stopped.success(), "kumaco exited {stopped}");
+    for line in [
+        "removed 1 condition(s) from 1 node(s)",
+        "deleted Lease kumaco/kumaco",
+        "deployment.apps \"kumaco\" deleted",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+
+    let stored = Api::<Node>::all(client.clone()).get(node).await.unwrap();
+    assert!(
+        testkit::nodes::condition(&stored, UNDER_MAINTENANCE).is_none(),
+        "kumaco's condition is left: {:?}",
+        stored.status
+    );
+    assert_gone_but_namespaces(&client, &installed, "the kustomize uninstall").await;
+    for ns in windows {
+        let window = Api::<ConfigMap>::namespaced(client.clone(), ns)
+            .get_opt("weekly")
+            .await
+            .unwrap();
+        assert!(window.is_some(), "the window in {ns} was deleted");
+    }
 }
 
 /// `kind.group/name` as kubectl names an object in its output.
@@ -307,23 +459,16 @@ async fn helm_install_upgrade_uninstall_work_as_written() {
     });
     let hook = hook.unwrap_or_else(|e| panic!("{e:#}"));
     assert!(hook.status.success(), "{}{}", hook.stdout, hook.stderr);
+    // No kumaco ran: the hook finds nothing to remove, and that does not fail helm.
+    assert!(
+        hook.stdout.contains("found nothing to remove")
+            && hook.stdout.contains("(--ignore-not-found: done)"),
+        "{}{}",
+        hook.stdout,
+        hook.stderr
+    );
     assert!(uninstalled.contains("uninstalled"), "{uninstalled}");
-    for obj in &installed {
-        let left = get(&client, obj, "kumaco").await;
-        // No namespace controller runs here to finish deleting a Namespace: one that is
-        // being deleted counts as gone. The windows' namespace stays.
-        let gone = left
-            .as_ref()
-            .is_none_or(|o| o.metadata.deletion_timestamp.is_some());
-        let is_kept_namespace = obj.types.as_ref().is_some_and(|t| t.kind == "Namespace");
-        assert_eq!(
-            gone,
-            !is_kept_namespace,
-            "{} after helm uninstall: {}",
-            describe(obj),
-            if gone { "gone" } else { "left" }
-        );
-    }
+    assert_gone_but_namespaces(&client, &installed, "helm uninstall").await;
 }
 
 /// "Try it on a laptop": everything but kind and the kubelet, with kumaco as a process
@@ -353,20 +498,7 @@ async fn laptop_commands_work_up_to_the_kubelet() {
     }
 
     // The base's flags, as the Pod would run them (no --node-selector: every node).
-    let _kumaco = KumacoProcess::start_with(
-        env!("CARGO_BIN_EXE_kumaco"),
-        &server,
-        &["--namespace=kumaco"],
-        &StartOptions {
-            leader: Some(Pod {
-                name: "kumaco-5f7d8c9b4-h8x2n".into(),
-                namespace: "kumaco".into(),
-            }),
-            ..StartOptions::default()
-        },
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    let _kumaco = run_as_pod(&server, &["--namespace=kumaco"], "kumaco-5f7d8c9b4-h8x2n").await;
     let applied = work.run_block(&server, "laptop-window");
     assert_eq!(applied, "configmap/try-it created\n");
     wait_for_condition(

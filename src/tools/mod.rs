@@ -54,29 +54,17 @@ pub enum ToolError {
     Write(std::io::Error),
     #[error("{0}")]
     Plan(#[from] plan::PlanError),
-    /// `kumaco uninstall --yes` while the instance still runs: it would write its
-    /// conditions back.
-    #[error(
-        "the instance still runs: its Lease {lease} is held and renewed after waiting {waited}. \
-         Stop it first (scale its Deployment to 0, or pass --stop-deployment NAME), or wait \
-         longer (--wait)"
-    )]
-    StillRunning { lease: String, waited: String },
-    /// Conditions of the manager were back after their removal: something writes as it.
-    #[error(
-        "node {node} carries conditions of field manager {manager:?} again after their \
-         removal: an instance with that field manager still runs (a copy outside its \
-         Deployment, or another Lease name); stop it and run again"
-    )]
-    ConditionsCameBack { manager: String, node: String },
+    #[error("{0}")]
+    Uninstall(#[from] uninstall::UninstallError),
 }
 
 impl ToolError {
     /// The process exit status: 2 for usage and unreadable input (as clap does for
-    /// usage), 1 for the rest.
+    /// usage), `kumaco uninstall`'s own for its refusals, 1 for the rest.
     pub fn exit_code(&self) -> u8 {
         match self {
             ToolError::Flag { .. } | ToolError::Read { .. } | ToolError::Yaml { .. } => 2,
+            ToolError::Uninstall(e) => e.exit_code(),
             _ => 1,
         }
     }
