@@ -231,7 +231,7 @@ fn split_outside_quotes(s: &str) -> Vec<&str> {
 }
 
 /// One `LABEL OP "VALUE"`.
-pub fn parse_matcher(spec: &str) -> Result<MatcherTemplate, MatcherError> {
+fn parse_matcher(spec: &str) -> Result<MatcherTemplate, MatcherError> {
     let syntax = || MatcherError::Syntax(spec.to_string());
     let s = spec.trim();
     let op_at = s.find(['=', '!']).ok_or_else(syntax)?;
