@@ -373,10 +373,27 @@ pub struct SilenceArgs {
     #[arg(long)]
     pub silence_while_recovering: bool,
 
-    /// A matcher of each node's silence (repeatable), LABEL OP "VALUE" with OP one of
-    /// = != =~ !~; the value may name the node, {{name}}, and its labels,
-    /// {{label:KEY}}. Default: node="{{name}}".
-    #[arg(long = "silence-matcher", value_name = "MATCHER")]
+    /// One more silence for each node in maintenance (repeatable: a silence per SET),
+    /// held besides the default node="{{name}}". SET: matchers separated by commas, all
+    /// of which an alert must match, each LABEL OP "VALUE" with OP one of = != =~ !~;
+    /// the value may name the node, {{name}}, and its labels, {{label:KEY}}. E.g.
+    /// 'instance=~"{{name}}(:[0-9]+)?"' for node-exporter's alerts.
+    #[arg(long = "silence-matchers", value_name = "SET")]
+    pub silence_matcher_sets: Vec<String>,
+
+    /// Hold the default silence for each node in maintenance, node="{{name}}" (the label
+    /// of kube-state-metrics' alerts such as KubeNodeNotReady); default true. false: only
+    /// the --silence-matchers sets.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub silence_default_matchers: Option<bool>,
+
+    /// The older form of --silence-matchers (repeatable): all --silence-matcher flags
+    /// together are one set, held instead of the default node="{{name}}".
+    #[arg(
+        long = "silence-matcher",
+        value_name = "MATCHER",
+        conflicts_with_all = ["silence_matcher_sets", "silence_default_matchers"]
+    )]
     pub silence_matchers: Vec<String>,
 
     /// Most silences created per minute (default 60); the others wait.

@@ -457,7 +457,7 @@ mod tests {
                     "--alertmanager-url=http://am",
                     "--silence-matcher=job=\"x\"",
                 ][..],
-                "--silence-matcher: no matcher names the node",
+                "--silence-matcher: \"job=\\\"x\\\"\": no matcher names the node",
             ),
         ] {
             let err = settings(args).unwrap_err().to_string();

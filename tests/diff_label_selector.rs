@@ -6,11 +6,18 @@
 //! fields absent, `null` or empty; keys shared by `matchLabels` and `matchExpressions`;
 //! sometimes many requirements on few keys, or long value lists), plus hand-written
 //! corners. Go gets each object as JSON; kumaco gets it as the text a ConfigMap would hold,
-//! JSON or YAML in several layouts, through the same path a window's `nodeSelector` takes
-//! (`selector::parse_string_or_object`). Both sides must agree on accept/reject, on
-//! `String()`, on every `Matches`, and, where Go's error is the unknown-operator one
-//! (the error text kumaco promises), on its text. Kumaco's decoding of the text must also
-//! give back the object generated.
+//! JSON or YAML in several layouts, sometimes after what YAML allows before a document (a
+//! comment, `---`, a byte-order mark), through the same path a window's `nodeSelector`
+//! takes (`selector::parse_string_or_object`). Go also reads that text as Kubernetes reads
+//! YAML into its types (`sigs.k8s.io/yaml`, lenient). kumaco must agree with both on
+//! accept/reject, on `String()`, on every `Matches`, and, where Go's error is the
+//! unknown-operator one (the error text kumaco promises), on its text. Kumaco's decoding
+//! of the text must also give back the object generated.
+//!
+//! Hand-written texts (`yaml_as_operators_write_it_reads_as_kubernetes_reads_it`) show
+//! the rest against the lenient reader: YAML as people write it means the same to both,
+//! and where kumaco is stricter on purpose (docs/configuration.md lists each place) Go
+//! accepts, kumaco refuses and its error says what to write.
 //!
 //! Go iterates `matchLabels` in random order, so with more than 12 requirements of which
 //! some share a key, Go's own `String()` varies from run to run: there the requirements
@@ -74,9 +81,40 @@ enum Layout {
     YamlFlow,
 }
 
+/// What YAML allows before the object, as people write it.
+#[derive(Clone, Copy, Debug)]
+enum Prelude {
+    None,
+    Comment,
+    DocumentStart,
+    ByteOrderMark,
+    All,
+}
+
+impl Prelude {
+    const EVERY: [Prelude; 5] = [
+        Prelude::None,
+        Prelude::Comment,
+        Prelude::DocumentStart,
+        Prelude::ByteOrderMark,
+        Prelude::All,
+    ];
+
+    fn text(self) -> &'static str {
+        match self {
+            Prelude::None => "",
+            Prelude::Comment => "# the nodes of zone a\n",
+            Prelude::DocumentStart => "---\n",
+            Prelude::ByteOrderMark => "\u{feff}",
+            Prelude::All => "\u{feff}# zone a\n\n---  # reboots\n",
+        }
+    }
+}
+
 struct Case {
     obj: Obj,
     layout: Layout,
+    prelude: Prelude,
     labels: Vec<Labels>,
 }
 
@@ -88,26 +126,31 @@ fn label_selectors_agree_with_go() {
     let strategy = (
         object_strategy(),
         layout(),
+        prelude(),
         prop::collection::vec(label_set(), LABEL_SETS),
     );
     let mut oracle = Oracle::start().expect("starting the Go oracle");
     let mut mismatches = Vec::new();
     let mut stats = Stats::default();
 
-    // The hand-written corners first, in every layout.
+    // The hand-written corners first, in every layout, after every prelude.
+    let layouts = [
+        Layout::Json,
+        Layout::JsonPretty,
+        Layout::YamlBlock,
+        Layout::YamlFlow,
+    ];
     let fixed: Vec<Case> = hard_cases()
         .into_iter()
         .flat_map(|obj| {
-            [
-                Layout::Json,
-                Layout::JsonPretty,
-                Layout::YamlBlock,
-                Layout::YamlFlow,
-            ]
-            .map(|layout| Case {
-                obj: obj.clone(),
-                layout,
-                labels: fixed_label_sets(),
+            layouts.into_iter().flat_map(move |layout| {
+                let obj = obj.clone();
+                Prelude::EVERY.map(move |prelude| Case {
+                    obj: obj.clone(),
+                    layout,
+                    prelude,
+                    labels: fixed_label_sets(),
+                })
             })
         })
         .collect();
@@ -117,9 +160,10 @@ fn label_selectors_agree_with_go() {
     while drawn < run.cases {
         let cases: Vec<Case> = draw(&mut runner, &strategy, BATCH.min(run.cases - drawn))
             .into_iter()
-            .map(|(obj, layout, labels)| Case {
+            .map(|(obj, layout, prelude, labels)| Case {
                 obj,
                 layout,
+                prelude,
                 labels,
             })
             .collect();
@@ -130,8 +174,8 @@ fn label_selectors_agree_with_go() {
     eprintln!(
         "diff_label_selector: compared {} objects ({} hand-written; {} accepted, {} rejected, \
          {} with Go's operator error text compared; {} matches and {} non-matches; {} \
-         compared as multisets; {} JSON texts with characters YAML refuses) with Go in \
-         {:.1?}, {} mismatches",
+         compared as multisets; {} JSON texts with characters YAML refuses) with Go, as JSON \
+         and as Kubernetes reads the text, in {:.1?}, {} mismatches",
         stats.compared,
         fixed.len(),
         stats.accepted,
@@ -152,6 +196,183 @@ fn label_selectors_agree_with_go() {
     run.assert_agree("label selectors", stats.compared, &mismatches);
 }
 
+/// How kumaco reads a hand-written text, against Kubernetes' lenient reading of it.
+enum Expect {
+    /// Both accept it and select the same nodes.
+    Same,
+    /// Go accepts it; kumaco refuses on purpose, with an error holding this.
+    Stricter(&'static str),
+    /// Go refuses it (YAML 1.1 only); kumaco reads it, meaning the same as without it.
+    Directive,
+}
+
+const NULL: &str = "nil LabelSelector, which selects no node; kumaco refuses a window for no \
+                    node. Write {} or \"\" to select every node in scope";
+const QUOTE: &str = "quote label keys and values like these";
+
+#[test]
+fn yaml_as_operators_write_it_reads_as_kubernetes_reads_it() {
+    use Expect::{Directive, Same, Stricter};
+    let cases: &[(&str, Expect)] = &[
+        // What YAML allows before the object.
+        ("# the zone-a nodes\nmatchLabels:\n  zone: a\n", Same),
+        ("---\nmatchLabels:\n  zone: a\n", Same),
+        ("--- # zone a\nmatchLabels: {zone: a}", Same),
+        ("--- {matchLabels: {zone: a}}", Same),
+        ("\u{feff}matchLabels: {zone: a}", Same),
+        ("\u{feff}{\"matchLabels\": {\"zone\": \"a\"}}", Same),
+        (
+            "\u{feff}# c\n---\n# d\n\nmatchLabels:\n  zone: a  # trailing\n",
+            Same,
+        ),
+        (
+            "# c\n{\"matchExpressions\": [{\"key\": \"zone\", \"operator\": \"In\", \"values\": [\"a\", \"b\"]}]}",
+            Same,
+        ),
+        (
+            "---\nmatchExpressions:\n# the control plane stays\n- key: node-role\n  operator: DoesNotExist\n",
+            Same,
+        ),
+        ("%YAML 1.1\n---\nmatchLabels: {zone: a}", Same),
+        ("%YAML 1.2\n---\nmatchLabels: {zone: a}", Directive),
+        // Quoted or tagged, a number is a string to both.
+        ("matchLabels: {zone: \"1\"}", Same),
+        ("matchLabels: {zone: !!str 1}", Same),
+        ("matchLabels: null\nmatchExpressions: []", Same),
+        ("{}", Same),
+        // Go's nil selector: nothing selected.
+        ("null", Stricter(NULL)),
+        ("~", Stricter(NULL)),
+        ("Null", Stricter(NULL)),
+        ("NULL\n", Stricter(NULL)),
+        ("# no nodes yet", Stricter(NULL)),
+        ("---", Stricter(NULL)),
+        ("--- # c\n", Stricter(NULL)),
+        ("\u{feff}", Stricter(NULL)),
+        // Go ignores an unknown field (here: every node) and matches field names in any
+        // case.
+        (
+            "matchLabel: {zone: a}",
+            Stricter("unknown field `matchLabel`, expected one of matchLabels, matchExpressions"),
+        ),
+        (
+            "matchlabels: {zone: a}",
+            Stricter("field names are case-sensitive"),
+        ),
+        (
+            "matchExpressions: [{key: zone, Operator: In, values: [a]}]",
+            Stricter("field names are case-sensitive"),
+        ),
+        // Go keeps the last of repeated keys.
+        (
+            "matchLabels: {zone: a, zone: b}",
+            Stricter("write each key once"),
+        ),
+        // Go turns unquoted YAML 1.1 numbers, booleans and nulls into other text.
+        ("matchLabels: {zone: yes}", Stricter(QUOTE)),
+        ("matchLabels: {zone: 007}", Stricter(QUOTE)),
+        ("matchLabels: {zone: 1.0}", Stricter(QUOTE)),
+        ("matchLabels: {1: a}", Stricter(QUOTE)),
+        (
+            "matchExpressions: [{key: zone, operator: In, values: [on, 0x1F]}]",
+            Stricter(QUOTE),
+        ),
+        (
+            "matchLabels: {zone: }",
+            Stricter("write \"\" for an empty label value"),
+        ),
+        (
+            "matchLabels: {zone: ~}",
+            Stricter("write \"\" for an empty label value"),
+        ),
+        // Go expands anchors, aliases and merge keys and reads the first document only.
+        (
+            "matchLabels: &z {zone: a}",
+            Stricter("an anchor (&) or alias (*) is not read"),
+        ),
+        (
+            "matchLabels:\n  <<: {zone: a}",
+            Stricter("a merge key (<<) is not read"),
+        ),
+        (
+            "matchLabels: {zone: a}\n---\nmatchLabels: {zone: b}",
+            Stricter("a second YAML document"),
+        ),
+        (
+            "---\n---\nmatchLabels: {zone: a}",
+            Stricter("a second YAML document"),
+        ),
+    ];
+    let labels = [
+        ("zone", "a"),
+        ("zone", "b"),
+        ("zone", "1"),
+        ("zone", "true"),
+        ("zone", "7"),
+        ("zone", ""),
+        ("node-role", "x"),
+    ]
+    .map(|(k, v)| Labels::from([(k.to_owned(), v.to_owned())]))
+    .into_iter()
+    .chain([Labels::new()])
+    .collect::<Vec<_>>();
+    let mut oracle = Oracle::start().expect("starting the Go oracle");
+    let requests: Vec<Request> = cases
+        .iter()
+        .map(|(text, _)| Request::LabelSelectorYaml {
+            input: text.to_string(),
+            labels: labels.clone(),
+        })
+        .collect();
+    let answers = oracle.ask(&requests).expect("asking the Go oracle");
+    let mut mismatches = Vec::new();
+    for ((text, expect), go) in cases.iter().zip(&answers) {
+        let ours = selector::parse_string_or_object(text);
+        let why = match (expect, &ours) {
+            (Same, Ok(selector)) => {
+                let matches: Vec<bool> = labels.iter().map(|l| selector.matches(l)).collect();
+                (!go.ok
+                    || go.nothing
+                    || go.string.as_deref() != Some(&selector.to_string())
+                    || go.matches.as_ref() != Some(&matches))
+                .then(|| format!("not the same selector: ours {selector} {matches:?}"))
+            }
+            (Stricter(says), Err(e)) => {
+                let e = e.to_string();
+                if !go.ok {
+                    Some("Go refuses it too: not a place where kumaco is stricter".into())
+                } else if *says == NULL && !go.nothing {
+                    Some("Go's reading is not the nil selector".into())
+                } else {
+                    (!e.contains(says)).then(|| format!("our error lacks {says:?}: {e}"))
+                }
+            }
+            (Directive, Ok(selector)) => (go.ok
+                || Some(selector.to_string()) != ours_without_directive(text))
+            .then(|| format!("Go reads it, or ours differs without the directive: {selector}")),
+            (_, ours) => Some(format!("ours: {ours:?}")),
+        };
+        if let Some(why) = why {
+            mismatches.push(format!("{text:?}: {why}\n    go: {go:?}"));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {} texts:\n{}",
+        mismatches.len(),
+        cases.len(),
+        mismatches.join("\n")
+    );
+}
+
+/// The text after its `%YAML` directive line, as kumaco reads it.
+fn ours_without_directive(text: &str) -> Option<String> {
+    let (_, rest) = text.split_once('\n')?;
+    selector::parse_string_or_object(rest)
+        .ok()
+        .map(|s| s.to_string())
+}
+
 #[derive(Default)]
 struct Stats {
     compared: usize,
@@ -164,17 +385,33 @@ struct Stats {
 }
 
 fn compare(oracle: &mut Oracle, cases: &[Case], stats: &mut Stats, mismatches: &mut Vec<String>) {
+    let texts: Vec<String> = cases
+        .iter()
+        .map(|c| format!("{}{}", c.prelude.text(), render(&c.obj, c.layout)))
+        .collect();
+    // Per case: Go's reading of the object as JSON, then Kubernetes' reading of the text.
     let requests: Vec<Request> = cases
         .iter()
-        .map(|c| Request::LabelSelector {
-            object: to_json(&c.obj),
-            labels: c.labels.clone(),
+        .zip(&texts)
+        .flat_map(|(c, text)| {
+            [
+                Request::LabelSelector {
+                    object: to_json(&c.obj),
+                    labels: c.labels.clone(),
+                },
+                Request::LabelSelectorYaml {
+                    input: text.clone(),
+                    labels: c.labels.clone(),
+                },
+            ]
         })
         .collect();
     let answers = oracle.ask(&requests).expect("asking the Go oracle");
-    for (case, go) in cases.iter().zip(&answers) {
+    for ((case, text), go) in cases.iter().zip(texts).zip(answers.chunks(2)) {
+        let [go, kubernetes] = go else {
+            unreachable!("two answers per case")
+        };
         stats.compared += 1;
-        let text = render(&case.obj, case.layout);
         let ours = selector::parse_string_or_object(&text);
         if let Ok(s) = &ours {
             stats.accepted += 1;
@@ -191,7 +428,10 @@ fn compare(oracle: &mut Oracle, cases: &[Case], stats: &mut Stats, mismatches: &
         } else {
             match object::decode(&text) {
                 Ok(decoded) if decoded == expected(&case.obj) => {
-                    disagreement(go, &ours, case, stats)
+                    disagreement(go, &ours, case, stats).or_else(|| {
+                        disagreement(kubernetes, &ours, case, &mut Stats::default())
+                            .map(|why| format!("against Kubernetes' reading of the text: {why}"))
+                    })
                 }
                 Ok(decoded) => Some(format!("decoded as {decoded:?}")),
                 // YAML refuses some characters JSON allows raw (DEL, C1 controls); no
@@ -205,9 +445,11 @@ fn compare(oracle: &mut Oracle, cases: &[Case], stats: &mut Stats, mismatches: &
         };
         if let Some(why) = why {
             mismatches.push(format!(
-                "object {} as {:?} with labels {:?}: {why}\n    text: {text:?}\n    go:   {go:?}\n    rust: {ours:?}",
+                "object {} as {:?} after {:?} with labels {:?}: {why}\n    text: {text:?}\n    \
+                 go:   {go:?}\n    kubernetes: {kubernetes:?}\n    rust: {ours:?}",
                 to_json(&case.obj),
                 case.layout,
+                case.prelude,
                 case.labels
             ));
         }
@@ -654,6 +896,13 @@ fn layout() -> impl Strategy<Value = Layout> {
         Layout::YamlBlock,
         Layout::YamlFlow,
     ])
+}
+
+fn prelude() -> impl Strategy<Value = Prelude> {
+    prop_oneof![
+        4 => Just(Prelude::None),
+        1 => prop::sample::select(Prelude::EVERY.to_vec()),
+    ]
 }
 
 fn label_set() -> impl Strategy<Value = Labels> {

@@ -1,12 +1,16 @@
-//! Silences in a real Alertmanager for the nodes kumaco lets into maintenance (issue
-//! 29), with kumaco on the real API server: created when a node starts, extended as a
-//! lease, expired after the tail; adopted by a restarted process and by a new leader
-//! (no duplicate, no gap); an Alertmanager that is down changes nothing about the
+//! Silences in a real Alertmanager for the nodes kumaco lets into maintenance, with kumaco
+//! on the real API server: created when a node starts, extended as a lease, expired after
+//! the tail; adopted by a restarted process and by a new leader (no duplicate, no gap);
+//! the chart's example (docs/operations.md) silences both kube-state-metrics' and
+//! node-exporter's alerts of the node, one silence per matcher set, and the documented
+//! amtool command lists them; an Alertmanager that is down changes nothing about the
 //! maintenance, counts as failures, and gets the silences back when it returns.
 
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use testkit::files::{read_repo, repo};
 
 use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
@@ -263,6 +267,9 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
     )
     .await;
 
+    const LAST_SUCCESS: &str = "kumaco_silence_last_success_timestamp_seconds";
+    wait_metric(&kumaco, LAST_SUCCESS, &[], 1.0).await;
+
     am.kill().await.unwrap();
     c.set(&a, REBOOT, "True").await;
     wait_in_progress(&c, &a, "True").await;
@@ -273,17 +280,200 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
         1.0,
     )
     .await;
+    // The last success before the outage: no round succeeds while Alertmanager is down.
+    let down = metric_sum(&kumaco.metrics_text().await.unwrap(), LAST_SUCCESS, &[]);
 
     am.restart().await.unwrap();
     one_silence(&am, &by, &a).await;
     wait_metric(&kumaco, "kumaco_silences_held", &[], 1.0).await;
+    // Rounds are at least a second apart, so the first success after the return is
+    // strictly later.
+    poll_showing("a success after Alertmanager's return", WAIT, || async {
+        let text = kumaco.metrics_text().await.map_err(|e| e.to_string())?;
+        let now = metric_sum(&text, LAST_SUCCESS, &[]);
+        if now > down {
+            Ok(())
+        } else {
+            Err(format!(
+                "{LAST_SUCCESS} still {now}, as while down ({down})"
+            ))
+        }
+    })
+    .await;
+}
+
+/// The values example of docs/operations.md's silences section, rendered by the chart:
+/// the `--silence-*` flags it passes.
+fn chart_example_silence_flags() -> Vec<String> {
+    let docs = read_repo("docs/operations.md");
+    let section = &docs[docs
+        .find("## Silences during maintenance")
+        .expect("the silences section")..];
+    let open = "```yaml\n# values.yaml\n";
+    let start = section.find(open).expect("the values example") + "```yaml\n".len();
+    let values = &section[start..][..section[start..].find("```").unwrap()];
+    let file = std::env::temp_dir().join(format!(
+        "kumaco-silences-values-{}.yaml",
+        std::process::id()
+    ));
+    std::fs::write(&file, values).unwrap();
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let out = Command::new(helm)
+        .args(["template", "kumaco"])
+        .arg(repo().join("charts/kumaco"))
+        .args(["--kube-version", "1.37.2", "--show-only"])
+        .arg("templates/deployment.yaml")
+        .arg("--values")
+        .arg(&file)
+        .output()
+        .expect("running helm template");
+    std::fs::remove_file(&file).unwrap();
     assert!(
-        metric_sum(
-            &kumaco.metrics_text().await.unwrap(),
-            "kumaco_silence_last_success_timestamp_seconds",
-            &[]
-        ) > 0.0
+        out.status.success(),
+        "helm template with {values}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let deployment: Value =
+        serde_saphyr::from_str(&String::from_utf8_lossy(&out.stdout)).expect("helm renders YAML");
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("container args")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--silence-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The alert with these labels, as Alertmanager reports it now.
+fn alert<'a>(alerts: &'a [Value], label: &str, value: &str) -> Option<&'a Value> {
+    alerts.iter().find(|x| x["labels"][label] == value)
+}
+
+fn silenced_by(alert: Option<&Value>) -> Vec<String> {
+    alert
+        .and_then(|x| x["status"]["silencedBy"].as_array())
+        .map(|ids| {
+            ids.iter()
+                .filter_map(|i| i.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_chart_example_silences_kube_node_not_ready_and_node_exporter_and_amtool_lists_them() {
+    let server = ApiServer::shared();
+    let am = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(server, "silence-sets", KUMACO).await;
+    let by = created_by(&c);
+    let a = c.node("a", &[]).await;
+    let b = c.node("b", &[]).await;
+    c.put_active_window("now", "").await;
+    // Someone else's silence: not listed by the amtool command.
+    let theirs = am
+        .post_silence(&json!({
+            "matchers": [{"name": "node", "value": "elsewhere", "isRegex": false, "isEqual": true}],
+            "startsAt": jiff::Timestamp::now().to_string(),
+            "endsAt": (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)).to_string(),
+            "createdBy": "alice", "comment": "mine"
+        }))
+        .await
+        .unwrap();
+    let chart = chart_example_silence_flags();
+    assert!(
+        chart.iter().any(|f| f.starts_with("--silence-matchers=")),
+        "the example sets no matcher set: {chart:?}"
+    );
+    let mut args = vec![
+        "--in-progress".to_string(),
+        format!("--require-condition={REBOOT}"),
+        "--max-in-progress=1".into(),
+        format!("--alertmanager-url={}", am.url()),
+    ];
+    args.extend(chart);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _kumaco = c.kumaco(&args).await;
+
+    c.set(&a, REBOOT, "True").await;
+    wait_in_progress(&c, &a, "True").await;
+    let live = poll_showing("two silences for the node", WAIT, || async {
+        let live = am.live_silences(&by).await.map_err(|e| e.to_string())?;
+        if live.len() == 2 {
+            Ok(live)
+        } else {
+            Err(format!("{live:#?}"))
+        }
+    })
+    .await;
+    let ids: Vec<&str> = live.iter().map(|s| s["id"].as_str().unwrap()).collect();
+
+    // kube-state-metrics' alert names the node in `node`, node-exporter's in `instance`;
+    // b is not in maintenance.
+    for (name, label, value) in [
+        ("KubeNodeNotReady", "node", a.clone()),
+        (
+            "NodeFilesystemAlmostOutOfSpace",
+            "instance",
+            format!("{a}:9100"),
+        ),
+        ("KubeNodeNotReady", "node", b.clone()),
+        (
+            "NodeFilesystemAlmostOutOfSpace",
+            "instance",
+            format!("{b}:9100"),
+        ),
+    ] {
+        am.post_alert(&[("alertname", name), (label, &value)])
+            .await
+            .unwrap();
+    }
+    poll_showing("a's alerts silenced, one silence each", WAIT, || async {
+        let alerts = am.alerts().await.map_err(|e| e.to_string())?;
+        let node = silenced_by(alert(&alerts, "node", &a));
+        let instance = silenced_by(alert(&alerts, "instance", &format!("{a}:9100")));
+        let silenced = |by: &[String]| by.len() == 1 && ids.contains(&by[0].as_str());
+        if silenced(&node) && silenced(&instance) && node != instance {
+            Ok(())
+        } else {
+            Err(format!("{alerts:#?}"))
+        }
+    })
+    .await;
+    let alerts = am.alerts().await.unwrap();
+    for (label, value) in [("node", b.clone()), ("instance", format!("{b}:9100"))] {
+        let x = alert(&alerts, label, &value);
+        assert!(x.is_some(), "{label}={value} not posted: {alerts:#?}");
+        assert_eq!(silenced_by(x), Vec::<String>::new(), "{x:#?}");
+    }
+
+    // The documented command, run as written but for the address and the instance.
+    let docs = read_repo("docs/operations.md");
+    let command = docs
+        .lines()
+        .find_map(|l| l.strip_prefix("$ amtool silence query "))
+        .expect("docs/operations.md shows an amtool silence query");
+    let command = command
+        .replace("http://alertmanager:9093", &am.url())
+        .replace("kumaco/kumaco/kumaco", &by);
+    let amtool = testkit::gobuild::amtool().unwrap_or_else(|e| panic!("{e:#}"));
+    let out = Command::new(amtool)
+        .args(["silence", "query"])
+        .args(command.split_whitespace())
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("running amtool");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "amtool silence query {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("amtool silence query {command}:\n{listed}");
+    for id in &ids {
+        assert!(listed.contains(id), "{id} not listed:\n{listed}");
+    }
+    assert!(!listed.contains(&theirs), "alice's listed:\n{listed}");
 }
 
 /// Basic auth in front of Alertmanager (its web config), the credentials in a file as a

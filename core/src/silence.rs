@@ -1,10 +1,13 @@
 //! Alertmanager silences for the nodes kumaco lets into maintenance (`--alertmanager-url`):
 //! which silences of this instance should exist now, and what to do to the ones listed.
 //!
-//! A silence is held like a lease. While a node is in maintenance its silence must end at
-//! least half a `--silence-lease` from now, and is pushed to a whole lease from now when
-//! less remains: a kumaco that stops leaves nothing silenced for longer than one lease.
-//! After the maintenance ends, the silence is kept until the end plus `--silence-tail`,
+//! A node in maintenance gets one silence per matcher set ([`MatcherSet`]: `node="NAME"`
+//! unless left out, and one per `--silence-matchers`), because one silence's matchers must
+//! all match an alert: alerts that name the node in different labels need a silence
+//! each. A silence is held like a lease. While a node is in maintenance its silences must
+//! end at least half a `--silence-lease` from now, and are pushed to a whole lease from
+//! now when less remains: a kumaco that stops leaves nothing silenced for longer than one
+//! lease. After the maintenance ends, they are kept until the end plus `--silence-tail`,
 //! then expired.
 //!
 //! Everything is derived from the nodes' conditions, the silences Alertmanager lists and
@@ -13,7 +16,8 @@
 //! that never stopped would. Silences of another `createdBy` are never touched, so
 //! several instances share one Alertmanager.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 
 use jiff::{SignedDuration, Timestamp};
@@ -50,7 +54,8 @@ impl fmt::Display for Matcher {
     }
 }
 
-/// A `--silence-matcher` that does not parse.
+/// A matcher or a set of matchers (`--silence-matchers`, `--silence-matcher`) that does
+/// not parse or could not silence one node's alerts only.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MatcherError {
     #[error(
@@ -64,18 +69,22 @@ pub enum MatcherError {
     )]
     Placeholder(String, String),
     #[error(
-        "no matcher names the node ({{{{name}}}}): each node's silence must match its own alerts only"
+        "{0:?}: no matchers; expected one or more LABEL OP \"VALUE\" separated by commas, e.g. node=\"{{{{name}}}}\",severity!=\"info\""
     )]
-    NoName,
+    EmptySet(String),
     #[error(
-        "no matcher is = or =~ with a value that is never empty: Alertmanager refuses silences that match every alert"
+        "{0:?}: no matcher names the node ({{{{name}}}}): each node's silence must match its own alerts only"
     )]
-    MatchesEverything,
-    #[error("{0:?}: the label {1:?} is matched twice")]
+    NoName(String),
+    #[error(
+        "{0:?}: no matcher is = or =~ with a value that is never empty: Alertmanager refuses silences that match every alert"
+    )]
+    MatchesEverything(String),
+    #[error("{0:?}: the label {1:?} is matched twice in one silence")]
     Twice(String, String),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Part {
     Text(String),
     Name,
@@ -85,7 +94,7 @@ enum Part {
 /// A matcher whose value names the node (`{{name}}`) or its labels (`{{label:KEY}}`).
 /// In a regular expression (`=~`, `!~`) the node's values are escaped: a node named
 /// `a.b` matches `a.b`, not `axb`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct MatcherTemplate {
     name: String,
     parts: Vec<Part>,
@@ -93,49 +102,136 @@ pub struct MatcherTemplate {
     is_equal: bool,
 }
 
-/// The matchers without `--silence-matcher`.
-pub const DEFAULT_MATCHER: &str = "node=\"{{name}}\"";
+/// The matchers of one silence per node: an alert is silenced when it matches all of
+/// them. Each set is a silence of its own, so that alerts naming the node in different
+/// labels (`node` for kube-state-metrics', `instance` for node-exporter's) are each
+/// silenced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MatcherSet {
+    /// As written (for messages).
+    text: String,
+    /// Sorted: sets that differ only in order are one.
+    matchers: Vec<MatcherTemplate>,
+}
 
-/// Parses and checks the `--silence-matcher` flags (empty: [`DEFAULT_MATCHER`]).
-pub fn parse_matchers(specs: &[String]) -> Result<Vec<MatcherTemplate>, MatcherError> {
-    let default = [DEFAULT_MATCHER.to_string()];
-    let specs = if specs.is_empty() {
-        &default[..]
-    } else {
-        specs
-    };
-    let mut out: Vec<MatcherTemplate> = Vec::new();
-    for spec in specs {
-        let m = parse_matcher(spec)?;
-        if out.iter().any(|o| o.name == m.name) {
-            return Err(MatcherError::Twice(spec.clone(), m.name));
+/// The set held unless left out on purpose: the label kube-state-metrics' node alerts
+/// (`KubeNodeNotReady`) and most others carry.
+pub const DEFAULT_SET: &str = "node=\"{{name}}\"";
+
+/// The sets of one silence each: [`DEFAULT_SET`] first when `default`, then `specs`
+/// (each one set, see [`MatcherSet::parse`]); a set given twice is held once. Empty when
+/// neither: the caller decides whether that is an error.
+pub fn parse_sets(default: bool, specs: &[String]) -> Result<Vec<MatcherSet>, MatcherError> {
+    let default = default.then(|| DEFAULT_SET.to_string());
+    let mut out: Vec<MatcherSet> = Vec::new();
+    for spec in default.iter().chain(specs) {
+        let set = MatcherSet::parse(spec)?;
+        if !out.iter().any(|o| o.matchers == set.matchers) {
+            out.push(set);
         }
-        out.push(m);
-    }
-    if !out.iter().any(|m| m.parts.contains(&Part::Name)) {
-        return Err(MatcherError::NoName);
-    }
-    // What Alertmanager checks: a silence needs one matcher that does not match "". A
-    // node's name is never empty; a label's value may be.
-    let positive = out.iter().any(|m| {
-        m.is_equal
-            && !m.is_regex
-            && m.parts.iter().any(|p| match p {
-                Part::Text(t) => !t.is_empty(),
-                Part::Name => true,
-                Part::Label(_) => false,
-            })
-    }) || out
-        .iter()
-        .any(|m| m.is_equal && m.is_regex && m.parts.contains(&Part::Name));
-    if !positive {
-        return Err(MatcherError::MatchesEverything);
     }
     Ok(out)
 }
 
+impl MatcherSet {
+    /// One set: matchers separated by commas (outside the quoted values), optionally in
+    /// braces as Alertmanager writes them: `node="{{name}}",severity!="info"` or
+    /// `{instance=~"{{name}}(:[0-9]+)?"}`.
+    pub fn parse(spec: &str) -> Result<MatcherSet, MatcherError> {
+        let trimmed = spec.trim();
+        let inner = trimmed
+            .strip_prefix('{')
+            .and_then(|t| t.strip_suffix('}'))
+            .unwrap_or(trimmed);
+        if inner.trim().is_empty() {
+            return Err(MatcherError::EmptySet(spec.to_string()));
+        }
+        let matchers = split_outside_quotes(inner)
+            .into_iter()
+            .map(parse_matcher)
+            .collect::<Result<Vec<_>, _>>()?;
+        MatcherSet::check(spec, matchers)
+    }
+
+    /// The older `--silence-matcher` flags: one matcher each, all of them one set.
+    pub fn from_matchers(specs: &[String]) -> Result<MatcherSet, MatcherError> {
+        let matchers = specs
+            .iter()
+            .map(|s| parse_matcher(s))
+            .collect::<Result<Vec<_>, _>>()?;
+        MatcherSet::check(&specs.join(","), matchers)
+    }
+
+    fn check(text: &str, mut matchers: Vec<MatcherTemplate>) -> Result<MatcherSet, MatcherError> {
+        let text = text.to_string();
+        matchers.sort();
+        if let Some(w) = matchers.windows(2).find(|w| w[0].name == w[1].name) {
+            return Err(MatcherError::Twice(text, w[0].name.clone()));
+        }
+        if !matchers.iter().any(|m| m.parts.contains(&Part::Name)) {
+            return Err(MatcherError::NoName(text));
+        }
+        // What Alertmanager checks: a silence needs one matcher that does not match "". A
+        // node's name is never empty; a label's value may be.
+        let positive = matchers.iter().any(|m| {
+            m.is_equal
+                && !m.is_regex
+                && m.parts.iter().any(|p| match p {
+                    Part::Text(t) => !t.is_empty(),
+                    Part::Name => true,
+                    Part::Label(_) => false,
+                })
+        }) || matchers
+            .iter()
+            .any(|m| m.is_equal && m.is_regex && m.parts.contains(&Part::Name));
+        if !positive {
+            return Err(MatcherError::MatchesEverything(text));
+        }
+        Ok(MatcherSet { text, matchers })
+    }
+
+    /// The silence's matchers for one node, sorted; `None` if a label a matcher names is
+    /// missing on the node.
+    pub fn render(&self, node: &str, labels: &dyn Labels) -> Option<Vec<Matcher>> {
+        let mut out: Vec<Matcher> = self
+            .matchers
+            .iter()
+            .map(|m| m.render(node, labels))
+            .collect::<Option<_>>()?;
+        out.sort();
+        Some(out)
+    }
+}
+
+impl fmt::Display for MatcherSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// Splits at the commas that are not inside a double-quoted value (where `\"` and `\\`
+/// are escapes).
+fn split_outside_quotes(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut quoted, mut escaped, mut from) = (false, false, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&s[from..i]);
+                from = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[from..]);
+    out
+}
+
 /// One `LABEL OP "VALUE"`.
-pub fn parse_matcher(spec: &str) -> Result<MatcherTemplate, MatcherError> {
+fn parse_matcher(spec: &str) -> Result<MatcherTemplate, MatcherError> {
     let syntax = || MatcherError::Syntax(spec.to_string());
     let s = spec.trim();
     let op_at = s.find(['=', '!']).ok_or_else(syntax)?;
@@ -276,7 +372,8 @@ pub struct Rules {
     /// `createdBy`: the instance (its field manager). Only silences created by it are
     /// ever changed.
     pub created_by: String,
-    pub matchers: Vec<MatcherTemplate>,
+    /// One silence per set for each node held ([`parse_sets`]).
+    pub sets: Vec<MatcherSet>,
     /// `--silence-lease`: how far ahead a held silence ends at most.
     pub lease: SignedDuration,
     /// `--silence-tail`: how long after a maintenance's end its silence is kept.
@@ -339,7 +436,8 @@ pub fn hold(rules: &Rules, node: &NodeState<'_>, now: Timestamp) -> Option<Hold>
     }
 }
 
-/// What to do to one silence.
+/// What to do to one silence. `node`: the node it is held for (of several whose sets
+/// render the same matchers, the one held longest, then the first by name).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// `POST /api/v2/silences` without an id.
@@ -358,8 +456,8 @@ pub enum Action {
         ends_at: Timestamp,
         comment: String,
     },
-    /// `DELETE /api/v2/silence/{id}`. `node`: the node it silenced, if it names one in
-    /// scope.
+    /// `DELETE /api/v2/silence/{id}`. `node`: the node it is held for, when it is a
+    /// duplicate of the one kept.
     Expire { id: String, node: Option<String> },
 }
 
@@ -377,20 +475,47 @@ impl Action {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     /// Expiries first (they free nothing, but a duplicate must go whatever else fails),
-    /// then extensions, then creations in the nodes' order.
+    /// then extensions, then creations in the nodes' order (a node's sets in their order).
     pub actions: Vec<Action>,
     /// Silences of this instance that exist once the actions are done.
     pub held: usize,
     /// Creations held back by `--silence-max-creates-per-minute` (made by a later plan).
     pub capped: usize,
-    /// Nodes in maintenance that get no silence: a label a matcher names is missing.
-    pub unrenderable: Vec<String>,
+    /// Nodes in maintenance without one set's silence, and that set: a label one of its
+    /// matchers names is missing on the node.
+    pub unrenderable: Vec<(String, MatcherSet)>,
+}
+
+/// One silence the nodes held call for.
+struct Wanted {
+    /// The node it is held for: of several nodes whose sets render these matchers, the
+    /// one with the strongest hold, then the first by name and set, so that every replica
+    /// names the same one.
+    node: String,
+    set: usize,
+    hold: Hold,
+    comment: String,
+}
+
+/// Two reasons to hold one silence: the stronger one (renewed over a fixed end, the
+/// later end).
+fn merge(a: Hold, b: Hold) -> Hold {
+    match (a, b) {
+        (Hold::Renewed { create: x }, Hold::Renewed { create: y }) => {
+            Hold::Renewed { create: x || y }
+        }
+        (renewed @ Hold::Renewed { .. }, Hold::Until(_))
+        | (Hold::Until(_), renewed @ Hold::Renewed { .. }) => renewed,
+        (Hold::Until(x), Hold::Until(y)) => Hold::Until(x.max(y)),
+    }
 }
 
 /// From the nodes in scope, the silences listed (any `createdBy`: others are ignored
 /// here, not trusted to the shell's filter) and the clock, the actions that make this
-/// instance's silences what they should be now. Applying them and planning again over
-/// the result plans nothing (`tests`: `a_plan_over_its_own_result_is_empty`).
+/// instance's silences what they should be now: one per set for each node held. A
+/// listed silence is recognised by its sorted matchers, so two sets (or two nodes) that
+/// render the same matchers share one silence. Applying the actions and planning again
+/// over the result plans nothing (`tests`: `a_plan_over_its_own_result_is_empty`).
 pub fn plan<'a>(
     rules: &Rules,
     nodes: impl IntoIterator<Item = NodeState<'a>>,
@@ -398,31 +523,42 @@ pub fn plan<'a>(
     now: Timestamp,
 ) -> Plan {
     let mut out = Plan::default();
-    // The nodes' silences, by their sorted matchers: how a listed silence is recognised.
-    let mut wanted: BTreeMap<String, (Vec<Matcher>, Hold, String)> = BTreeMap::new();
-    let mut by_matchers: HashMap<Vec<Matcher>, String> = HashMap::new();
+    let mut wanted: HashMap<Vec<Matcher>, Wanted> = HashMap::new();
     for node in nodes {
         let Some(hold) = hold(rules, &node, now) else {
             continue;
         };
-        let rendered: Option<Vec<Matcher>> = rules
-            .matchers
-            .iter()
-            .map(|m| m.render(node.name, node.labels))
-            .collect();
-        let Some(mut matchers) = rendered else {
-            out.unrenderable.push(node.name.to_string());
-            continue;
-        };
-        matchers.sort();
-        by_matchers.insert(matchers.clone(), node.name.to_string());
-        wanted.insert(
-            node.name.to_string(),
-            (matchers, hold, comment(rules, &node)),
-        );
+        for (set, matchers) in rules.sets.iter().enumerate() {
+            let Some(key) = matchers.render(node.name, node.labels) else {
+                out.unrenderable
+                    .push((node.name.to_string(), matchers.clone()));
+                continue;
+            };
+            let this = Wanted {
+                node: node.name.to_string(),
+                set,
+                hold,
+                comment: comment(rules, &node),
+            };
+            match wanted.entry(key) {
+                Entry::Vacant(e) => {
+                    e.insert(this);
+                }
+                Entry::Occupied(mut e) => {
+                    let w = e.get_mut();
+                    let hold = merge(w.hold, this.hold);
+                    let first = (this.node.as_str(), this.set) < (w.node.as_str(), w.set);
+                    if (this.hold == w.hold && first) || (this.hold != w.hold && this.hold == hold)
+                    {
+                        *w = this;
+                    }
+                }
+            }
+        }
     }
+    out.unrenderable.sort_by(|a, b| a.0.cmp(&b.0));
 
-    let mut ours: BTreeMap<&str, Vec<&Silence>> = BTreeMap::new();
+    let mut ours: HashMap<&[Matcher], Vec<&Silence>> = HashMap::new();
     let mut recent_creates = 0u32;
     for s in silences.iter().filter(|s| s.created_by == rules.created_by) {
         // Each creation starts its silence at the instant it is made (Alertmanager moves
@@ -436,8 +572,8 @@ pub fn plan<'a>(
         }
         let mut key = s.matchers.clone();
         key.sort();
-        match by_matchers.get(&key) {
-            Some(node) => ours.entry(node.as_str()).or_default().push(s),
+        match wanted.get_key_value(&key) {
+            Some((key, _)) => ours.entry(key.as_slice()).or_default().push(s),
             None => out.actions.push(Action::Expire {
                 id: s.id.clone(),
                 node: None,
@@ -445,26 +581,28 @@ pub fn plan<'a>(
         }
     }
 
+    let mut order: Vec<(&Vec<Matcher>, &Wanted)> = wanted.iter().collect();
+    order.sort_by(|a, b| (a.1.node.as_str(), a.1.set).cmp(&(b.1.node.as_str(), b.1.set)));
     let mut extends = Vec::new();
     let mut creates = Vec::new();
-    for (node, (matchers, hold, comment)) in &wanted {
-        let mut found = ours.remove(node.as_str()).unwrap_or_default();
+    let renewed_end = now.checked_add(rules.lease).unwrap_or(now);
+    for (matchers, w) in order {
+        let mut found = ours.remove(matchers.as_slice()).unwrap_or_default();
         // Keep the one that lasts longest (then the smallest id: every replica keeps
         // the same one); expire the others.
         found.sort_by(|a, b| b.ends_at.cmp(&a.ends_at).then_with(|| a.id.cmp(&b.id)));
         for dup in found.iter().skip(1) {
             out.actions.push(Action::Expire {
                 id: dup.id.clone(),
-                node: Some(node.clone()),
+                node: Some(w.node.clone()),
             });
         }
-        let renewed_end = now.checked_add(rules.lease).unwrap_or(now);
-        match (found.first(), hold) {
+        match (found.first(), w.hold) {
             (None, Hold::Renewed { create: true }) => creates.push(Action::Create {
-                node: node.clone(),
+                node: w.node.clone(),
                 matchers: matchers.clone(),
                 ends_at: renewed_end,
-                comment: comment.clone(),
+                comment: w.comment.clone(),
             }),
             (None, _) => {}
             (Some(s), hold) => {
@@ -473,29 +611,20 @@ pub fn plan<'a>(
                     Hold::Renewed { .. } if s.ends_at.duration_since(now) < rules.lease / 2 => {
                         Some(renewed_end)
                     }
-                    Hold::Until(t) if s.ends_at < *t => Some(*t),
+                    Hold::Until(t) if s.ends_at < t => Some(t),
                     _ => None,
                 };
                 if let Some(ends_at) = ends_at {
                     extends.push(Action::Extend {
                         id: s.id.clone(),
-                        node: node.clone(),
+                        node: w.node.clone(),
                         matchers: s.matchers.clone(),
                         starts_at: s.starts_at,
                         ends_at,
-                        comment: comment.clone(),
+                        comment: w.comment.clone(),
                     });
                 }
             }
-        }
-    }
-    // Silences of nodes no longer held, and of nodes out of scope or gone.
-    for (node, found) in ours {
-        for s in found {
-            out.actions.push(Action::Expire {
-                id: s.id.clone(),
-                node: Some(node.to_string()),
-            });
         }
     }
     let allowed = rules.max_creates_per_minute.saturating_sub(recent_creates) as usize;

@@ -8,7 +8,7 @@ use jiff::SignedDuration;
 use super::{FlagError, flag_err, go_duration};
 use crate::alertmanager::Endpoint;
 use crate::cli::SilenceArgs;
-use crate::silence::{self, Rules};
+use crate::silence::{self, MatcherSet, Rules};
 
 /// With `--alertmanager-url`.
 #[derive(Clone, Debug)]
@@ -44,6 +44,11 @@ pub fn from_args(
             ("silence-lease", args.silence_lease.is_some()),
             ("silence-tail", args.silence_tail.is_some()),
             ("silence-while-recovering", args.silence_while_recovering),
+            ("silence-matchers", !args.silence_matcher_sets.is_empty()),
+            (
+                "silence-default-matchers",
+                args.silence_default_matchers.is_some(),
+            ),
             ("silence-matcher", !args.silence_matchers.is_empty()),
             (
                 "silence-max-creates-per-minute",
@@ -66,8 +71,7 @@ pub fn from_args(
     if tail.is_negative() {
         return Err(flag_err("silence-tail", "must not be negative"));
     }
-    let matchers = silence::parse_matchers(&args.silence_matchers)
-        .map_err(|e| flag_err("silence-matcher", e))?;
+    let sets = matcher_sets(args)?;
     let max_creates_per_minute = args.silence_max_creates_per_minute.unwrap_or(60);
     if max_creates_per_minute == 0 {
         return Err(flag_err(
@@ -88,7 +92,7 @@ pub fn from_args(
         endpoint,
         rules: Rules {
             created_by: created_by.to_string(),
-            matchers,
+            sets,
             lease,
             tail,
             while_recovering: args.silence_while_recovering,
@@ -97,4 +101,100 @@ pub fn from_args(
         },
         interval: quarter.min(Duration::from_secs(30)),
     }))
+}
+
+/// The sets of one silence each: the default unless left out, one per
+/// `--silence-matchers`; or, in the older form, all `--silence-matcher`s as one set
+/// instead of the default (clap refuses the two forms together).
+fn matcher_sets(args: &SilenceArgs) -> Result<Vec<MatcherSet>, FlagError> {
+    if !args.silence_matchers.is_empty() {
+        let set = MatcherSet::from_matchers(&args.silence_matchers)
+            .map_err(|e| flag_err("silence-matcher", e))?;
+        return Ok(vec![set]);
+    }
+    let default = args.silence_default_matchers.unwrap_or(true);
+    let sets = silence::parse_sets(default, &args.silence_matcher_sets)
+        .map_err(|e| flag_err("silence-matchers", e))?;
+    if sets.is_empty() {
+        return Err(flag_err(
+            "silence-default-matchers",
+            "false leaves no silence to hold: give at least one --silence-matchers SET",
+        ));
+    }
+    Ok(sets)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    fn sets(extra: &[&str]) -> Result<Vec<String>, String> {
+        let mut argv = vec!["kumaco", "run", "--alertmanager-url=http://am:9093"];
+        argv.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        let Command::Run(args) = cli.command else {
+            unreachable!("argv starts with run")
+        };
+        let settings = from_args(&args.silences, "kumaco/kumaco/kumaco", true)
+            .map_err(|e| e.to_string())?
+            .expect("with --alertmanager-url");
+        Ok(settings
+            .rules
+            .sets
+            .iter()
+            .map(ToString::to_string)
+            .collect())
+    }
+
+    const NODE_EXPORTER: &str = r#"--silence-matchers=instance=~"{{name}}(:[0-9]+)?""#;
+
+    #[test]
+    fn the_default_set_is_kept_unless_left_out_on_purpose() {
+        assert_eq!(sets(&[]).unwrap(), [r#"node="{{name}}""#]);
+        assert_eq!(
+            sets(&[
+                NODE_EXPORTER,
+                r#"--silence-matchers={job="x",node="{{name}}"}"#
+            ])
+            .unwrap(),
+            [
+                r#"node="{{name}}""#,
+                r#"instance=~"{{name}}(:[0-9]+)?""#,
+                r#"{job="x",node="{{name}}"}"#
+            ]
+        );
+        assert_eq!(
+            sets(&[NODE_EXPORTER, "--silence-default-matchers=false"]).unwrap(),
+            [r#"instance=~"{{name}}(:[0-9]+)?""#]
+        );
+        let none = sets(&["--silence-default-matchers=false"]).unwrap_err();
+        assert!(
+            none.starts_with("--silence-default-matchers: false leaves no silence"),
+            "{none}"
+        );
+        let bad = sets(&[r#"--silence-matchers=job="x""#]).unwrap_err();
+        assert!(
+            bad.starts_with(r#"--silence-matchers: "job=\"x\"": no matcher names the node"#),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn the_older_flag_is_one_set_instead_of_the_default_and_not_mixed_with_the_new() {
+        assert_eq!(
+            sets(&[
+                r#"--silence-matcher=instance=~"{{name}}(:[0-9]+)?""#,
+                r#"--silence-matcher=severity!="info""#
+            ])
+            .unwrap(),
+            [r#"instance=~"{{name}}(:[0-9]+)?",severity!="info""#]
+        );
+        for new in [NODE_EXPORTER, "--silence-default-matchers=true"] {
+            let e = sets(&[r#"--silence-matcher=node="{{name}}""#, new]).unwrap_err();
+            assert!(e.contains("cannot be used with"), "{e}");
+        }
+    }
 }

@@ -147,8 +147,15 @@ impl Task {
         let plan = silence::plan(&self.settings.rules, nodes, &listed, now);
         m.capped.set(plan.capped as i64);
         if !plan.unrenderable.is_empty() {
-            debug!(nodes = ?plan.unrenderable,
-                   "nodes in maintenance get no silence: a label a --silence-matcher names is missing");
+            let missing: Vec<String> = plan
+                .unrenderable
+                .iter()
+                .map(|(node, set)| format!("{node}: {set}"))
+                .collect();
+            debug!(
+                ?missing,
+                "nodes in maintenance get no silence of a matcher set: a node label it names is missing"
+            );
         }
         if self.dry_run {
             self.would(&plan.actions);

@@ -16,10 +16,15 @@
 //	  -> {"ok":true,"string":"a in (x,y),!b","matches":[true,true]} | {"ok":false,"error":"..."}
 //	{"op":"labelselector","object":{"matchLabels":{"a":"x"},"matchExpressions":[...]},"labels":[{"a":"x"}]}
 //	  -> {"ok":true,"string":"a=x","parts":["a=x"],"matches":[true]} | {"ok":false,"error":"..."}
+//	{"op":"labelselectoryaml","input":"# zone a\nmatchLabels: {zone: a}","labels":[{"zone":"a"}]}
+//	  -> as "labelselector", plus "nothing":true for Go's nil selector
 //
 // "object" is a metav1.LabelSelector in JSON, decoded by encoding/json with unknown
 // fields refused (null is Go's nil selector); "parts" are its requirements' String(), in
-// order.
+// order. "input" of "labelselectoryaml" is text as a ConfigMap value holds it, read as
+// Kubernetes reads YAML into its types: sigs.k8s.io/yaml.Unmarshal, which converts the
+// YAML to JSON guided by the target's field types and decodes that leniently (unknown
+// fields ignored, field names matched case-insensitively).
 //
 // "zone" is the time zone the caller's instant is expressed in (robfig uses it when the
 // spec has no CRON_TZ/TZ prefix); "from" is in Unix nanoseconds.
@@ -36,6 +41,7 @@ import (
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/yaml"
 )
 
 type request struct {
@@ -57,6 +63,7 @@ type answer struct {
 	String  *string  `json:"string,omitempty"`
 	Parts   []string `json:"parts,omitempty"`
 	Matches []bool   `json:"matches,omitempty"`
+	Nothing bool     `json:"nothing,omitempty"`
 }
 
 func main() {
@@ -102,7 +109,19 @@ func handle(req request) answer {
 	case "cron":
 		return cronAnswer(req)
 	case "labelselector":
-		return labelSelectorAnswer(req)
+		var ps *metav1.LabelSelector
+		dec := json.NewDecoder(bytes.NewReader(req.Object))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ps); err != nil {
+			return answer{Error: "bad request: " + err.Error()}
+		}
+		return labelSelectorAnswer(ps, req.Labels)
+	case "labelselectoryaml":
+		var ps *metav1.LabelSelector
+		if err := yaml.Unmarshal([]byte(req.Input), &ps); err != nil {
+			return answer{Error: err.Error()}
+		}
+		return labelSelectorAnswer(ps, req.Labels)
 	case "selector":
 		sel, err := labels.Parse(req.Input)
 		if err != nil {
@@ -119,24 +138,18 @@ func handle(req request) answer {
 	}
 }
 
-func labelSelectorAnswer(req request) answer {
-	var ps *metav1.LabelSelector
-	dec := json.NewDecoder(bytes.NewReader(req.Object))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ps); err != nil {
-		return answer{Error: "bad request: " + err.Error()}
-	}
+func labelSelectorAnswer(ps *metav1.LabelSelector, sets []map[string]string) answer {
 	sel, err := metav1.LabelSelectorAsSelector(ps)
 	if err != nil {
 		return answer{Error: err.Error()}
 	}
 	s := sel.String()
-	ans := answer{OK: true, String: &s, Parts: []string{}, Matches: []bool{}}
+	ans := answer{OK: true, String: &s, Parts: []string{}, Matches: []bool{}, Nothing: ps == nil}
 	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
 		ans.Parts = append(ans.Parts, r.String())
 	}
-	for _, l := range req.Labels {
+	for _, l := range sets {
 		ans.Matches = append(ans.Matches, sel.Matches(labels.Set(l)))
 	}
 	return ans

@@ -39,6 +39,12 @@ pub enum Request {
         object: serde_json::Value,
         labels: Vec<BTreeMap<String, String>>,
     },
+    /// The same for `input`, text as a ConfigMap value holds it, read as Kubernetes reads
+    /// YAML into its types (`sigs.k8s.io/yaml.Unmarshal`: lenient).
+    LabelSelectorYaml {
+        input: String,
+        labels: Vec<BTreeMap<String, String>>,
+    },
 }
 
 /// The oracle's answer; which fields are set depends on the request.
@@ -65,6 +71,9 @@ pub struct Answer {
     /// Selector and label selector: `Matches` for each label set of the request.
     #[serde(default)]
     pub matches: Option<Vec<bool>>,
+    /// Label selector from YAML: the text is Go's nil selector (it selects nothing).
+    #[serde(default)]
+    pub nothing: bool,
 }
 
 /// A running oracle process.

@@ -5,8 +5,8 @@
 //!
 //! - an object with neither `matchLabels` nor `matchExpressions` entries (`{}`,
 //!   `{"matchLabels":{}}`) is Go's `labels.Everything()`: it selects every node, like the
-//!   empty string form. (Go's nil selector, which selects nothing, cannot be written here:
-//!   a window without a `nodeSelector` key is invalid.)
+//!   empty string form. Go's nil selector (YAML's `null`, `~`, a document of comments),
+//!   which selects nothing, is refused ([`ObjectError::Null`]).
 //! - each `matchLabels` entry is a `key=value` requirement, each expression one
 //!   requirement with the operator `In`, `NotIn`, `Exists` or `DoesNotExist` (exactly
 //!   so spelled; anything else is Go's `"%q is not a valid label selector operator"`);
@@ -20,12 +20,18 @@
 //! two agree on everything but the order of requirements sharing a key in a selector of
 //! more than 12 requirements, where Go's own `String()` differs from run to run.
 //!
-//! Decoding the text is kumaco's own, and stricter than Go's `encoding/json`: field names
-//! are case-sensitive, an unknown field (`matchLabel`) or a repeated key is an error naming
-//! it, YAML scalars that are not strings (`3`, `true`) must be quoted, and a `null` label
-//! value is an error (Go would read it as ""); a `null` field is an empty one. The YAML
-//! parser runs under a budget (depth, nodes, no anchors or aliases), on a value already
-//! bounded by the window's [`MAX_VALUE_BYTES`](crate::window::MAX_VALUE_BYTES).
+//! Decoding the text is kumaco's own. It reads YAML as operators write it (a byte-order
+//! mark, comments, directives and `---` before the object), and is stricter than
+//! Kubernetes' lenient reader (`sigs.k8s.io/yaml` into `encoding/json`) where that reader
+//! would select other nodes than the text seems to say: field names are case-sensitive,
+//! an unknown field (`matchLabel`, which Go ignores) or a repeated key (Go keeps the last)
+//! is an error naming it, YAML scalars that are not strings (`3`, `yes`, `007`, which Go
+//! turns into `3`, `true`, `7`) must be quoted, a `null` label value is an error (Go reads
+//! it as ""), and anchors, aliases, merge keys and a second document are refused; each
+//! error says what to write instead. A `null` field is an empty one, as in Go. The YAML
+//! parser runs under a budget (depth, nodes, no anchors or aliases, one document), on a
+//! value already bounded by the window's
+//! [`MAX_VALUE_BYTES`](crate::window::MAX_VALUE_BYTES).
 //!
 //! The decoding is here, in the pure core, rather than injected by the shell, because it
 //! is part of reading a window like parsing its cron spec: `Window::from_data` keeps its
@@ -82,20 +88,23 @@ where
 pub const OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
 
 /// Whether a `nodeSelector` value is in object form rather than a string selector: after
-/// leading whitespace (` `, tab, CR, LF) it starts with `{` (JSON, or a YAML flow
-/// mapping), or its first line starts with a YAML mapping key, a word
-/// (`[A-Za-z][A-Za-z0-9_-]*`) followed by optional blanks and `:` (`matchLabels:`,
-/// `matchExpressions:`, or a typo of them, reported as an unknown field).
+/// leading whitespace (` `, tab, CR, LF) it opens with what YAML allows before a
+/// document's content (a byte-order mark, a `#` comment, a `%` directive, the document
+/// start `---`), or it starts with `{` (JSON, or a YAML flow mapping), or its first line
+/// starts with a YAML mapping key, a word (`[A-Za-z][A-Za-z0-9_-]*`) followed by optional
+/// blanks and `:` (`matchLabels:`, `matchExpressions:`, or a typo of them, reported as an
+/// unknown field), or it is YAML's null (`null`, `Null`, `NULL`, `~`), refused by
+/// [`parse`].
 ///
-/// No valid string selector looks like this, so the rule takes nothing away from the
-/// string form: `{` and `:` are neither whitespace nor one of Go's symbols, so they lex
-/// as part of an identifier; a first identifier holding either is not a valid label key,
-/// and a key followed by blanks and an identifier starting with `:` lacks an operator.
-/// (`tests/diff_selector.rs` checks against Go that every generated string this rule
-/// calls an object is rejected by `labels.Parse`.)
+/// No valid string selector opens like this but `null`, `Null` and `NULL` (the label
+/// of that name exists), which are taken on purpose: in YAML they are Kubernetes' nil
+/// selector. A BOM, `#`, `%`, `-`, `{` and `~` cannot start a valid label key, and `:`
+/// is never part of one, so a key followed by blanks and a word starting with `:` lacks
+/// an operator. (`tests/diff_selector.rs` checks against Go that every other generated
+/// string this rule calls an object is rejected by `labels.Parse`.)
 pub fn is_object_form(text: &str) -> bool {
-    let t = text.trim_start_matches([' ', '\t', '\r', '\n']);
-    if t.starts_with('{') {
+    let (t, prelude) = skip_prelude(text);
+    if prelude || t.starts_with('{') || is_yaml_null(t) {
         return true;
     }
     let bytes = t.as_bytes();
@@ -107,6 +116,39 @@ pub fn is_object_form(text: &str) -> bool {
         .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-'))
         .count();
     t[word..].trim_start_matches([' ', '\t']).starts_with(':')
+}
+
+/// Whether the text, blanks aside, is one of YAML's spellings of null, which Kubernetes
+/// reads as the nil `LabelSelector` (selecting no node).
+pub fn is_yaml_null(text: &str) -> bool {
+    matches!(
+        text.trim_matches([' ', '\t', '\r', '\n']),
+        "null" | "Null" | "NULL" | "~"
+    )
+}
+
+/// The text after leading whitespace and what YAML allows before a document's content
+/// (byte-order marks, comment lines, directives, `---` markers), and whether any of the
+/// latter was there.
+fn skip_prelude(text: &str) -> (&str, bool) {
+    let mut t = text;
+    let mut prelude = false;
+    loop {
+        t = t.trim_start_matches([' ', '\t', '\r', '\n']);
+        if let Some(rest) = t.strip_prefix('\u{feff}') {
+            t = rest;
+        } else if t.starts_with(['#', '%']) {
+            t = t.find('\n').map_or("", |i| &t[i + 1..]);
+        } else if let Some(rest) = t
+            .strip_prefix("---")
+            .filter(|r| r.is_empty() || r.starts_with([' ', '\t', '\r', '\n']))
+        {
+            t = rest;
+        } else {
+            return (t, prelude);
+        }
+        prelude = true;
+    }
 }
 
 /// Why a `nodeSelector` in object form is not a valid selector.
@@ -123,6 +165,16 @@ pub enum ObjectError {
     /// in Go's order (`matchLabels` by key, then the expressions).
     #[error("{}", problems(.0))]
     Invalid(Vec<String>),
+    /// YAML's null (also `~`, or a document with nothing but comments): Kubernetes' nil
+    /// `LabelSelector`, which selects no node. A window for no node is a mistake (an empty
+    /// template value, a nil pointer marshalled), so it is refused rather than matched.
+    #[error(
+        "null (as ~, or nothing but comments and ---) is Kubernetes' nil LabelSelector, \
+         which selects no node; kumaco refuses a window for no node. Write {{}} or \"\" to \
+         select every node in scope, or matchLabels/matchExpressions for some (for a label \
+         named null: {{matchExpressions: [{{key: \"null\", operator: Exists}}]}})"
+    )]
+    Null,
 }
 
 /// How many problems an [`ObjectError::Invalid`] message shows.
@@ -179,25 +231,94 @@ fn options() -> serde_saphyr::Options {
     }
 }
 
-/// Decodes YAML or JSON text into a [`LabelSelectorObject`].
+/// Decodes YAML or JSON text into a [`LabelSelectorObject`]; null is [`ObjectError::Null`].
 pub fn decode(text: &str) -> Result<LabelSelectorObject, ObjectError> {
     use serde_saphyr::MessageFormatter;
-    serde_saphyr::from_str_with_options::<LabelSelectorObject>(text, options()).map_err(|e| {
-        let message = serde_saphyr::UserMessageFormatter
-            .format_message(e.without_snippet())
-            .replace('\n', " ");
-        let at = match e.location() {
-            Some(l) if l.line() > 0 => format!(" (line {}, column {})", l.line(), l.column()),
-            _ => String::new(),
-        };
-        let hint = if message.contains("requires quoting") {
-            ": YAML reads unquoted numbers, booleans (true, yes, y, on) and null (~) as other \
-             types; quote label keys and values like these"
-        } else {
-            ""
-        };
-        ObjectError::Decode(format!("{message}{at}{hint}"))
-    })
+    let decoded =
+        serde_saphyr::from_str_with_options::<Option<LabelSelectorObject>>(text, options());
+    decoded
+        .map_err(|e| {
+            let e = e.without_snippet();
+            let at = match e.location() {
+                Some(l) if l.line() > 0 => format!(" (line {}, column {})", l.line(), l.column()),
+                _ => String::new(),
+            };
+            let (message, hint) = explain(e);
+            let message = message.unwrap_or_else(|| {
+                serde_saphyr::UserMessageFormatter
+                    .format_message(e)
+                    .replace('\n', " ")
+            });
+            ObjectError::Decode(format!("{message}{at}{}", hint.unwrap_or_default()))
+        })?
+        .ok_or(ObjectError::Null)
+}
+
+/// For the YAML that Kubernetes' lenient reader (`sigs.k8s.io/yaml`) takes and kumaco
+/// refuses on purpose: a message replacing the parser's, if it is obscure, and how to
+/// write it instead.
+fn explain(e: &serde_saphyr::Error) -> (Option<String>, Option<&'static str>) {
+    use serde_saphyr::Error;
+    use serde_saphyr::budget::BudgetBreach;
+    match e {
+        // Go would read `yes` as "true", `007` as "7" and `1.0` as "1".
+        Error::QuotingRequired { .. } => (
+            None,
+            Some(
+                ": YAML reads unquoted numbers, booleans (true, yes, y, on) and null (~) as \
+                 other types, which Kubernetes would turn into other text; quote label keys and \
+                 values like these, e.g. zone: \"1\"",
+            ),
+        ),
+        // Go would read it as "".
+        Error::NullIntoString { .. } => (
+            None,
+            Some(": write \"\" for an empty label value, or quote \"null\" or \"~\" for the word"),
+        ),
+        // Go would keep the last one.
+        Error::DuplicateMappingKey { .. } => (
+            None,
+            Some(
+                ": write each key once (Kubernetes would keep only the last); for several \
+                 values of one label use matchExpressions with operator In",
+            ),
+        ),
+        // Go would ignore it (a misspelt field would select more nodes).
+        Error::SerdeUnknownField {
+            field, expected, ..
+        } => (
+            None,
+            match expected.iter().find(|x| x.eq_ignore_ascii_case(field)) {
+                Some(_) => Some("; field names are case-sensitive"),
+                None => None,
+            },
+        ),
+        Error::MergeKeyNotAllowed { .. } => (
+            Some("a merge key (<<) is not read".into()),
+            Some(": write the entries out"),
+        ),
+        Error::UnknownAnchor { .. } => (
+            Some("an alias (*) is not read".into()),
+            Some(": write the values out"),
+        ),
+        Error::Budget { breach, .. } => match breach {
+            BudgetBreach::Anchors { .. } | BudgetBreach::Aliases { .. } => (
+                Some("an anchor (&) or alias (*) is not read".into()),
+                Some(": write the values out"),
+            ),
+            // Go would read the first document only.
+            BudgetBreach::Documents { .. } => (
+                Some("a second YAML document".into()),
+                Some(": write one (remove the --- between them)"),
+            ),
+            _ => (None, None),
+        },
+        Error::MultipleDocuments { .. } => (
+            Some("a second YAML document".into()),
+            Some(": write one (remove the --- between them)"),
+        ),
+        _ => (None, None),
+    }
 }
 
 /// Go's `LabelSelectorAsSelector` for a non-nil selector.

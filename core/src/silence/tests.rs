@@ -13,7 +13,7 @@ fn t(s: i64) -> Timestamp {
 fn rules() -> Rules {
     Rules {
         created_by: ME.into(),
-        matchers: parse_matchers(&[]).unwrap(),
+        sets: parse_sets(true, &[]).unwrap(),
         lease: SignedDuration::from_mins(30),
         tail: SignedDuration::from_mins(5),
         while_recovering: false,
@@ -33,6 +33,7 @@ fn cond(type_: &str, status: Status, reason: &str, at: i64) -> Condition {
     }
 }
 
+#[derive(Clone)]
 struct Node {
     name: String,
     labels: BTreeMap<String, String>,
@@ -334,62 +335,224 @@ fn creations_capped_per_minute_from_what_is_listed() {
 
 #[test]
 fn matcher_templates() {
-    let m = parse_matchers(&[
-        r#"instance=~"{{name}}(:[0-9]+)?""#.into(),
-        r#"zone="{{label:topology.kubernetes.io/zone}}""#.into(),
-        r#"severity!="info""#.into(),
-    ])
+    let set = MatcherSet::parse(
+        r#"instance=~"{{name}}(:[0-9]+)?", zone="{{label:topology.kubernetes.io/zone}}",severity!="info""#,
+    )
     .unwrap();
     let mut labels = BTreeMap::new();
     labels.insert(
         "topology.kubernetes.io/zone".to_string(),
         "eu-1".to_string(),
     );
-    let rendered: Vec<String> = m
+    let rendered: Vec<String> = set
+        .render("a.b", &labels)
+        .unwrap()
         .iter()
-        .map(|m| m.render("a.b", &labels).unwrap().to_string())
+        .map(ToString::to_string)
         .collect();
+    // Sorted by label name; the node's name escaped in the regular expression.
     assert_eq!(
         rendered,
         [
             r#"instance=~"a\\.b(:[0-9]+)?""#,
+            r#"severity!="info""#,
             r#"zone="eu-1""#,
-            r#"severity!="info""#
         ]
     );
-    // A missing label: no silence for that node, whatever the others.
+    // A missing label: no silence of that set for that node; the other sets still hold.
     let n = node("n", vec![]);
-    assert!(m[1].render(&n.name, &n.labels).is_none());
+    assert!(set.render(&n.name, &n.labels).is_none());
     let mut r = rules();
-    r.matchers = m;
+    r.sets = parse_sets(true, &[set.to_string()]).unwrap();
     let p = plan(&r, states(&[in_progress("n")]), &[], t(0));
-    assert_eq!((p.actions.len(), p.unrenderable.len()), (0, 1));
+    assert!(
+        matches!(&p.actions[..], [Action::Create { matchers, .. }] if *matchers == node_matcher("n")),
+        "{p:?}"
+    );
+    assert_eq!(p.unrenderable, [("n".to_string(), set)]);
+}
+
+#[test]
+fn sets_are_written_as_alertmanager_writes_them() {
+    let one = |s: &str| MatcherSet::parse(s).unwrap().render("n", &BTreeMap::new());
+    // Braces or none, blanks around commas, a comma inside a quoted value.
+    assert_eq!(
+        one(r#"{node="{{name}}", job=~"a{1,3}|b,c"}"#),
+        one(r#"job=~"a{1,3}|b,c",node="{{name}}""#)
+    );
+    assert_eq!(
+        one(r#"{node="{{name}}", job=~"a{1,3}|b,c"}"#)
+            .unwrap()
+            .len(),
+        2
+    );
+    // An escaped quote does not end the value.
+    assert_eq!(
+        one(r#"node="{{name}}",x="a\",b""#).unwrap()[1].value,
+        "a\",b"
+    );
+    // The default first, a set given twice held once, the default left out on purpose.
+    let sets = parse_sets(
+        true,
+        &[
+            r#"instance=~"{{name}}(:[0-9]+)?""#.into(),
+            r#"{ instance=~"{{name}}(:[0-9]+)?" }"#.into(),
+            DEFAULT_SET.into(),
+        ],
+    )
+    .unwrap();
+    let shown: Vec<String> = sets.iter().map(ToString::to_string).collect();
+    assert_eq!(shown, [DEFAULT_SET, r#"instance=~"{{name}}(:[0-9]+)?""#]);
+    assert!(parse_sets(false, &[]).unwrap().is_empty());
+    // The older flag: its matchers are one set.
+    let legacy = MatcherSet::from_matchers(&[
+        r#"instance=~"{{name}}(:[0-9]+)?""#.into(),
+        r#"severity!="info""#.into(),
+    ])
+    .unwrap();
+    assert_eq!(legacy.render("n", &BTreeMap::new()).unwrap().len(), 2);
 }
 
 #[test]
 fn bad_matchers_are_refused_with_reasons() {
-    let err = |s: &[&str]| {
-        parse_matchers(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-            .unwrap_err()
-            .to_string()
-    };
-    assert!(err(&["node"]).contains("expected LABEL OP"));
-    assert!(err(&[r#"node="{{name}}"#]).contains("expected LABEL OP"));
-    assert!(err(&[r#"no-de="{{name}}""#]).contains("not a Prometheus label name"));
-    assert!(err(&[r#"node="{{host}}""#]).contains("unknown placeholder {{host}}"));
-    assert!(err(&[r#"job="node""#]).contains("names the node"));
-    assert!(err(&[r#"node!="{{name}}""#]).contains("every alert"));
-    assert!(err(&[r#"node="{{name}}""#, r#"node="x""#]).contains("twice"));
+    let err = |s: &str| MatcherSet::parse(s).unwrap_err().to_string();
+    assert!(err("node").contains("expected LABEL OP"));
+    assert!(err(r#"node="{{name}}"#).contains("expected LABEL OP"));
+    assert!(err(r#"node="{{name}}","#).contains("expected LABEL OP"));
+    assert!(err(r#"no-de="{{name}}""#).contains("not a Prometheus label name"));
+    assert!(err(r#"node="{{host}}""#).contains("unknown placeholder {{host}}"));
+    assert!(err(r#"job="node""#).contains("names the node"));
+    assert!(err(r#"node!="{{name}}""#).contains("every alert"));
+    assert!(err(r#"node="{{name}}",node="x""#).contains("twice"));
+    for empty in ["", " ", "{}", "{ }"] {
+        assert!(err(empty).contains("no matchers"), "{empty:?}");
+    }
+    // Each set is checked alone: a set that does not name the node is refused even
+    // beside one that does.
+    let e = parse_sets(true, &[r#"job="node-exporter""#.into()]).unwrap_err();
+    assert_eq!(e, MatcherError::NoName(r#"job="node-exporter""#.into()));
+    let e = MatcherSet::from_matchers(&[r#"node="{{name}}""#.into(), r#"node="x""#.into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("twice"), "{e}");
     assert_eq!(
-        parse_matcher(r#" node = "a\"b" "#)
+        MatcherSet::parse(r#" node = "a\"b{{name}}" "#)
             .unwrap()
             .render("x", &BTreeMap::new()),
-        Some(Matcher {
+        Some(vec![Matcher {
             name: "node".into(),
-            value: "a\"b".into(),
+            value: "a\"bx".into(),
             is_regex: false,
             is_equal: true
+        }])
+    );
+}
+
+/// The default set and node-exporter's `instance`.
+fn two_sets() -> Rules {
+    let mut r = rules();
+    r.sets = parse_sets(true, &[r#"instance=~"{{name}}(:[0-9]+)?""#.into()]).unwrap();
+    r
+}
+
+fn instance_matcher(name: &str) -> Vec<Matcher> {
+    vec![Matcher {
+        name: "instance".into(),
+        value: format!("{}(:[0-9]+)?", regex_escape(name)),
+        is_regex: true,
+        is_equal: true,
+    }]
+}
+
+#[test]
+fn one_silence_per_set_created_in_the_nodes_order_and_adopted() {
+    let r = two_sets();
+    let nodes = [in_progress("b"), in_progress("a")];
+    let p = plan(&r, states(&nodes), &[], t(0));
+    let created: Vec<(&str, &Vec<Matcher>)> = p
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::Create { node, matchers, .. } => (node.as_str(), matchers),
+            a => panic!("{a:?}"),
         })
+        .collect();
+    assert_eq!(
+        created,
+        [
+            ("a", &node_matcher("a")),
+            ("a", &instance_matcher("a")),
+            ("b", &node_matcher("b")),
+            ("b", &instance_matcher("b")),
+        ]
+    );
+    assert_eq!(p.held, 4);
+    // The cap takes whole nodes first: a's two, then one of b's.
+    let mut capped = two_sets();
+    capped.max_creates_per_minute = 3;
+    let p = plan(&capped, states(&nodes), &[], t(0));
+    assert_eq!((p.actions.len(), p.capped), (3, 1));
+    // A restarted kumaco finds them (in any order of matchers) and creates nothing.
+    let mut listed = vec![
+        silence("1", "a", ME, -100, 1000),
+        silence("2", "b", ME, -100, 1000),
+    ];
+    for (id, n) in [("3", "a"), ("4", "b")] {
+        let mut s = silence(id, n, ME, -100, 1000);
+        s.matchers = instance_matcher(n);
+        listed.push(s);
+    }
+    let p = plan(&r, states(&nodes), &listed, t(0));
+    assert_eq!((p.actions.len(), p.held), (0, 4), "{p:?}");
+    // A set removed from the flags: its silences expire, the others stay.
+    let p = plan(&rules(), states(&nodes), &listed, t(0));
+    let mut expired: Vec<&str> = p
+        .actions
+        .iter()
+        .map(|a| match a {
+            Action::Expire { id, node: None } => id.as_str(),
+            a => panic!("{a:?}"),
+        })
+        .collect();
+    expired.sort();
+    assert_eq!((expired, p.held), (vec!["3", "4"], 2));
+}
+
+#[test]
+fn sets_that_render_alike_share_one_silence() {
+    // Two sets of one node alike (an empty label value): one silence.
+    let mut r = rules();
+    r.sets = parse_sets(true, &[r#"node="{{name}}{{label:suffix}}""#.into()]).unwrap();
+    let mut a = in_progress("a");
+    a.labels.insert("suffix".into(), String::new());
+    let p = plan(&r, states(&[a]), &[], t(0));
+    assert_eq!((p.actions.len(), p.held), (1, 1), "{p:?}");
+    // Two nodes' sets alike (a's second set is na's first): one silence, held for the
+    // node in maintenance, then for the longest tail, then expired.
+    r.sets = parse_sets(true, &[r#"node="n{{name}}""#.into()]).unwrap();
+    let a = ended("a", "MaintenanceCompleted", -60);
+    let p = plan(&r, states(&[a.clone(), in_progress("na")]), &[], t(0));
+    let created: Vec<(&str, &str)> = p
+        .actions
+        .iter()
+        .map(|x| match x {
+            Action::Create { node, matchers, .. } => (node.as_str(), matchers[0].value.as_str()),
+            x => panic!("{x:?}"),
+        })
+        .collect();
+    assert_eq!(created, [("na", "na"), ("na", "nna")]);
+    let held = [silence("1", "na", ME, -600, 100)];
+    let na_ended = ended("na", "MaintenanceCompleted", -200);
+    let p = plan(&r, states(&[a.clone(), na_ended.clone()]), &held, t(0));
+    assert!(
+        matches!(&p.actions[..], [Action::Extend { node, ends_at, .. }]
+            if node == "a" && *ends_at == t(240)),
+        "{p:?}"
+    );
+    let p = plan(&r, states(&[a, na_ended]), &held, t(240));
+    assert!(
+        matches!(&p.actions[..], [Action::Expire { node: None, .. }]),
+        "{p:?}"
     );
 }
 
@@ -412,12 +575,34 @@ fn node_case() -> impl Strategy<Value = NodeCase> {
     ]
 }
 
-fn silence_case() -> impl Strategy<Value = (usize, bool, i64, i64, u8)> {
-    // (node index, ours, starts ago, ends in, state)
-    (0usize..8, any::<bool>(), 0i64..4000, -100i64..2000, 0u8..3)
+fn silence_case() -> impl Strategy<Value = (usize, usize, bool, i64, i64, u8)> {
+    // (node index, set index, ours, starts ago, ends in, state)
+    (
+        0usize..8,
+        0usize..2,
+        any::<bool>(),
+        0i64..4000,
+        -100i64..2000,
+        0u8..3,
+    )
 }
 
-fn build(cases: &[NodeCase]) -> Vec<Node> {
+/// Node names such that a node's `node="n{{name}}"` set is another node's default.
+const NAMES: [&str; 8] = ["a", "na", "b", "nb", "nnb", "c", "nc", "d"];
+
+/// `count` sets: the default, node-exporter's `instance`, one that may render another
+/// node's default (`node="n{{name}}"`), and one that renders the node's own default when
+/// its `suffix` label is empty.
+fn sets(count: usize) -> Vec<MatcherSet> {
+    let extra = [
+        r#"instance=~"{{name}}(:[0-9]+)?""#.to_string(),
+        r#"node="n{{name}}""#.to_string(),
+        r#"node="{{name}}{{label:suffix}}""#.to_string(),
+    ];
+    parse_sets(true, &extra[..count - 1]).unwrap()
+}
+
+fn build(cases: &[(NodeCase, Option<bool>)]) -> Vec<Node> {
     let reasons = [
         "MaintenanceCompleted",
         "NodeRebooted",
@@ -426,46 +611,88 @@ fn build(cases: &[NodeCase]) -> Vec<Node> {
     ];
     cases
         .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let name = format!("n{i}");
+        .zip(NAMES)
+        .map(|((c, suffix), name)| {
             let mut n = match c {
-                NodeCase::Idle => node(&name, vec![]),
-                NodeCase::InProgress => in_progress(&name),
-                NodeCase::Ended { reason, ago, .. } => ended(&name, reasons[*reason], -ago),
+                NodeCase::Idle => node(name, vec![]),
+                NodeCase::InProgress => in_progress(name),
+                NodeCase::Ended { reason, ago, .. } => ended(name, reasons[*reason], -ago),
             };
             if let NodeCase::Ended { down: true, .. } = c {
                 n.availability.ready = Some(Status::False);
+            }
+            if let Some(empty) = suffix {
+                let value = if *empty { "" } else { "x" };
+                n.labels.insert("suffix".into(), value.into());
             }
             n
         })
         .collect()
 }
 
+/// Why the nodes hold one rendered silence, computed apart from `plan`.
+#[derive(Default)]
+struct Held {
+    renewed: bool,
+    create: bool,
+    /// The latest end of a tail.
+    until: Option<Timestamp>,
+}
+
+/// Each rendered silence the nodes call for, with every node's reason.
+fn holds(r: &Rules, nodes: &[Node], now: Timestamp) -> BTreeMap<Vec<Matcher>, Held> {
+    let mut out: BTreeMap<Vec<Matcher>, Held> = BTreeMap::new();
+    for n in states(nodes) {
+        let Some(h) = hold(r, &n, now) else { continue };
+        for set in &r.sets {
+            if let Some(key) = set.render(n.name, n.labels) {
+                let held = out.entry(key).or_default();
+                match h {
+                    Hold::Renewed { create } => {
+                        held.renewed = true;
+                        held.create |= create;
+                    }
+                    Hold::Until(t) => held.until = held.until.max(Some(t)),
+                }
+            }
+        }
+    }
+    out
+}
+
 proptest! {
     #[test]
-    fn a_plan_over_its_own_result_is_empty_and_holds_one_per_node(
-        cases in proptest::collection::vec(node_case(), 0..8),
+    fn a_plan_over_its_own_result_is_empty_and_holds_one_per_set_and_node(
+        cases in proptest::collection::vec(
+            (node_case(), proptest::option::of(any::<bool>())),
+            0..8,
+        ),
         listed in proptest::collection::vec(silence_case(), 0..12),
         recovering in any::<bool>(),
         cap in 1u32..5,
+        set_count in 1usize..=4,
     ) {
         let mut r = rules();
         r.while_recovering = recovering;
         r.max_creates_per_minute = cap;
+        r.sets = sets(set_count);
         let nodes = build(&cases);
         let now = t(0);
         let mut silences: Vec<Silence> = listed
             .iter()
             .enumerate()
-            .map(|(i, &(n, ours, ago, ends, state))| {
+            .map(|(i, &(n, set, ours, ago, ends, state))| {
+                let name = NAMES[n];
                 let mut s = silence(
                     &format!("s{i}"),
-                    &format!("n{n}"),
+                    name,
                     if ours { ME } else { "someone" },
                     -ago,
                     ends,
                 );
+                if set == 1 {
+                    s.matchers = instance_matcher(name);
+                }
                 s.state = match state {
                     0 => State::Active,
                     1 => State::Expired,
@@ -490,29 +717,45 @@ proptest! {
                 prop_assert_eq!(a, b);
             }
         }
-        // At most one live silence of ours per node, and the count reported.
+        // At most one live silence of ours per rendered set, and the count reported.
         let live: Vec<&Silence> = silences
             .iter()
             .filter(|s| s.created_by == ME && s.state != State::Expired)
             .collect();
-        let mut per_node: Vec<&str> = live.iter().map(|s| s.matchers[0].value.as_str()).collect();
-        per_node.sort();
-        let len = per_node.len();
-        per_node.dedup();
-        prop_assert_eq!(len, per_node.len());
+        let mut keys: Vec<Vec<Matcher>> = live
+            .iter()
+            .map(|s| {
+                let mut k = s.matchers.clone();
+                k.sort();
+                k
+            })
+            .collect();
+        keys.sort();
+        let len = keys.len();
+        keys.dedup();
+        prop_assert_eq!(len, keys.len(), "a duplicate: {:?}", live);
         prop_assert_eq!(p.held, live.len());
         // Every live one is held, for at least half a lease when renewed.
+        let wanted = holds(&r, &nodes, now);
         for s in &live {
-            let n = nodes.iter().find(|n| n.name == s.matchers[0].value).unwrap();
-            let state = states(std::slice::from_ref(n)).next().unwrap();
-            match hold(&r, &state, now) {
-                Some(Hold::Renewed { .. }) => {
-                    prop_assert!(s.ends_at.duration_since(now) >= r.lease / 2)
-                }
-                Some(Hold::Until(t)) => prop_assert!(s.ends_at >= t),
-                None => prop_assert!(false, "{s:?} live for a node not held"),
+            let mut key = s.matchers.clone();
+            key.sort();
+            let Some(held) = wanted.get(&key) else {
+                prop_assert!(false, "{s:?} live for no node held");
+                continue;
+            };
+            if held.renewed {
+                prop_assert!(s.ends_at.duration_since(now) >= r.lease / 2, "{s:?}");
+            } else if let Some(t) = held.until {
+                prop_assert!(s.ends_at >= t, "{s:?} ends before {t}");
             }
         }
+        // Every silence a node in maintenance calls for exists, but for the capped.
+        let missing = wanted
+            .iter()
+            .filter(|(k, h)| h.create && !keys.contains(k))
+            .count();
+        prop_assert_eq!(missing, p.capped);
         // Level-triggered: the next plan over the result changes nothing, bar the
         // creations the cap held back.
         let again = plan(&r, states(&nodes), &silences, now);

@@ -23,6 +23,20 @@ fn the_forms_are_told_apart() {
         "matchExpressions: []",
         "matchLabel : x",
         "\r\nmatchLabels:",
+        // What YAML allows before a document's content.
+        "# zone a\nmatchLabels: {zone: a}",
+        "---\nmatchLabels: {zone: a}",
+        "--- {matchLabels: {zone: a}}",
+        "\u{feff}matchLabels: {zone: a}",
+        "\u{feff}{\"matchLabels\": {}}",
+        "%YAML 1.2\n---\n{}",
+        " \n# only a comment",
+        "---",
+        // YAML's null, to be refused rather than read as a label named null.
+        "null",
+        " Null\n",
+        "NULL",
+        "~",
     ] {
         assert!(is_object_form(object), "{object:?}");
     }
@@ -38,14 +52,80 @@ fn the_forms_are_told_apart() {
         "\"matchLabels\": {}",
         "matchLabels",
         "a=b\nmatchLabels:",
+        "null=a",
+        "nullable",
+        "---a",
+        "a=b # c",
     ] {
         assert!(!is_object_form(string), "{string:?}");
     }
     // Whatever the rule calls an object is no valid string selector.
-    for object in ["{}", "{a}", "a:b", "a :b", "in: x", "zone : a", "x-1:"] {
+    for object in [
+        "{}",
+        "{a}",
+        "a:b",
+        "a :b",
+        "in: x",
+        "zone : a",
+        "x-1:",
+        "# c\na=b",
+        "--- a=b",
+        "\u{feff}a=b",
+        "%a",
+        "~",
+    ] {
         assert!(is_object_form(object), "{object:?}");
         assert!(super::super::parse(object).is_err(), "{object:?}");
     }
+}
+
+/// Kubernetes' YAML reader (`sigs.k8s.io/yaml`) reads these as the plain object;
+/// `tests/diff_label_selector.rs` runs them through it.
+#[test]
+fn yaml_as_operators_write_it() {
+    for text in [
+        "# the zone-a nodes\nmatchLabels:\n  zone: a\n",
+        "---\nmatchLabels:\n  zone: a\n",
+        "--- # zone a\nmatchLabels: {zone: a}",
+        "\u{feff}matchLabels: {zone: a}",
+        "\u{feff}# c\n---\n# d\n\nmatchLabels:\n  zone: a  # trailing\n",
+        "%YAML 1.2\n---\n{\"matchLabels\": {\"zone\": \"a\"}}",
+    ] {
+        assert_eq!(
+            super::super::parse_string_or_object(text).map(|s| s.to_string()),
+            Ok("zone=a".to_owned()),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn null_is_refused_saying_what_to_write() {
+    for text in [
+        "null",
+        "~",
+        " NULL\n",
+        "Null",
+        "# nothing yet",
+        "---",
+        "--- # c\n",
+        "\u{feff}",
+    ] {
+        let err = super::super::parse_string_or_object(text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("nil LabelSelector, which selects no node")
+                && err.contains("Write {} or \"\" to select every node"),
+            "{text:?}: {err}"
+        );
+    }
+    // The empty string stays the string form's "every node".
+    assert!(
+        super::super::parse_string_or_object(" ")
+            .unwrap()
+            .is_everything()
+    );
 }
 
 /// Outputs confirmed with the Go oracle (`metav1.LabelSelectorAsSelector`, `String()`).
@@ -152,18 +232,50 @@ fn rejects_what_go_rejects_and_says_why() {
             "matchExpressions: [{key: a, operator: In, values: [ok, 'b$']}]",
             "matchExpressions[0].values[1]: invalid value \"b$\"",
         ),
-        ("matchLabel: {a: b}", "unknown field `matchLabel`"),
+        // Where Kubernetes' lenient reader takes what kumaco refuses: each error says
+        // what to write instead.
+        (
+            "matchLabel: {a: b}",
+            "unknown field `matchLabel`, expected one of matchLabels, matchExpressions",
+        ),
+        (
+            "MatchLabels: {a: b}",
+            "unknown field `MatchLabels`, expected one of matchLabels, matchExpressions \
+             (line 1, column 1); field names are case-sensitive",
+        ),
         (
             "matchExpressions: [{key: a, operator: Exists, value: [x]}]",
-            "unknown field `value`",
+            "unknown field `value`, expected one of key, operator, values",
         ),
-        ("matchLabels: {a: b, a: c}", "duplicate mapping key `a`"),
-        ("matchLabels: {a: 3}", "value requires quoting"),
+        (
+            "matchLabels: {a: b, a: c}",
+            "duplicate mapping key `a` is not allowed here (line 1, column 21): write each \
+             key once",
+        ),
+        (
+            "matchLabels: {a: 3}",
+            "quote label keys and values like these, e.g. zone: \"1\"",
+        ),
         ("matchLabels: {a: yes}", "value requires quoting"),
-        ("matchLabels: {a: }", "null is not allowed here"),
+        ("matchLabels: {1: a}", "value requires quoting"),
+        (
+            "matchLabels: {a: }",
+            "null is not allowed here (line 1, column 16): write \"\" for an empty label value",
+        ),
+        (
+            "matchLabels: &x {a: b}",
+            "an anchor (&) or alias (*) is not read (line 1, column 17): write the values out",
+        ),
+        (
+            "matchLabels:\n  <<: {a: b}",
+            "a merge key (<<) is not read (line 2, column 3): write the entries out",
+        ),
+        (
+            "matchLabels: {a: b}\n---\nmatchLabels: {a: c}",
+            "a second YAML document (line 2, column 1): write one",
+        ),
         ("matchLabels: [a]", "not a LabelSelector"),
         ("{", "unclosed bracket"),
-        ("matchLabels: &x {a: b}", "too large or too complex"),
         (
             "matchExpressions: [{key: a, operator: In, values: [[x]]}]",
             "too large or too complex",
