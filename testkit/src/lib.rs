@@ -26,6 +26,8 @@
 //!   its programs.
 //! - [`alertmanager`]: a real Alertmanager on loopback, killed and restarted at will,
 //!   its silences and alerts read through its API.
+//! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
+//!   recreating StatefulSet pods, and a stand-in scheduler and kubelet for pods.
 
 pub mod agent;
 pub mod alertmanager;
@@ -51,6 +53,7 @@ pub mod oracle;
 pub mod realcluster;
 pub mod reporter;
 pub mod time;
+pub mod workloads;
 
 pub use apiserver::{ApiServer, client_from_kubeconfig};
 

@@ -283,10 +283,10 @@ impl kube::Resource for ListedPod {
 /// The gate's budgets and the way to list a node's pods.
 pub struct BudgetGate {
     store: Store<SlimBudget>,
-    /// The budgets as last converted, and the store's objects they came from (by
-    /// address: the store replaces an object it updates), so that they are converted for
-    /// a pass only after a change.
-    built: Option<(Vec<usize>, Arc<Budgets>)>,
+    /// The budgets as last converted, and the store's objects they came from (held, so
+    /// that an object the store replaced cannot reappear at the same address), so that
+    /// they are converted for a pass only after a change.
+    built: Option<(Vec<Arc<SlimBudget>>, Arc<Budgets>)>,
     client: Client,
     metrics: Arc<Metrics>,
 }
@@ -394,15 +394,15 @@ impl BudgetGate {
     /// The budgets as the store holds them, converted again only after a change.
     pub fn budgets(&mut self) -> Arc<Budgets> {
         let state = self.store.state();
-        let from: Vec<usize> = state.iter().map(|b| Arc::as_ptr(b) as usize).collect();
-        if let Some((at, built)) = &self.built
-            && *at == from
+        if let Some((from, built)) = &self.built
+            && from.len() == state.len()
+            && from.iter().zip(&state).all(|(a, b)| Arc::ptr_eq(a, b))
         {
             return built.clone();
         }
         let budgets = Arc::new(Budgets::new(state.iter().map(|b| b.budget.clone())));
         self.metrics.gates.budgets.set(budgets.len() as i64);
-        self.built = Some((from, budgets.clone()));
+        self.built = Some((state, budgets.clone()));
         budgets
     }
 
