@@ -208,6 +208,92 @@ async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
     );
 }
 
+/// The chart's `inProgress.objectChecks`, rendered by the real `helm template`: its
+/// `--block-unless` flag and the Role it grants (only `get list watch` on the checked
+/// resource, in its namespace) are enough for kumaco, running as the chart's
+/// ServiceAccount with the chart's rights only, to hold a start and then let it go.
+#[tokio::test]
+async fn the_charts_object_checks_pass_the_flag_and_grant_what_it_reads() {
+    let c = Cluster::new("check-chart").await;
+    c.storage("ceph", &[], json!({ "health": "HEALTH_WARN" }))
+        .await;
+    let release = format!("kumaco-{}", c.scope.value());
+    let objects = render_chart(
+        &release,
+        &c.ns,
+        json!({
+            "watchNamespaces": [c.ns],
+            "inProgress": { "enabled": true, "objectChecks": [{
+                "apiVersion": format!("{GROUP}/v1"), "kind": KIND, "resource": "storageclusters",
+                "namespace": c.ns, "name": "ceph", "expression": HEALTHY,
+            }] },
+        }),
+    );
+    let role = objects
+        .iter()
+        .find(|o| o.metadata.name.as_deref() == Some(&format!("{release}-object-check-0")))
+        .expect("the object check's Role");
+    assert_eq!(
+        (
+            role.types.as_ref().unwrap().kind.as_str(),
+            role.metadata.namespace.as_deref()
+        ),
+        ("Role", Some(c.ns.as_str()))
+    );
+    assert_eq!(
+        role.data["rules"],
+        json!([{ "apiGroups": [GROUP], "resources": ["storageclusters"], "verbs": ["get", "list", "watch"] }])
+    );
+    let flag = deployment_args(&objects)
+        .into_iter()
+        .find(|a| a.starts_with("--block-unless="))
+        .expect("--block-unless in the Deployment's args");
+    assert_eq!(
+        flag,
+        format!("--block-unless={GROUP}/v1 {KIND} {}/ceph: {HEALTHY}", c.ns)
+    );
+
+    // The chart's identity and rights, and nothing more.
+    let options = testkit::manifests::ApplyOptions {
+        field_manager: "kumaco-object-checks-test",
+        dry_run: false,
+        default_namespace: Some(&c.ns),
+    };
+    let rbac = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
+    for object in &objects {
+        if rbac.contains(&object.types.as_ref().unwrap().kind.as_str()) {
+            testkit::manifests::apply(&c.client, object, &options)
+                .await
+                .unwrap_or_else(|e| panic!("{e:#}"));
+        }
+    }
+    let kubeconfig =
+        testkit::hooks::service_account_kubeconfig(ApiServer::shared(), &c.ns, &release).unwrap();
+    let as_kumaco = testkit::apiserver::client_from_kubeconfig(&kubeconfig)
+        .await
+        .unwrap();
+    let storage = Api::<DynamicObject>::namespaced_with(as_kumaco, &c.ns, &storage_resource());
+    testkit::time::poll_until("the chart's Role to be enforced", PROMPT, || {
+        let storage = storage.clone();
+        async move { storage.list(&Default::default()).await.is_ok() }
+    })
+    .await;
+
+    let nodes = c.nodes(&["a"]).await;
+    c.put_active_window("w", &c.scope.selector()).await;
+    let _kumaco = c.kumaco_as(&kubeconfig, &[&flag]).await;
+    c.wait_mip(&nodes[0], "False", Some("HealthCheckFailed"))
+        .await;
+    c.health("ceph", "HEALTH_OK").await;
+    c.wait_mip(&nodes[0], "True", None).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Helpers
 
@@ -402,4 +488,49 @@ async fn storage_crd(client: &kube::Client) -> ApiResource {
         },
     )
     .await
+}
+
+/// `helm template RELEASE` of the chart in `namespace` with `values`, as objects.
+fn render_chart(release: &str, namespace: &str, values: serde_json::Value) -> Vec<DynamicObject> {
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let file = std::env::temp_dir().join(format!("{release}-values.json"));
+    std::fs::write(&file, values.to_string()).unwrap();
+    let chart = testkit::files::repo().join("charts/kumaco");
+    let out = Command::new(helm)
+        .args(["template", release])
+        .arg(chart)
+        .args([
+            "--namespace",
+            namespace,
+            "--kube-version",
+            "1.37.2",
+            "--values",
+        ])
+        .arg(&file)
+        .output()
+        .expect("running helm template");
+    assert!(
+        out.status.success(),
+        "helm template failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    testkit::manifests::parse(&yaml).unwrap_or_else(|e| panic!("{e:#}\n{yaml}"))
+}
+
+/// The container args of the rendered Deployment.
+fn deployment_args(objects: &[DynamicObject]) -> Vec<String> {
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .expect("a Deployment");
+    let args = deployment.data["spec"]["template"]["spec"]["containers"][0]["args"].as_array();
+    args.expect("container args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+fn storage_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", KIND), "storageclusters")
 }
