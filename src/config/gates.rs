@@ -111,9 +111,9 @@ pub enum CheckSpecError {
          its resource name"
     )]
     Kind(String),
-    #[error(
-        "the object is missing after the kind: expected [NAMESPACE/]NAME or [NAMESPACE] -l SELECTOR"
-    )]
+    #[error("nothing before the `:`: the objects are missing")]
+    NoObjects,
+    #[error("the object is missing after the kind")]
     NoObject,
     #[error("{0:?} is not a namespace: expected a DNS label (lowercase letters, digits, '-')")]
     Namespace(String),
@@ -195,7 +195,7 @@ pub fn parse_check(spec: &str) -> Result<ObjectCheck, CheckSpecError> {
     let expression = expression.trim();
     let (head, selector) = split_selector(objects);
     let mut words = head.split_whitespace();
-    let api_version = words.next().ok_or(CheckSpecError::NoObject)?;
+    let api_version = words.next().ok_or(CheckSpecError::NoObjects)?;
     if !is_api_version(api_version) {
         return Err(CheckSpecError::ApiVersion(api_version.into()));
     }
@@ -349,7 +349,7 @@ mod tests {
                 "ceph.rook.io/v1 CephCluster rook-ceph/x:  ",
                 "expression is missing",
             ),
-            (": object.x", "missing after the kind"),
+            (": object.x", "the objects are missing"),
             ("Ceph.Rook/v1 CephCluster a: object.x", "not an API version"),
             ("a/b/c CephCluster a: object.x", "not an API version"),
             ("ceph.rook.io/v1: object.x", "kind is missing"),
