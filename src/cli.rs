@@ -319,6 +319,15 @@ pub struct GateArgs {
     /// with --in-progress.
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     pub pod_disruption_budgets: Option<bool>,
+
+    /// Start no node unless a CEL expression holds over a Kubernetes object (repeatable):
+    /// 'API_VERSION KIND [NAMESPACE/]NAME: EXPRESSION', or 'API_VERSION KIND [NAMESPACE]
+    /// -l SELECTOR: EXPRESSION' (every object matching must satisfy it), the object as
+    /// `object`, e.g. 'ceph.rook.io/v1 CephCluster rook-ceph/rook-ceph:
+    /// object.status.ceph.health == "HEALTH_OK"' (reason HealthCheckFailed). Needs `get
+    /// list watch` on the resource. Only with --in-progress.
+    #[arg(long = "block-unless", value_name = "SPEC")]
+    pub block_unless: Vec<String>,
 }
 
 /// `--alertmanager-url` and the silences kumaco holds there for the nodes in maintenance

@@ -384,7 +384,11 @@ async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
             .filter(|r| r["resources"].to_string().contains("\"pods\""))
             .collect()
     };
-    let without = render(&["inProgress.enabled=true"]);
+    // The PodDisruptionBudget gate lists pods too (its own ClusterRole): off here.
+    let without = render(&[
+        "inProgress.enabled=true",
+        "inProgress.podDisruptionBudgets=false",
+    ]);
     assert!(
         pods_rules(&without).is_empty(),
         "pods granted without the value"
@@ -396,6 +400,7 @@ async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
     );
     let with = render(&[
         "inProgress.enabled=true",
+        "inProgress.podDisruptionBudgets=false",
         "inProgress.blockPodSelectors={app=postgres}",
         "inProgress.maxInProgressPer={topology.kubernetes.io/zone=1}",
         "inProgress.startInterval=10m",

@@ -57,6 +57,7 @@ use events::Poster;
 use fence::{Fence, Gate};
 use gates::Verdicts;
 use gates::budgets::BudgetGate;
+use gates::checks::ObjectChecks;
 use shadow::Shadow;
 use watch::{LabelKeys, Tombstones};
 use windows::WindowCache;
@@ -158,6 +159,17 @@ pub async fn run(
     }
     // The gates read by tasks of their own publish their verdicts here and wake a pass.
     let verdicts = Verdicts::default();
+    let mut object_checks = ObjectChecks::start(
+        &client,
+        &connect,
+        &settings.gates.checks,
+        settings.watch_timeout_secs,
+        wake.clone(),
+        verdicts.clone(),
+        metrics.clone(),
+    )
+    .await
+    .map_err(|e| ControllerError::Client(e.to_string()))?;
     let budget_gate = settings.gates.budgets.then(|| {
         BudgetGate::spawn(
             &client,
@@ -203,6 +215,10 @@ pub async fn run(
             .await
             .map_err(|_| ControllerError::WatchEnded)?;
     }
+    object_checks
+        .first_verdict()
+        .await
+        .map_err(|_| ControllerError::WatchEnded)?;
 
     if let Some(why) = settings.invisible_to_peers {
         warn!(field_manager = %settings.field_manager, why,
@@ -219,6 +235,7 @@ pub async fn run(
     lists.extend(window_lists);
     lists.extend(pod_lists);
     lists.extend(budget_lists);
+    lists.extend(object_checks.lists);
     // Started after the initial lists: its first round sees every node.
     let silencer = settings.silences.clone().zip(alertmanager).map(|(s, am)| {
         silences::Silencer::spawn(

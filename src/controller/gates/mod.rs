@@ -9,6 +9,7 @@
 //!   as they are then: nothing is remembered beyond the latest reading of each source.
 
 pub mod budgets;
+pub mod checks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
