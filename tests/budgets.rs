@@ -401,3 +401,72 @@ async fn without_the_rights_of_the_gate_kumaco_stops_and_says_which() {
         "{stderr}"
     );
 }
+
+/// The kustomize component grants exactly what the gate reads: `list watch` on
+/// poddisruptionbudgets and `list` on pods, nothing else about pods.
+#[tokio::test]
+async fn the_disruption_budgets_component_grants_what_the_gate_reads_and_no_more() {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let admin = ApiServer::shared().client().await.unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let options = testkit::manifests::ApplyOptions {
+        field_manager: "kumaco-budgets-test",
+        dry_run: false,
+        default_namespace: None,
+    };
+    for file in [
+        "base/namespace.yaml",
+        "base/serviceaccount.yaml",
+        "components/disruption-budgets/rbac.yaml",
+    ] {
+        for obj in testkit::manifests::read(&dir.join(file)).unwrap() {
+            testkit::manifests::apply(&admin, &obj, &options)
+                .await
+                .unwrap_or_else(|e| panic!("{file}: {e:#}"));
+        }
+    }
+    let may = |verb: &'static str, resource: &'static str, group: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let review = SubjectAccessReview {
+                spec: SubjectAccessReviewSpec {
+                    user: Some("system:serviceaccount:kumaco:kumaco".into()),
+                    groups: Some(vec!["system:serviceaccounts".into()]),
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some(group.into()),
+                        resource: Some(resource.into()),
+                        verb: Some(verb.into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            Api::<SubjectAccessReview>::all(admin)
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("a SubjectAccessReview")
+                .status
+                .is_some_and(|s| s.allowed)
+        }
+    };
+    testkit::time::poll_until("the component's rights", Duration::from_secs(30), || {
+        may("watch", "poddisruptionbudgets", "policy")
+    })
+    .await;
+    assert!(may("list", "poddisruptionbudgets", "policy").await);
+    assert!(may("list", "pods", "").await);
+    for (verb, resource, group) in [
+        ("watch", "pods", ""),
+        ("get", "pods", ""),
+        ("create", "pods/eviction", ""),
+        ("update", "poddisruptionbudgets", "policy"),
+    ] {
+        assert!(
+            !may(verb, resource, group).await,
+            "{verb} {resource} granted"
+        );
+    }
+}
