@@ -437,6 +437,50 @@ impl BudgetGate {
     }
 }
 
+impl BudgetGate {
+    /// Reads again, fresh, the budgets a drain of the nodes that start would ask
+    /// (`starting`: their pods), and returns `budgets` with the ones that changed, or
+    /// `None` when none did. The pods were listed fresh; the budgets come from a watch
+    /// that may be a moment behind them (an eviction on a node in progress decrements
+    /// its budget just before its pod goes), and a start must not count a disruption the
+    /// eviction already took. A budget that cannot be read keeps its cached copy.
+    pub async fn confirm(&self, budgets: &Budgets, starting: &[&[Pod]]) -> Option<Budgets> {
+        let mut asked: Vec<(String, String)> = starting
+            .iter()
+            .flat_map(|pods| budgets.asked_by(pods))
+            .map(|b| (b.namespace.clone(), b.name.clone()))
+            .collect();
+        asked.sort();
+        asked.dedup();
+        if asked.is_empty() {
+            return None;
+        }
+        let reads = futures::stream::iter(asked)
+            .map(|(ns, name)| async move {
+                let api = Api::<SlimBudget>::namespaced(self.client.clone(), &ns);
+                let read = tokio::time::timeout(LIST_TIMEOUT, api.get_opt(&name)).await;
+                (ns, name, read)
+            })
+            .buffer_unordered(CONCURRENT_LISTS)
+            .collect::<Vec<_>>()
+            .await;
+        let (mut fresh, mut gone) = (Vec::new(), Vec::new());
+        for (ns, name, read) in reads {
+            let cached = budgets.get(&ns, &name);
+            match read {
+                Ok(Ok(Some(b))) if Some(&b.budget) != cached => fresh.push(b.budget),
+                Ok(Ok(Some(_))) => {}
+                Ok(Ok(None)) => gone.push((ns, name)),
+                Ok(Err(error)) => warn!(%ns, %name, %error,
+                    "could not read a PodDisruptionBudget again before a start: its cached copy decides"),
+                Err(_) => warn!(%ns, %name,
+                    "no answer reading a PodDisruptionBudget again before a start: its cached copy decides"),
+            }
+        }
+        (!fresh.is_empty() || !gone.is_empty()).then(|| budgets.with_fresh(fresh, &gone))
+    }
+}
+
 /// Every pod on `node`, in pages.
 async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, kube::Error> {
     let api = Api::<ListedPod>::all(client.clone());
