@@ -13,7 +13,8 @@
 //!   them, plus kumaco's extensions (one-shots, epoch-anchored `@every`, DST anomalies).
 //!
 //! Windows and decisions:
-//! - [`window`]: a validated window ConfigMap; active occurrences, spans, next edges, lint.
+//! - [`window`]: a validated window ConfigMap; active occurrences, spans, next edges, lint;
+//!   [`limits`]: how much of a window ConfigMap kumaco reads.
 //! - [`conditions`]: kumaco's condition type and the `lastTransitionTime` rule;
 //!   [`reasons`]: every reason kumaco writes, defined once.
 //! - [`decision`]: a node's verdict from the windows; `UnderMaintenance`,
@@ -42,6 +43,7 @@ pub mod fingerprint;
 pub mod forecast;
 pub mod gates;
 pub mod in_progress;
+pub mod limits;
 pub mod node_events;
 pub mod pass;
 pub mod peers;
