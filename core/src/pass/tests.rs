@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::budgets;
+use crate::conditions::Status;
 use crate::in_progress::{Availability, BlockingPod, Ceiling};
 use crate::peers;
 use crate::reasons;
