@@ -385,6 +385,7 @@ pub fn next_edge<'a>(
 mod tests {
     use super::*;
     use crate::conditions::Status;
+    use crate::testing::ts;
     use crate::window::test_window as window;
     use std::collections::BTreeMap;
 
@@ -393,10 +394,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
     }
 
     fn cond(type_: &str, status: Status, reason: &str) -> Condition {

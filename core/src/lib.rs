@@ -33,6 +33,11 @@
 //!   own decisions played forward; the durations it assumes, learned from the nodes.
 //! - [`silence`]: which Alertmanager silences this instance should hold for the nodes in
 //!   maintenance, and the actions (create, extend, expire) on the ones listed.
+//!
+//! For tests only (the `testing` feature): [`testing`], helpers the core's and the
+//! shell's tests share.
+
+#![forbid(unsafe_code)]
 
 pub mod announce;
 pub mod budgets;
@@ -51,4 +56,6 @@ pub mod reasons;
 pub mod schedule;
 pub mod selector;
 pub mod silence;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod window;

@@ -9,13 +9,10 @@ use crate::in_progress::{Availability, BlockingPod, Ceiling};
 use crate::peers;
 use crate::reasons;
 use crate::selector;
+use crate::testing::ts;
 use crate::window::test_window;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
 
 fn secs(t: &str, s: i64) -> Timestamp {
     ts(t) + SignedDuration::from_secs(s)

@@ -5,12 +5,9 @@ use crate::tools::nodes::ListedNode;
 use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kumaco_core::testing::ts;
 use serde_json::json;
 use std::collections::BTreeMap;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
 
 fn cm(name: &str, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({
