@@ -566,7 +566,6 @@ impl Draws {
     }
 }
 
-
 /// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
 /// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
 pub fn drain_leaves(pod: &Pod) -> bool {
