@@ -14,7 +14,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 
 use crate::fingerprint;
-use crate::window::{KNOWN_KEYS, MAX_VALUE_BYTES, WindowId};
+use crate::limits::MAX_VALUE_BYTES;
+use crate::window::{KNOWN_KEYS, WindowId};
 
 /// Where [`trim`] leaves the hash of the full data (never written to the API server).
 const DATA_HASH: &str = "kumaco.internal/data-hash";

@@ -45,5 +45,5 @@ pub mod yaml;
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{
     announce, budgets, conditions, decision, duration, fingerprint, forecast, gates, in_progress,
-    node_events, pass, peers, reasons, schedule, selector, silence, window,
+    limits, node_events, pass, peers, reasons, schedule, selector, silence, window,
 };

@@ -279,12 +279,9 @@ fn name_for(configmap: &str, hash: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ts;
     use crate::window::test_window as window;
     use jiff::SignedDuration;
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
 
     fn source(w: Window) -> WindowSource {
         WindowSource {

@@ -195,6 +195,7 @@ pub fn bounded(mut s: String, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ts;
 
     fn desired(status: bool, message: &str) -> Desired {
         Desired::new(
@@ -203,10 +204,6 @@ mod tests {
             "MaintenanceWindow",
             message.into(),
         )
-    }
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
     }
 
     #[test]

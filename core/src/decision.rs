@@ -6,9 +6,10 @@ use std::collections::HashMap;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::conditions::{Condition, Desired, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::limits::MAX_DESCRIPTION_BYTES;
 use crate::reasons;
 use crate::selector::{Labels, Selector};
-use crate::window::{MAX_DESCRIPTION_BYTES, Span, Window, WindowId};
+use crate::window::{Span, Window, WindowId};
 
 /// How far back kumaco looks for the start of an active span (and for span ends) when
 /// deciding which window events are due; see `announce`. Also bounds the work of
@@ -384,6 +385,7 @@ pub fn next_edge<'a>(
 mod tests {
     use super::*;
     use crate::conditions::Status;
+    use crate::testing::ts;
     use crate::window::test_window as window;
     use std::collections::BTreeMap;
 
@@ -392,10 +394,6 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
-    }
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
     }
 
     fn cond(type_: &str, status: Status, reason: &str) -> Condition {

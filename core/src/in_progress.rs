@@ -45,186 +45,34 @@
 //! `PodDisruptionBudget`. So the gates are asked only for a node that would start
 //! otherwise: an alert that comes and goes rewrites no node while every slot is taken,
 //! and the pods of a node are listed only when it is about to start.
+//!
+//! In parts: [`policy`] (the flags), [`availability`] (what a node shows of it),
+//! [`slots`] (how the nodes use each ceiling's slots), [`records`] (what the messages
+//! record: boot ID, durations); the decision itself is here.
+
+mod availability;
+mod policy;
+mod records;
+mod slots;
 
 use std::collections::BTreeMap;
 
 use jiff::{SignedDuration, Timestamp};
 
+pub use availability::{Availability, Lifecycle, Unavailable};
+pub use policy::{Ceiling, GroupCeiling, Policy};
+pub use records::{
+    BOOT_ID, COMPLETED_AFTER, RECOVERED_AFTER, STOPPED_AFTER, recorded_boot_id, recorded_duration,
+    recorded_recovery,
+};
+use records::{fmt_duration, keep_end, rebooted, whole_seconds, with_recovery};
+pub use slots::{Group, Scope, Usage, groups_of};
+
 use crate::budgets::{self, Headroom};
-use crate::conditions::{Condition, Desired, MAINTENANCE_IN_PROGRESS, Status, find, is_true};
+use crate::conditions::{Condition, Desired, MAINTENANCE_IN_PROGRESS, find, is_true};
 use crate::gates::{Gates, Hold};
 use crate::reasons;
-use crate::selector::{Labels, Selector};
-
-/// Most node names a `WaitingForSlot` message lists as holding slots while unavailable.
-const NAMES_IN_MESSAGE: usize = 3;
-
-/// The concurrency ceiling: a count, or a percentage of the nodes it applies to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ceiling {
-    Count(u32),
-    Percent(u32),
-}
-
-impl Ceiling {
-    /// The number of slots for `nodes` nodes: a percentage rounds down, but is at least
-    /// 1 so that a small pool (or group) still makes progress.
-    pub fn slots(self, nodes: usize) -> usize {
-        match self {
-            Ceiling::Count(n) => n as usize,
-            Ceiling::Percent(p) => (nodes * p as usize / 100).max(1),
-        }
-    }
-}
-
-impl std::fmt::Display for Ceiling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Ceiling::Count(n) => write!(f, "{n}"),
-            Ceiling::Percent(p) => write!(f, "{p}%"),
-        }
-    }
-}
-
-/// A ceiling per value of a node label (`--max-in-progress-per KEY=N|P%`): nodes
-/// without the label form one group of their own.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GroupCeiling {
-    pub key: String,
-    pub ceiling: Ceiling,
-}
-
-/// The deployer's rules (`--require-condition`, `--block-condition`, ...).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Policy {
-    pub required: Vec<String>,
-    pub blocking: Vec<String>,
-    pub ceiling: Ceiling,
-    pub stop_at_window_end: bool,
-    pub start_cutoff: SignedDuration,
-    /// `--count-unavailable`: unavailable nodes take slots.
-    pub count_unavailable: bool,
-    /// `--block-node-selector`: a node matching one does not start.
-    pub block_node_selectors: Vec<Selector>,
-    /// `--block-pod-selector`: a node running a pod matching one does not start (the
-    /// shell finds the pods; these name them in messages).
-    pub block_pod_selectors: Vec<Selector>,
-    /// `--max-in-progress-per`.
-    pub group_ceilings: Vec<GroupCeiling>,
-    /// `--start-interval`: the least time between a start or an end and the next start.
-    pub start_interval: Option<SignedDuration>,
-    /// `--complete-on-reboot`: a node in progress whose boot ID changed has completed.
-    pub complete_on_reboot: bool,
-}
-
-impl Policy {
-    /// The policy of `--in-progress` with a ceiling and nothing else: required and
-    /// blocking conditions none, unavailable nodes counted, no group, no pacing.
-    pub fn with_ceiling(ceiling: Ceiling) -> Self {
-        Policy {
-            required: Vec::new(),
-            blocking: Vec::new(),
-            ceiling,
-            stop_at_window_end: false,
-            start_cutoff: SignedDuration::ZERO,
-            count_unavailable: true,
-            block_node_selectors: Vec::new(),
-            block_pod_selectors: Vec::new(),
-            group_ceilings: Vec::new(),
-            start_interval: None,
-            complete_on_reboot: true,
-        }
-    }
-
-    /// The number of slots for `in_scope` nodes (`--max-in-progress`).
-    pub fn slots(&self, in_scope: usize) -> usize {
-        self.ceiling.slots(in_scope)
-    }
-}
-
-/// What a node shows of its availability: its `Ready` condition's status (`None`: it has
-/// none, as a node without a kubelet), `spec.unschedulable`, and whether a node lifecycle
-/// condition of KEP-5683 says something else is disrupting it now.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Availability {
-    pub ready: Option<Status>,
-    pub unschedulable: bool,
-    /// `GracefulNodeShutdownInProgress=True` or `DrainInProgress=True`, the former first.
-    pub disrupted_by: Option<Lifecycle>,
-}
-
-/// A node lifecycle condition (KEP-5683) that shows a node being disrupted by someone
-/// other than kumaco: a kubelet shutting it down, a drain (`kubectl drain
-/// --report-node-conditions`). Such a node is unavailable: it takes a slot and does not
-/// start. `Drained` is not one of them: a leftover `Drained=True` on a Ready, uncordoned
-/// node says nothing about now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lifecycle {
-    ShuttingDown,
-    Draining,
-}
-
-impl Lifecycle {
-    /// `GracefulNodeShutdownInProgress`: the kubelet is shutting the node down.
-    pub const SHUTTING_DOWN: &'static str = "GracefulNodeShutdownInProgress";
-    /// `DrainInProgress`: a drain is evicting the node's pods.
-    pub const DRAINING: &'static str = "DrainInProgress";
-
-    /// The condition types read, the stronger news first.
-    pub const TYPES: [&'static str; 2] = [Self::SHUTTING_DOWN, Self::DRAINING];
-
-    /// The first of [`Self::TYPES`] that `is_true` says is True.
-    pub fn of(is_true: impl Fn(&str) -> bool) -> Option<Lifecycle> {
-        if is_true(Self::SHUTTING_DOWN) {
-            Some(Lifecycle::ShuttingDown)
-        } else if is_true(Self::DRAINING) {
-            Some(Lifecycle::Draining)
-        } else {
-            None
-        }
-    }
-}
-
-/// Why a node is unavailable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unavailable {
-    NotReady,
-    /// `Ready` is `Unknown` (the node controller's answer to a silent kubelet).
-    Unknown,
-    /// A KEP-5683 lifecycle condition says it is being disrupted.
-    Disrupted(Lifecycle),
-    Cordoned,
-}
-
-impl Availability {
-    /// `None` when the node is available: Ready True (or no Ready condition), no
-    /// lifecycle condition disrupting it, and not cordoned. NotReady and Unknown come
-    /// first, then a shutdown or a drain, then cordoned (a down node is the stronger news,
-    /// and a drain usually cordons).
-    pub fn unavailable(&self) -> Option<Unavailable> {
-        match self.ready {
-            Some(Status::False) => Some(Unavailable::NotReady),
-            Some(Status::Unknown) => Some(Unavailable::Unknown),
-            _ if self.disrupted_by.is_some() => self.disrupted_by.map(Unavailable::Disrupted),
-            _ if self.unschedulable => Some(Unavailable::Cordoned),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Unavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Unavailable::NotReady => "NotReady",
-            Unavailable::Unknown => "Ready Unknown",
-            Unavailable::Disrupted(Lifecycle::ShuttingDown) => {
-                "shutting down (GracefulNodeShutdownInProgress)"
-            }
-            Unavailable::Disrupted(Lifecycle::Draining) => "draining (DrainInProgress)",
-            Unavailable::Cordoned => "cordoned",
-        })
-    }
-}
+use crate::selector::Labels;
 
 /// A pod that keeps its node from starting: scheduled there, not finished, matching
 /// `--block-pod-selector` number `selector`.
@@ -275,83 +123,6 @@ impl std::fmt::Debug for NodeState<'_> {
     }
 }
 
-/// How one ceiling's slots are used once a pass's starts are written.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Usage {
-    pub slots: usize,
-    /// Nodes `MaintenanceInProgress=True` (those starting in this pass included).
-    pub in_progress: usize,
-    /// Nodes unavailable and not in progress (counted only with `--count-unavailable`).
-    pub unavailable: usize,
-    /// Some of those, with why (at most [`NAMES_IN_MESSAGE`]).
-    pub unavailable_names: Vec<(String, Unavailable)>,
-}
-
-impl Usage {
-    /// In progress or unavailable, each node once.
-    pub fn disrupted(&self) -> usize {
-        self.in_progress + self.unavailable
-    }
-
-    fn count(&mut self, node: &NodeState, count_unavailable: bool) {
-        if is_true(node.conditions, MAINTENANCE_IN_PROGRESS) {
-            self.in_progress += 1;
-        } else if let Some(why) = node
-            .availability
-            .unavailable()
-            .filter(|_| count_unavailable)
-        {
-            self.unavailable += 1;
-            if self.unavailable_names.len() < NAMES_IN_MESSAGE {
-                self.unavailable_names.push((node.name.to_string(), why));
-            }
-        }
-    }
-
-    /// `2/2 slots in use`, or with unavailable nodes `3/3 slots in use: 2 in progress, 1
-    /// unavailable (node-7 NotReady)`.
-    fn message(&self) -> String {
-        let mut m = format!("{}/{} slots in use", self.disrupted(), self.slots);
-        if self.unavailable > 0 {
-            m.push_str(&format!(": {} in progress", self.in_progress));
-            let names: Vec<String> = self
-                .unavailable_names
-                .iter()
-                .map(|(n, why)| format!("{n} {why}"))
-                .collect();
-            let more = self.unavailable - names.len();
-            let more = if more > 0 {
-                format!(", +{more} more")
-            } else {
-                String::new()
-            };
-            m.push_str(&format!(
-                ", {} unavailable ({}{more})",
-                self.unavailable,
-                names.join(", ")
-            ));
-        }
-        m
-    }
-}
-
-/// A group of `--max-in-progress-per`: the nodes sharing a value of `key` (`None`: the
-/// nodes without the label).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Group {
-    pub key: String,
-    pub value: Option<String>,
-}
-
-impl std::fmt::Display for Group {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.value {
-            Some(v) => write!(f, "{}={v}", self.key),
-            None => write!(f, "no {}", self.key),
-        }
-    }
-}
-
 /// What [`decide`] returns.
 #[derive(Clone, Debug, Default)]
 pub struct Decisions {
@@ -370,75 +141,6 @@ pub struct Decisions {
     /// needs and was not given: nodes in progress, and nodes that would start. None of
     /// them starts in this decision; the caller lists their pods and decides again.
     pub needs_pods: Vec<usize>,
-}
-
-/// What a decision over some of the nodes in scope must know of all of them: how many
-/// there are, overall and per group (a `P%` ceiling's slots), and how the nodes left out
-/// of the decision use the slots.
-///
-/// [`decide`] builds one from the nodes it is given and leaves none out. A caller that
-/// decides again and again over a large scope where few nodes change (the forecast's
-/// simulation) builds it once and gives [`decide_among`] only the nodes that may change.
-#[derive(Clone, Debug, Default)]
-pub struct Scope {
-    nodes: usize,
-    sizes: BTreeMap<Group, usize>,
-    left_out: Usage,
-    left_out_groups: BTreeMap<Group, Usage>,
-    left_out_unavailable: usize,
-}
-
-impl Scope {
-    /// The scope of `nodes`, none of them left out yet.
-    pub fn of(policy: &Policy, nodes: &[NodeState]) -> Scope {
-        let mut sizes: BTreeMap<Group, usize> = BTreeMap::new();
-        for node in nodes {
-            for group in groups_of(policy, node.labels) {
-                *sizes.entry(group).or_default() += 1;
-            }
-        }
-        Scope {
-            nodes: nodes.len(),
-            sizes,
-            ..Scope::default()
-        }
-    }
-
-    /// `node`, one of the scope's, is left out of the decisions from now on, its use of
-    /// the slots counted as it is now. A node left out while it uses a slot must never be
-    /// decided again (it would count twice); one that uses none may be.
-    pub fn leave_out(&mut self, policy: &Policy, node: &NodeState) {
-        self.left_out_unavailable += usize::from(node.availability.unavailable().is_some());
-        self.left_out.count(node, policy.count_unavailable);
-        for group in groups_of(policy, node.labels) {
-            self.left_out_groups
-                .entry(group)
-                .or_default()
-                .count(node, policy.count_unavailable);
-        }
-    }
-
-    /// How many nodes are in scope.
-    pub fn len(&self) -> usize {
-        self.nodes
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes == 0
-    }
-}
-
-/// The groups of `--max-in-progress-per` a node with `labels` belongs to, one per key in
-/// the policy's order.
-pub fn groups_of(policy: &Policy, labels: &dyn Labels) -> Vec<Group> {
-    policy
-        .group_ceilings
-        .iter()
-        .map(|g| Group {
-            key: g.key.clone(),
-            value: labels.label(&g.key).map(str::to_string),
-        })
-        .collect()
 }
 
 /// Where a node stands in the queue for free slots: the latest `lastTransitionTime` of
@@ -672,11 +374,7 @@ pub fn decide_among(
             format!("; {} True", policy.required.join(", "))
         };
         // The boot ID comes first: a long list of windows may be cut from the message.
-        let boot = node
-            .boot_id
-            .filter(|id| recordable(id))
-            .map(|id| format!(" ({BOOT_ID} {id})"))
-            .unwrap_or_default();
+        let boot = records::boot_id_record(node.boot_id);
         out[i] = Some(desired(
             true,
             reasons::MAINTENANCE_WINDOW,
@@ -850,122 +548,6 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
     Alone::Candidate
 }
 
-/// How a start's message records the node's boot ID: `(boot ID <id>)`.
-pub const BOOT_ID: &str = "boot ID";
-
-/// Boot IDs are UUIDs; anything else that reads back unambiguously from a message is
-/// recorded too. Others (a `)` inside, overlong) are not: no reboot detection there.
-fn recordable(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-}
-
-/// The boot ID a start recorded in `message`, if any.
-pub fn recorded_boot_id(message: &str) -> Option<&str> {
-    // `BOOT_ID` with its opening parenthesis, spelled out: no allocation per node and pass.
-    const OPEN: &str = "(boot ID ";
-    debug_assert_eq!(OPEN, format!("({BOOT_ID} "));
-    let (_, rest) = message.split_once(OPEN)?;
-    let (id, _) = rest.split_once(')')?;
-    recordable(id).then_some(id)
-}
-
-/// How an end's message records how long the maintenance was in progress: `completed
-/// after 6m12s` when a required condition cleared or the node rebooted, `stopped after
-/// 3h0m0s` when its window ended it. Early in the message, so no cut removes it.
-pub const COMPLETED_AFTER: &str = "completed after";
-/// See [`COMPLETED_AFTER`].
-pub const STOPPED_AFTER: &str = "stopped after";
-/// How an end's message records how long after the end the node was available again
-/// (Ready and uncordoned, so it no longer held a slot): `recovered after 1m3s`, right
-/// after the duration.
-pub const RECOVERED_AFTER: &str = "recovered after";
-
-/// How long the maintenance whose end `message` reports was in progress, if it says
-/// ([`COMPLETED_AFTER`], [`STOPPED_AFTER`]).
-pub fn recorded_duration(message: &str) -> Option<SignedDuration> {
-    duration_record(message).map(|(d, _)| d)
-}
-
-/// How long after the end `message` reports the node was available again, if it says
-/// ([`RECOVERED_AFTER`]).
-pub fn recorded_recovery(message: &str) -> Option<SignedDuration> {
-    recorded(message, RECOVERED_AFTER).map(|(d, _)| d)
-}
-
-fn duration_record(message: &str) -> Option<(SignedDuration, usize)> {
-    recorded(message, COMPLETED_AFTER).or_else(|| recorded(message, STOPPED_AFTER))
-}
-
-/// The Go duration after `marker` and a space in `message`, and the byte offset where it
-/// ends. No allocation for what kumaco writes, as for [`recorded_boot_id`]: it is read
-/// from every node's condition.
-fn recorded(message: &str, marker: &str) -> Option<(SignedDuration, usize)> {
-    let at = message.find(marker)? + marker.len() + 1;
-    let rest = message.get(at - 1..)?.strip_prefix(' ')?;
-    let len = rest.find([',', ';', ' ', ')']).unwrap_or(rest.len());
-    let token = &rest[..len];
-    if !token.starts_with(|c: char| c.is_ascii_digit()) {
-        return None;
-    }
-    let d = crate::duration::parse(token).ok()?.to_signed();
-    (!d.is_negative()).then_some((d, at + len))
-}
-
-/// `message` with `recovery` recorded right after its duration; unchanged without one.
-fn with_recovery(message: &str, recovery: SignedDuration) -> String {
-    match duration_record(message) {
-        Some((_, end)) => format!(
-            "{}, {RECOVERED_AFTER} {}{}",
-            &message[..end],
-            fmt_duration(recovery),
-            &message[end..]
-        ),
-        None => message.to_string(),
-    }
-}
-
-/// A maintenance's end, kept as it is, except once: when the node is first seen available
-/// after it, its message adds how long that took (from the end's `lastTransitionTime` to
-/// now). From then on the message says so, and the end is kept: one write, whoever runs
-/// the pass, derived from the node alone. Only an end that recorded its duration gets it:
-/// on an end written before kumaco recorded durations, now minus the end would be an age,
-/// not a recovery. A record the message bound would cut is not written at all.
-fn keep_end(c: &Condition, node: &NodeState, now: Timestamp) -> Desired {
-    let recovering = !c.is_true()
-        && is_end(c)
-        && node.availability.unavailable().is_none()
-        && recorded_recovery(&c.message).is_none();
-    let Some(ended) = c.last_transition_time.filter(|_| recovering) else {
-        return Desired::keep(c);
-    };
-    let recovery = whole_seconds(now)
-        .duration_since(ended)
-        .max(SignedDuration::ZERO);
-    let d = desired(false, &c.reason, with_recovery(&c.message, recovery));
-    if recorded_recovery(&d.message).is_some() {
-        d
-    } else {
-        Desired::keep(c)
-    }
-}
-
-/// `now` as a `lastTransitionTime` written now reads back (`conditions::to_apply`).
-fn whole_seconds(now: Timestamp) -> Timestamp {
-    Timestamp::from_second(now.as_second()).unwrap_or(now)
-}
-
-/// `(recorded, current)` when the node in progress (`current` is its True condition)
-/// shows another boot ID than the one its start recorded.
-fn rebooted<'a>(current: &'a Condition, boot_id: Option<&'a str>) -> Option<(&'a str, &'a str)> {
-    let before = recorded_boot_id(&current.message)?;
-    let now = boot_id.filter(|id| recordable(id))?;
-    (before != now).then_some((before, now))
-}
-
 /// Whether the node may start a new maintenance after one that a reboot ended at `ended`:
 /// every required condition set or confirmed since; without any, `UnderMaintenance`
 /// turned True since (a later window).
@@ -984,12 +566,7 @@ fn is_completion(c: &Condition) -> bool {
     reasons::completes_maintenance(&c.reason)
 }
 
-/// The end of a maintenance, by any of the rules that end one.
-fn is_end(c: &Condition) -> bool {
-    reasons::ends_maintenance(&c.reason)
-}
-
-fn desired(status: bool, reason: &str, message: String) -> Desired {
+pub(super) fn desired(status: bool, reason: &str, message: String) -> Desired {
     Desired::new(MAINTENANCE_IN_PROGRESS, status, reason, message)
 }
 
@@ -1021,13 +598,6 @@ fn why_not(
 
 fn is_why_not(c: &Condition) -> bool {
     !c.is_true() && reasons::is_why_not(&c.reason)
-}
-
-fn fmt_duration(d: SignedDuration) -> String {
-    crate::duration::GoDuration::from_nanos(
-        d.as_nanos().clamp(i64::MIN as i128, i64::MAX as i128) as i64
-    )
-    .to_string()
 }
 
 #[cfg(test)]

@@ -13,7 +13,8 @@
 //!   them, plus kumaco's extensions (one-shots, epoch-anchored `@every`, DST anomalies).
 //!
 //! Windows and decisions:
-//! - [`window`]: a validated window ConfigMap; active occurrences, spans, next edges, lint.
+//! - [`window`]: a validated window ConfigMap; active occurrences, spans, next edges, lint;
+//!   [`limits`]: how much of a window ConfigMap kumaco reads.
 //! - [`conditions`]: kumaco's condition type and the `lastTransitionTime` rule;
 //!   [`reasons`]: every reason kumaco writes, defined once.
 //! - [`decision`]: a node's verdict from the windows; `UnderMaintenance`,
@@ -32,6 +33,11 @@
 //!   own decisions played forward; the durations it assumes, learned from the nodes.
 //! - [`silence`]: which Alertmanager silences this instance should hold for the nodes in
 //!   maintenance, and the actions (create, extend, expire) on the ones listed.
+//!
+//! For tests only (the `testing` feature): [`testing`], helpers the core's and the
+//! shell's tests share.
+
+#![forbid(unsafe_code)]
 
 pub mod announce;
 pub mod budgets;
@@ -42,6 +48,7 @@ pub mod fingerprint;
 pub mod forecast;
 pub mod gates;
 pub mod in_progress;
+pub mod limits;
 pub mod node_events;
 pub mod pass;
 pub mod peers;
@@ -49,4 +56,6 @@ pub mod reasons;
 pub mod schedule;
 pub mod selector;
 pub mod silence;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod window;

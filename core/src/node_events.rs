@@ -236,10 +236,7 @@ fn name_for(node: &str, hash: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
+    use crate::testing::ts;
 
     fn cond(ty: &str, status: Status, reason: &str, at: &str) -> Condition {
         Condition {

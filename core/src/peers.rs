@@ -217,10 +217,7 @@ pub fn rewrite_allowed_at<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ts(s: &str) -> Timestamp {
-        s.parse().unwrap()
-    }
+    use crate::testing::ts;
 
     #[test]
     fn kumaco_managers_and_their_leases() {

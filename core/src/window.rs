@@ -12,6 +12,7 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp, ToSpan};
 
 use crate::duration::{self, GoDuration};
+use crate::limits::{MAX_DESCRIPTION_BYTES, MAX_SELECTOR_REQUIREMENTS, MAX_VALUE_BYTES};
 use crate::schedule::{self, DstAnomalyKind, Schedule, ScheduleKind};
 use crate::selector::{self, Selector};
 
@@ -28,18 +29,6 @@ pub const KNOWN_KEYS: [&str; 5] = [
     KEY_DESCRIPTION,
     KEY_BLACKOUT,
 ];
-
-/// Largest value of a data key kumaco accepts, in bytes. A ConfigMap may hold 1 MiB; a
-/// window needs a few hundred bytes, and everything kumaco keeps or copies of a window
-/// must stay small however large the ConfigMap is.
-pub const MAX_VALUE_BYTES: usize = 4096;
-/// Most requirements a window's `nodeSelector` may have: each is matched against every
-/// node at every pass.
-pub const MAX_SELECTOR_REQUIREMENTS: usize = 64;
-
-/// Longest part of a window's description copied into a condition message, in bytes
-/// (longer ones are cut, and linted).
-pub const MAX_DESCRIPTION_BYTES: usize = 200;
 
 /// `namespace/name` of the window's ConfigMap.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

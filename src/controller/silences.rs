@@ -19,6 +19,7 @@ use kube::runtime::reflector::Store;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
+use super::writer::Doubling;
 use crate::alertmanager::Alertmanager;
 use crate::config::SilenceSettings;
 use crate::leader::Leadership;
@@ -30,8 +31,9 @@ use crate::silence::{self, Action, NodeState};
 /// Least time between two rounds, however often passes wake the task (a burst of node
 /// events is one round).
 const MIN_GAP: Duration = Duration::from_secs(1);
-/// The backoff's cap: a down Alertmanager costs a list every this long.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Rounds that failed in a row wait 1 s doubling to 30 s: a down Alertmanager costs a
+/// list every half minute.
+const BACKOFF: Doubling = Doubling::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// The passes' side of the task: a wake-up and whether the last pass could write.
 pub struct Silencer {
@@ -95,7 +97,7 @@ impl Task {
             let wait = if self.failures == 0 {
                 self.settings.interval
             } else {
-                backoff(self.failures)
+                BACKOFF.delay(self.failures)
             };
             // While backing off, wake-ups do not shorten the wait.
             if self.failures == 0 {
@@ -199,7 +201,7 @@ impl Task {
 
     fn failed(&mut self, error: &str, doing: &str) {
         self.failures = self.failures.saturating_add(1);
-        let retry = backoff(self.failures);
+        let retry = BACKOFF.delay(self.failures);
         // Once per outage at warn, then quietly: the metric and alert carry the rest.
         if self.failures == 1 {
             warn!(
@@ -245,12 +247,6 @@ impl Task {
     }
 }
 
-/// 1 s doubling to [`MAX_BACKOFF`].
-fn backoff(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(8);
-    (Duration::from_secs(1) * 2u32.pow(doublings)).min(MAX_BACKOFF)
-}
-
 /// What an action does, without its end (which moves every round in a shadow).
 fn describe(a: &Action) -> String {
     let matchers = |ms: &[silence::Matcher]| {
@@ -291,7 +287,7 @@ mod tests {
 
     #[test]
     fn rounds_back_off_to_half_a_minute() {
-        let delays: Vec<u64> = (1..8).map(|n| backoff(n).as_secs()).collect();
+        let delays: Vec<u64> = (1..8).map(|n| BACKOFF.delay(n).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 30, 30]);
     }
 }

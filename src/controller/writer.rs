@@ -76,9 +76,32 @@ pub fn answer<T>(result: Result<Result<T, kube::Error>, tokio::time::error::Elap
     }
 }
 
-/// 0.5 s doubling to [`MAX_RETRY_DELAY`]: the delays after 1, 2, 3... failures in a row.
-/// As an iterator (and kube's `Backoff`) it drives the watches; [`Retry`] uses it for
-/// writes and event creations.
+/// A delay that doubles with each failure in a row, from `first` after one to `cap`:
+/// every backoff of the controller's (the API's [`Backoff`], the silences' rounds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Doubling {
+    first: Duration,
+    cap: Duration,
+}
+
+impl Doubling {
+    pub const fn new(first: Duration, cap: Duration) -> Doubling {
+        Doubling { first, cap }
+    }
+
+    /// The delay before the retry that follows `failures` failures in a row (at least 1).
+    pub fn delay(self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(16);
+        (self.first * 2u32.pow(doublings)).min(self.cap)
+    }
+}
+
+/// The API's backoff: 0.5 s doubling to [`MAX_RETRY_DELAY`].
+const API: Doubling = Doubling::new(FIRST_DELAY, MAX_RETRY_DELAY);
+
+/// The API's backoff ([`Doubling`]: 0.5 s to [`MAX_RETRY_DELAY`]) counting failures. As
+/// an iterator (and kube's `Backoff`) it drives the watches; [`Retry`] uses it for writes
+/// and event creations.
 #[derive(Clone, Debug, Default)]
 pub struct Backoff {
     failures: u32,
@@ -87,8 +110,7 @@ pub struct Backoff {
 impl Backoff {
     /// The delay before the retry that follows `failures` failures in a row (at least 1).
     pub fn delay(failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(16);
-        (FIRST_DELAY * 2u32.pow(doublings)).min(MAX_RETRY_DELAY)
+        API.delay(failures)
     }
 }
 

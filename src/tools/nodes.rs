@@ -1,5 +1,6 @@
-//! The nodes `plan` and `status` read: their names and labels, from a manifest file or
-//! the API server's answer.
+//! The nodes the tools read: their names and labels, from a manifest file or the API
+//! server's answer, and the whole of what kumaco's controller reads of one
+//! ([`slim`]), for `plan`, `status` and `uninstall`.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -7,6 +8,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Node;
 
 use super::ToolError;
+use crate::node::SlimNode;
 use crate::selector::Selector;
 
 /// A node as the tools see it: only its name and labels matter.
@@ -50,4 +52,12 @@ pub fn from_api(node: Node) -> ListedNode {
         name: node.metadata.name.unwrap_or_default(),
         labels: node.metadata.labels.unwrap_or_default(),
     }
+}
+
+/// A Node as kumaco's controller decodes it: its conditions under kumaco's names, its
+/// availability and boot ID, the ownership of its status from managedFields.
+pub fn slim(node: &Node) -> SlimNode {
+    serde_json::to_value(node)
+        .and_then(serde_json::from_value)
+        .unwrap_or_default()
 }

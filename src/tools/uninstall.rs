@@ -350,7 +350,7 @@ async fn list_nodes(client: &kube::Client, server: &str) -> Result<Vec<SlimNode>
         .list(&ListParams::default())
         .await
         .map_err(|e| api_error(server, "list nodes".into(), e))?;
-    Ok(list.items.iter().map(super::status::slim_node).collect())
+    Ok(list.items.iter().map(super::nodes::slim).collect())
 }
 
 /// Runs `kumaco uninstall`; the report on `out`. Returns the exit status.

@@ -1,5 +1,6 @@
 //! The other side of `MaintenanceInProgress`: a stand-in for kured's reboot agent, and an
-//! independent observer that records what the cluster shows, for tests of contract §5.
+//! independent observer that records what the cluster shows, for the tests of the
+//! slots, their order and their ends.
 //!
 //! - [`RebootAgent`]: reboots (pretends to) every node that kumaco lets into maintenance:
 //!   after a random pause it sets `kured.dev/RebootRequired=False`, as a node agent does
@@ -22,12 +23,12 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use crate::nodes::set_condition_at;
-use crate::nodes::{condition, set_condition};
+use crate::nodes::{condition, set_condition, watch_nodes};
 
 /// Standard (KEP-5683): the node may be disrupted now. kumaco writes it.
 pub const MAINTENANCE_IN_PROGRESS: &str = "MaintenanceInProgress";
@@ -95,36 +96,11 @@ impl RebootAgent {
             rebooted: Mutex::new(Vec::new()),
             in_flight: Mutex::new(Vec::new()),
         });
-        let api: Api<Node> = Api::all(client.clone());
-        let config = watcher::Config::default().labels(selector);
-        let (listed_tx, listed) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn({
+        let task = watch_nodes(client, selector, LIST_TIMEOUT, "the reboot agent", {
             let shared = shared.clone();
-            async move {
-                let mut listed_tx = Some(listed_tx);
-                // With backoff: an API server down for seconds (kumaco-chaos crashes it)
-                // must not make the watch retry in a busy loop.
-                let mut events = watcher(api, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
-                    match event {
-                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                            shared.consider(&n);
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(tx) = listed_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        // The watcher retries on its own; a gap is re-listed.
-                        _ => {}
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(LIST_TIMEOUT, listed)
-            .await
-            .context("the reboot agent's watch did not list the nodes in time")?
-            .context("the reboot agent's watch stopped")?;
+            move |n| shared.consider(n)
+        })
+        .await?;
         Ok(RebootAgent { shared, task })
     }
 

@@ -110,14 +110,9 @@ fn build(module: &Path, program: Program, out: &Path) -> Result<()> {
         program.name(),
         module.display()
     );
-    // Without these the API server reports v0.0.0-master from /version.
+    // The API server reports its version from /version.
     let version = kubernetes_version(module)?;
-    let minor = version.split('.').nth(1).unwrap_or("0");
-    let ldflags = format!(
-        "-s -w -X k8s.io/component-base/version.gitVersion={version} \
-         -X k8s.io/component-base/version.gitMajor=1 \
-         -X k8s.io/component-base/version.gitMinor={minor}"
-    );
+    let ldflags = kubernetes_ldflags(&version, &[COMPONENT_BASE_VERSION]);
     let status = Command::new("go")
         .current_dir(module)
         .env("CGO_ENABLED", "0")
@@ -162,10 +157,7 @@ pub fn helm() -> Result<PathBuf> {
 /// pins (the test API server's), once per machine, into `<cache>/kubectl-<version>`.
 /// `KUMACO_KUBECTL_BIN` overrides.
 ///
-/// k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules
-/// with local paths), so it is built inside a copy of testenv's go.mod and go.sum, which
-/// require it with those replacements pinned to the same versions; `-mod=mod` lets Go
-/// add the sums of kubectl's own dependencies to the copy, not to testenv/.
+/// Built inside a copy of testenv's module ([`module_copy`]).
 pub fn kubectl() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("KUMACO_KUBECTL_BIN") {
         return Ok(PathBuf::from(path));
@@ -183,25 +175,10 @@ pub fn kubectl() -> Result<PathBuf> {
     if bin.exists() {
         return Ok(bin);
     }
-    let src = dir.join("module");
-    fs::create_dir_all(&src)?;
-    for file in ["go.mod", "go.sum"] {
-        fs::copy(module.join(file), src.join(file))
-            .with_context(|| format!("copying testenv/{file}"))?;
-    }
+    let src = module_copy(&dir)?;
     eprintln!("testkit: building kubectl {version} (first time on this machine, a few minutes)...");
-    let minor = version.split('.').nth(1).unwrap_or("0");
-    // Without these kubectl reports v0.0.0-master and warns about version skew.
-    let ldflags = [
-        "k8s.io/client-go/pkg/version",
-        "k8s.io/component-base/version",
-    ]
-    .iter()
-    .map(|pkg| {
-        format!("-X {pkg}.gitVersion={version} -X {pkg}.gitMajor=1 -X {pkg}.gitMinor={minor}")
-    })
-    .collect::<Vec<_>>()
-    .join(" ");
+    // kubectl reports its version, and warns about skew without it.
+    let ldflags = kubernetes_ldflags(&version, &[CLIENT_GO_VERSION, COMPONENT_BASE_VERSION]);
     let tmp = bin.with_extension("tmp");
     let status = Command::new("go")
         .current_dir(&src)
@@ -209,7 +186,7 @@ pub fn kubectl() -> Result<PathBuf> {
         .env("GOTOOLCHAIN", "local")
         .env("GOFLAGS", "-mod=mod")
         .args(["build", "-trimpath"])
-        .arg(format!("-ldflags=-s -w {ldflags}"))
+        .arg(format!("-ldflags={ldflags}"))
         .arg("-o")
         .arg(&tmp)
         .arg("k8s.io/kubernetes/cmd/kubectl")
@@ -396,6 +373,41 @@ pub(crate) fn kubernetes_version(module: &Path) -> Result<String> {
         .context("testenv/go.mod does not require k8s.io/kubernetes")
 }
 
+/// Kubernetes' version packages: a program reports the version stamped into them, and
+/// v0.0.0-master without it.
+pub(crate) const CLIENT_GO_VERSION: &str = "k8s.io/client-go/pkg/version";
+/// See [`CLIENT_GO_VERSION`].
+pub(crate) const COMPONENT_BASE_VERSION: &str = "k8s.io/component-base/version";
+
+/// `-ldflags` for a Kubernetes program: stripped (`-s -w`), with `version` (`v1.37.2`)
+/// stamped into each of the version `packages` it reports from.
+pub(crate) fn kubernetes_ldflags(version: &str, packages: &[&str]) -> String {
+    let minor = version.split('.').nth(1).unwrap_or("0");
+    let mut flags = String::from("-s -w");
+    for pkg in packages {
+        flags.push_str(&format!(
+            " -X {pkg}.gitVersion={version} -X {pkg}.gitMajor=1 -X {pkg}.gitMinor={minor}"
+        ));
+    }
+    flags
+}
+
+/// A copy of testenv's go.mod and go.sum in `dir/module`, to build k8s.io/kubernetes
+/// programs in: it cannot be `go install`ed (its go.mod replaces the staging modules with
+/// local paths), and testenv's go.mod requires it with those replacements pinned; built
+/// with `-mod=mod`, Go adds the sums of the program's own dependencies to the copy, not
+/// to testenv/.
+pub(crate) fn module_copy(dir: &Path) -> Result<PathBuf> {
+    let module = module_dir();
+    let src = dir.join("module");
+    fs::create_dir_all(&src)?;
+    for file in ["go.mod", "go.sum"] {
+        fs::copy(module.join(file), src.join(file))
+            .with_context(|| format!("copying testenv/{file}"))?;
+    }
+    Ok(src)
+}
+
 /// Hash of everything that decides what `program` builds.
 fn source_hash(module: &Path, program: Program) -> Result<String> {
     let mut files = Vec::new();
@@ -426,4 +438,22 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldflags_stamp_the_version_into_each_package() {
+        assert_eq!(
+            kubernetes_ldflags("v1.37.2", &[COMPONENT_BASE_VERSION]),
+            "-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 \
+             -X k8s.io/component-base/version.gitMajor=1 \
+             -X k8s.io/component-base/version.gitMinor=37"
+        );
+        let both = kubernetes_ldflags("v1.37.2", &[CLIENT_GO_VERSION, COMPONENT_BASE_VERSION]);
+        assert_eq!(both.matches("-X k8s.io/client-go/pkg/version.").count(), 3);
+        assert_eq!(both.matches("-X k8s.io/component-base/version.").count(), 3);
+    }
 }

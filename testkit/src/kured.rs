@@ -566,6 +566,23 @@ impl Draws {
     }
 }
 
+/// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
+/// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
+pub fn drain_leaves(pod: &Pod) -> bool {
+    let daemon = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    daemon || mirror
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,21 +625,4 @@ mod tests {
         let mean = draws.iter().map(Duration::as_secs_f64).sum::<f64>() / 1000.0;
         assert!((2.9..3.1).contains(&mean), "mean {mean}");
     }
-}
-
-/// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
-/// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
-pub fn drain_leaves(pod: &Pod) -> bool {
-    let daemon = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    let mirror = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    daemon || mirror
 }

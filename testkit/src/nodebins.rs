@@ -22,7 +22,10 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 
-use crate::gobuild::{cache_root, kubernetes_version, module_dir};
+use crate::gobuild::{
+    CLIENT_GO_VERSION, COMPONENT_BASE_VERSION, cache_root, kubernetes_ldflags, kubernetes_version,
+    module_copy, module_dir,
+};
 
 /// The containerd release the node runs (2.x: kubelets of 1.36 and later refuse 1.x).
 pub const CONTAINERD_VERSION: &str = "v2.4.2";
@@ -97,32 +100,16 @@ pub fn kube_node() -> Result<KubeNode> {
 }
 
 fn build_kube_node(dir: &Path) -> Result<()> {
-    let module = module_dir();
-    let version = kubernetes_version(&module)?;
-    let src = dir.join("module");
-    fs::create_dir_all(&src)?;
-    for file in ["go.mod", "go.sum"] {
-        fs::copy(module.join(file), src.join(file))
-            .with_context(|| format!("copying testenv/{file}"))?;
-    }
+    let version = kubernetes_version(&module_dir())?;
+    let src = module_copy(dir)?;
     eprintln!(
         "testkit: building kubelet, kube-controller-manager and kube-scheduler {version} \
          (first time on this machine: 10-20 minutes on 2 cores)..."
     );
     let started = Instant::now();
-    let minor = version.split('.').nth(1).unwrap_or("0");
-    // Without these the programs report v0.0.0-master, and the kubelet's version skew
-    // against the API server would be unknown.
-    let ldflags = [
-        "k8s.io/client-go/pkg/version",
-        "k8s.io/component-base/version",
-    ]
-    .iter()
-    .map(|pkg| {
-        format!("-X {pkg}.gitVersion={version} -X {pkg}.gitMajor=1 -X {pkg}.gitMinor={minor}")
-    })
-    .collect::<Vec<_>>()
-    .join(" ");
+    // The programs report their version, and the kubelet's skew against the API server
+    // is known.
+    let ldflags = kubernetes_ldflags(&version, &[CLIENT_GO_VERSION, COMPONENT_BASE_VERSION]);
     let out = dir.join(".build");
     fs::create_dir_all(&out)?;
     let status = Command::new("go")
@@ -133,7 +120,7 @@ fn build_kube_node(dir: &Path) -> Result<()> {
         // not in testenv/.
         .env("GOFLAGS", "-mod=mod -buildvcs=false")
         .args(["build", "-trimpath"])
-        .arg(format!("-ldflags=-s -w {ldflags}"))
+        .arg(format!("-ldflags={ldflags}"))
         .arg("-o")
         .arg(format!("{}/", out.display()))
         .args(KUBE_PROGRAMS.iter().map(|(_, pkg)| *pkg))

@@ -1,15 +1,19 @@
-//! Nodes without kubelets: created through the API, conditions set on `nodes/status`.
+//! Nodes without kubelets: created through the API, conditions set on `nodes/status`,
+//! and watched by the harness's stand-ins ([`watch_nodes`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
+use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 use crate::{SCOPE_LABEL, Scope};
 
@@ -189,4 +193,42 @@ pub fn managers(node: &Node) -> Vec<&str> {
         .flatten()
         .filter_map(|m| m.manager.as_deref())
         .collect()
+}
+
+/// Watches the nodes matching label selector `selector` and hands every version listed
+/// or changed to `on_node`, as the harness's stand-ins for a node's agents react to
+/// them; returns the watch's task once it has listed the nodes, or an error naming
+/// `who` if that takes longer than `timeout`. With kube's backoff: an API server down
+/// for seconds (`kumaco-chaos` crashes it) must not make the watch retry in a busy loop;
+/// a gap is re-listed, and the re-listed versions handed over again.
+pub async fn watch_nodes(
+    client: &kube::Client,
+    selector: &str,
+    timeout: Duration,
+    who: &str,
+    mut on_node: impl FnMut(&Node) + Send + 'static,
+) -> Result<JoinHandle<()>> {
+    let api: Api<Node> = Api::all(client.clone());
+    let config = watcher::Config::default().labels(selector);
+    let (listed_tx, listed) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut listed_tx = Some(listed_tx);
+        let mut events = watcher(api, config).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => on_node(&n),
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = listed_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                _ => {}
+            }
+        }
+    });
+    tokio::time::timeout(timeout, listed)
+        .await
+        .with_context(|| format!("{who}'s watch did not list the nodes in time"))?
+        .with_context(|| format!("{who}'s watch stopped"))?;
+    Ok(task)
 }

@@ -4,14 +4,11 @@ mod records;
 
 use super::*;
 use crate::conditions::Status;
+use crate::testing::ts;
 use proptest::prelude::*;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
 const BLOCK: &str = "kured.dev/RebootBlocked";
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
 
 fn cond(type_: &str, status: bool, since: i64) -> Condition {
     Condition {

@@ -3,10 +3,7 @@ use jiff::tz::{Offset, TimeZone};
 use proptest::prelude::*;
 
 use super::*;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
+use crate::testing::ts;
 
 fn utc() -> TimeZone {
     TimeZone::UTC

@@ -30,8 +30,7 @@
 //! it as ""), and anchors, aliases, merge keys and a second document are refused; each
 //! error says what to write instead. A `null` field is an empty one, as in Go. The YAML
 //! parser runs under a budget (depth, nodes, no anchors or aliases, one document), on a
-//! value already bounded by the window's
-//! [`MAX_VALUE_BYTES`](crate::window::MAX_VALUE_BYTES).
+//! value already bounded by a window's [`MAX_VALUE_BYTES`].
 //!
 //! The decoding is here, in the pure core, rather than injected by the shell, because it
 //! is part of reading a window like parsing its cron spec: `Window::from_data` keeps its
@@ -43,9 +42,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 
-use super::{
-    Operator, Requirement, Selector, VALUE_RULE, go_sort, is_label_value, label_key_problem,
-};
+use crate::limits::MAX_VALUE_BYTES;
+
+use super::validation::{VALUE_RULE, is_label_value, label_key_problem};
+use super::{Operator, Requirement, Selector, go_sort};
 
 /// A `metav1.LabelSelector` as decoded from a window's `nodeSelector`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -219,7 +219,7 @@ fn options() -> serde_saphyr::Options {
         max_aliases: 0,
         max_anchors: 0,
         max_merge_keys: 0,
-        max_total_scalar_bytes: crate::window::MAX_VALUE_BYTES,
+        max_total_scalar_bytes: MAX_VALUE_BYTES,
     };
     serde_saphyr::options! {
         budget: budget,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::testing::ts;
 use proptest::prelude::*;
 
 fn id() -> WindowId {
@@ -26,10 +27,6 @@ fn window(start: &str, duration: &str) -> Window {
         &TimeZone::UTC,
     )
     .unwrap()
-}
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
 }
 
 #[test]

@@ -23,18 +23,14 @@ pub use report::{
     window_reports,
 };
 
-use super::nodes::{from_api, in_scope};
+use super::nodes::{from_api, in_scope, slim};
 use super::{ToolError, WindowRules, format_time};
 use crate::cli::{StatusArgs, StatusOutput};
 use crate::peers::{self, LeaseRead, Peers};
 use crate::window::Window;
-use report::slim;
 
-/// A Node as kumaco's controller decodes it (conditions under kumaco's names, ownership
-/// from managedFields).
-pub(crate) fn slim_node(node: &Node) -> crate::node::SlimNode {
-    slim(node)
-}
+/// The conversion `plan` reads Nodes with, at its former path: [`super::nodes::slim`].
+pub(crate) use super::nodes::slim as slim_node;
 
 /// How a `kumaco status` that printed its report went.
 #[derive(Debug, PartialEq, Eq)]

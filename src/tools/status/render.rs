@@ -397,26 +397,15 @@ pub fn disruption_table(
     groups: &[(String, Option<String>, Disruption)],
 ) -> String {
     let row = |group: String, d: &Disruption| {
-        let mut unavailable = d.unavailable.to_string();
-        if !d.unavailable_names.is_empty() {
-            let names: Vec<String> = d
-                .unavailable_names
-                .iter()
-                .map(|(n, why)| format!("{n} {why}"))
-                .collect();
-            let more = d.unavailable - names.len();
-            let more = if more > 0 {
-                format!(", +{more} more")
-            } else {
-                String::new()
-            };
-            unavailable.push_str(&format!(" ({}{more})", names.join(", ")));
+        let mut unavailable = d.usage.unavailable.to_string();
+        if d.usage.unavailable > 0 {
+            unavailable.push_str(&format!(" ({})", d.usage.unavailable_listed()));
         }
         vec![
             group,
             d.nodes.to_string(),
-            d.in_progress.to_string(),
-            d.disrupted.to_string(),
+            d.usage.in_progress.to_string(),
+            d.usage.disrupted().to_string(),
             unavailable,
         ]
     };

@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 
-use crate::in_progress::{Availability, Unavailable};
-use crate::node::SlimNode;
+use crate::in_progress::{Availability, Usage};
 use crate::peers::{self, Liveness, Peers};
 use crate::tools::WindowRules;
-use crate::tools::nodes::ListedNode;
+use crate::tools::nodes::{ListedNode, slim};
 use crate::window::{InvalidWindow, Window, WindowId};
 
 /// One window ConfigMap as `kumaco status` reports it.
@@ -148,58 +147,28 @@ pub fn kumaco_owners(nodes: &[Node], peers: &Peers, now: Timestamp) -> Owners {
         .collect()
 }
 
-/// A Node as kumaco's controller decodes it (ownership from managedFields).
-pub(super) fn slim(node: &Node) -> SlimNode {
-    serde_json::to_value(node)
-        .and_then(serde_json::from_value)
-        .unwrap_or_default()
-}
-
-/// Most unavailable nodes a disruption row names.
-const NAMES_IN_ROW: usize = 3;
-
 /// What a node shows of its availability, as kumaco reads it.
 pub fn availability(node: &Node) -> Availability {
     slim(node).availability
 }
 
-/// The nodes taking `MaintenanceInProgress` slots, as kumaco counts them: in progress, or
-/// unavailable (NotReady, Ready Unknown, cordoned), each once.
+/// The nodes taking `MaintenanceInProgress` slots, counted by the decision's own rule
+/// ([`Usage::count_node`], unavailable nodes counted as `--count-unavailable` does by
+/// default): in progress, or else unavailable (NotReady, Ready Unknown, cordoned), each
+/// node once.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Disruption {
     pub nodes: usize,
-    pub in_progress: usize,
-    pub unavailable: usize,
-    pub disrupted: usize,
-    /// Some unavailable nodes, with why (at most 3).
-    pub unavailable_names: Vec<(String, Unavailable)>,
+    pub usage: Usage,
 }
 
 impl Disruption {
     fn count(&mut self, node: &Node) {
         self.nodes += 1;
-        let in_progress = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| {
-                c.iter().find(|c| {
-                    c.type_
-                        == crate::node::names::get()
-                            .to_wire(crate::conditions::MAINTENANCE_IN_PROGRESS)
-                })
-            })
-            .is_some_and(|c| c.status == "True");
-        let unavailable = availability(node).unavailable();
-        self.in_progress += usize::from(in_progress);
-        if let Some(why) = unavailable {
-            self.unavailable += 1;
-            if self.unavailable_names.len() < NAMES_IN_ROW {
-                self.unavailable_names
-                    .push((node.metadata.name.clone().unwrap_or_default(), why));
-            }
-        }
-        self.disrupted += usize::from(in_progress || unavailable.is_some());
+        let slim = slim(node);
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        self.usage
+            .count_node(name, &slim.conditions, slim.availability, true);
     }
 }
 

@@ -5,12 +5,9 @@ use crate::tools::nodes::ListedNode;
 use jiff::SignedDuration;
 use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kumaco_core::testing::ts;
 use serde_json::json;
 use std::collections::BTreeMap;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
 
 fn cm(name: &str, data: serde_json::Value) -> ConfigMap {
     serde_json::from_value(json!({
@@ -147,6 +144,38 @@ fn nodes_table_shows_conditions_and_ages() {
         "all                              3       0             1           1 (n0 cordoned)",
         "no topology.kubernetes.io/zone   1       0             0           0",
         "topology.kubernetes.io/zone=a    2       0             1           1 (n0 cordoned)",
+    ];
+    assert_eq!(t.lines().collect::<Vec<_>>(), expected);
+}
+
+/// A node in progress that is also unavailable (cordoned by its drain) takes one slot,
+/// counted as in progress, as the decision counts it: not a second time as unavailable.
+#[test]
+fn disruption_counts_a_node_in_progress_and_unavailable_once() {
+    let node = |name: &str, unschedulable: bool, conditions: serde_json::Value| -> Node {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": conditions},
+        }))
+        .unwrap()
+    };
+    let nodes = [
+        node(
+            "draining",
+            true,
+            json!([{"type": MAINTENANCE_IN_PROGRESS, "status": "True",
+                    "reason": "MaintenanceWindow"}]),
+        ),
+        node("down", false, json!([{"type": "Ready", "status": "False"}])),
+        node("idle", false, json!([{"type": "Ready", "status": "True"}])),
+    ];
+    let (all, _) = super::report::disruption(&nodes, &[]);
+    assert_eq!((all.usage.in_progress, all.usage.unavailable), (1, 1));
+    let t = super::render::disruption_table(&all, &[]);
+    let expected = [
+        "GROUP   NODES   IN-PROGRESS   DISRUPTED   UNAVAILABLE",
+        "all     3       1             2           1 (down NotReady)",
     ];
     assert_eq!(t.lines().collect::<Vec<_>>(), expected);
 }

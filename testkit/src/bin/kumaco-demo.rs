@@ -350,10 +350,7 @@ async fn main() -> Result<()> {
         .iter()
         .filter(|n| {
             testkit::nodes::condition(n, IN_PROGRESS).is_some_and(|c| {
-                matches!(
-                    c.reason.as_deref(),
-                    Some("MaintenanceCompleted" | "NodeRebooted")
-                )
+                kumaco_core::reasons::completes_maintenance(c.reason.as_deref().unwrap_or(""))
             })
         })
         .count();

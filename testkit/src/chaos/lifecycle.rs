@@ -1,4 +1,4 @@
-//! Nodes going down and coming back, for `kumaco-chaos` (issue 21): what kumaco's
+//! Nodes going down and coming back, for `kumaco-chaos`: what kumaco's
 //! `--count-unavailable` reads (the `Ready` condition, `spec.unschedulable`), changed
 //! as a cluster changes it, none of it kumaco's doing.
 //!
@@ -22,12 +22,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
 use serde::Serialize;
 use serde_json::json;
 use tokio::sync::Notify;
@@ -35,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use super::Rng;
 use crate::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED, random_duration};
-use crate::nodes::condition;
+use crate::nodes::{condition, watch_nodes};
 
 /// The field manager of the harness's outages.
 pub const OUTAGE_MANAGER: &str = "chaos-node-lifecycle";
@@ -286,33 +284,11 @@ impl Drainer {
             counts: Mutex::new(DrainCounts::default()),
             unknown_draws: AtomicU64::new(0),
         });
-        let api: Api<Node> = Api::all(client.clone());
-        let config = watcher::Config::default().labels(selector);
-        let (listed_tx, listed) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn({
+        let task = watch_nodes(client, selector, Duration::from_secs(30), "the drainer", {
             let shared = shared.clone();
-            async move {
-                let mut listed_tx = Some(listed_tx);
-                let mut events = watcher(api, config).default_backoff().boxed();
-                while let Some(event) = events.next().await {
-                    match event {
-                        Ok(watcher::Event::Apply(n) | watcher::Event::InitApply(n)) => {
-                            shared.consider(&n);
-                        }
-                        Ok(watcher::Event::InitDone) => {
-                            if let Some(tx) = listed_tx.take() {
-                                let _ = tx.send(());
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        });
-        tokio::time::timeout(Duration::from_secs(30), listed)
-            .await
-            .context("the drainer's watch did not list the nodes in time")?
-            .context("the drainer's watch stopped")?;
+            move |n| shared.consider(n)
+        })
+        .await?;
         Ok(Drainer { shared, task })
     }
 

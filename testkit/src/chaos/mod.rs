@@ -1,4 +1,4 @@
-//! The pieces of `kumaco-chaos` (issue 16): a seeded random source for the fault
+//! The pieces of `kumaco-chaos`: a seeded random source for the fault
 //! schedule, a wall clock that one kumaco replica sees shifted ([`clock`]), kumaco's own
 //! offline planner as the reference for `UnderMaintenance` ([`plan`]), nodes going down
 //! and coming back ([`lifecycle`]: the harness's outages, kured's drain around a reboot),

@@ -1,0 +1,175 @@
+//! How the nodes use the slots of each ceiling: the count overall and per group of
+//! `--max-in-progress-per`, and the scope a decision counts them over.
+
+use std::collections::BTreeMap;
+
+use super::{Availability, NodeState, Policy, Unavailable};
+use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, is_true};
+use crate::selector::Labels;
+
+/// Most node names a `WaitingForSlot` message lists as holding slots while unavailable.
+const NAMES_IN_MESSAGE: usize = 3;
+
+/// How one ceiling's slots are used once a pass's starts are written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub slots: usize,
+    /// Nodes `MaintenanceInProgress=True` (those starting in this pass included).
+    pub in_progress: usize,
+    /// Nodes unavailable and not in progress (counted only with `--count-unavailable`).
+    pub unavailable: usize,
+    /// Some of those, with why (at most [`NAMES_IN_MESSAGE`]).
+    pub unavailable_names: Vec<(String, Unavailable)>,
+}
+
+impl Usage {
+    /// In progress or unavailable, each node once.
+    pub fn disrupted(&self) -> usize {
+        self.in_progress + self.unavailable
+    }
+
+    /// Counts a node as the decision does: in progress (`MaintenanceInProgress=True` in
+    /// `conditions`), else unavailable when `count_unavailable` (`--count-unavailable`);
+    /// each node once. `kumaco status` counts the nodes it lists with this too.
+    pub fn count_node(
+        &mut self,
+        name: &str,
+        conditions: &[Condition],
+        availability: Availability,
+        count_unavailable: bool,
+    ) {
+        if is_true(conditions, MAINTENANCE_IN_PROGRESS) {
+            self.in_progress += 1;
+        } else if let Some(why) = availability.unavailable().filter(|_| count_unavailable) {
+            self.unavailable += 1;
+            if self.unavailable_names.len() < NAMES_IN_MESSAGE {
+                self.unavailable_names.push((name.to_string(), why));
+            }
+        }
+    }
+
+    pub(super) fn count(&mut self, node: &NodeState, count_unavailable: bool) {
+        self.count_node(
+            node.name,
+            node.conditions,
+            node.availability,
+            count_unavailable,
+        );
+    }
+
+    /// The unavailable nodes counted, named with why, the first few only: `n0 cordoned,
+    /// n1 NotReady, +2 more` (empty when there are none).
+    pub fn unavailable_listed(&self) -> String {
+        let mut names: Vec<String> = self
+            .unavailable_names
+            .iter()
+            .map(|(n, why)| format!("{n} {why}"))
+            .collect();
+        let more = self.unavailable - self.unavailable_names.len();
+        if more > 0 {
+            names.push(format!("+{more} more"));
+        }
+        names.join(", ")
+    }
+
+    /// `2/2 slots in use`, or with unavailable nodes `3/3 slots in use: 2 in progress, 1
+    /// unavailable (node-7 NotReady)`.
+    pub(super) fn message(&self) -> String {
+        let mut m = format!("{}/{} slots in use", self.disrupted(), self.slots);
+        if self.unavailable > 0 {
+            m.push_str(&format!(
+                ": {} in progress, {} unavailable ({})",
+                self.in_progress,
+                self.unavailable,
+                self.unavailable_listed()
+            ));
+        }
+        m
+    }
+}
+
+/// A group of `--max-in-progress-per`: the nodes sharing a value of `key` (`None`: the
+/// nodes without the label).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Group {
+    pub key: String,
+    pub value: Option<String>,
+}
+
+impl std::fmt::Display for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}={v}", self.key),
+            None => write!(f, "no {}", self.key),
+        }
+    }
+}
+
+/// What a decision over some of the nodes in scope must know of all of them: how many
+/// there are, overall and per group (a `P%` ceiling's slots), and how the nodes left out
+/// of the decision use the slots.
+///
+/// [`decide`] builds one from the nodes it is given and leaves none out. A caller that
+/// decides again and again over a large scope where few nodes change (the forecast's
+/// simulation) builds it once and gives [`decide_among`] only the nodes that may change.
+#[derive(Clone, Debug, Default)]
+pub struct Scope {
+    pub(super) nodes: usize,
+    pub(super) sizes: BTreeMap<Group, usize>,
+    pub(super) left_out: Usage,
+    pub(super) left_out_groups: BTreeMap<Group, Usage>,
+    pub(super) left_out_unavailable: usize,
+}
+
+impl Scope {
+    /// The scope of `nodes`, none of them left out yet.
+    pub fn of(policy: &Policy, nodes: &[NodeState]) -> Scope {
+        let mut sizes: BTreeMap<Group, usize> = BTreeMap::new();
+        for node in nodes {
+            for group in groups_of(policy, node.labels) {
+                *sizes.entry(group).or_default() += 1;
+            }
+        }
+        Scope {
+            nodes: nodes.len(),
+            sizes,
+            ..Scope::default()
+        }
+    }
+
+    /// `node`, one of the scope's, is left out of the decisions from now on, its use of
+    /// the slots counted as it is now. A node left out while it uses a slot must never be
+    /// decided again (it would count twice); one that uses none may be.
+    pub fn leave_out(&mut self, policy: &Policy, node: &NodeState) {
+        self.left_out_unavailable += usize::from(node.availability.unavailable().is_some());
+        self.left_out.count(node, policy.count_unavailable);
+        for group in groups_of(policy, node.labels) {
+            self.left_out_groups
+                .entry(group)
+                .or_default()
+                .count(node, policy.count_unavailable);
+        }
+    }
+
+    /// How many nodes are in scope.
+    pub fn len(&self) -> usize {
+        self.nodes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes == 0
+    }
+}
+
+/// The groups of `--max-in-progress-per` a node with `labels` belongs to, one per key in
+/// the policy's order.
+pub fn groups_of(policy: &Policy, labels: &dyn Labels) -> Vec<Group> {
+    policy
+        .group_ceilings
+        .iter()
+        .map(|g| Group {
+            key: g.key.clone(),
+            value: labels.label(&g.key).map(str::to_string),
+        })
+        .collect()
+}

@@ -1,0 +1,354 @@
+use serde_json::json;
+
+use super::versions::READY;
+use super::*;
+use crate::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED};
+
+/// A node version: `zone`, `MaintenanceInProgress` (None: absent), Ready status,
+/// cordoned, `RebootRequired`, `UnderMaintenance=True`.
+struct V<'a> {
+    name: &'a str,
+    rv: u64,
+    zone: &'a str,
+    mip: Option<&'a str>,
+    ready: &'a str,
+    cordoned: bool,
+    rr: bool,
+    um: bool,
+}
+
+impl V<'_> {
+    fn node(&self) -> Node {
+        let cond = |t: &str, s: &str| {
+            json!({ "type": t, "status": s, "reason": "R", "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z" })
+        };
+        let mut conditions = vec![
+            cond(READY, self.ready),
+            cond(REBOOT_REQUIRED, if self.rr { "True" } else { "False" }),
+        ];
+        if self.um {
+            conditions.push(cond(UNDER_MAINTENANCE, "True"));
+        }
+        if let Some(m) = self.mip {
+            conditions.push(cond(MAINTENANCE_IN_PROGRESS, m));
+        }
+        serde_json::from_value(json!({
+            "metadata": { "name": self.name, "resourceVersion": self.rv.to_string(),
+                          "labels": { "zone": self.zone } },
+            "spec": { "unschedulable": self.cordoned },
+            "status": { "conditions": conditions },
+        }))
+        .unwrap()
+    }
+}
+
+fn v<'a>(name: &'a str, rv: u64, zone: &'a str) -> V<'a> {
+    V {
+        name,
+        rv,
+        zone,
+        mip: Some("False"),
+        ready: "True",
+        cordoned: false,
+        rr: true,
+        um: true,
+    }
+}
+
+fn ctx(ceiling: usize, group: usize) -> Ctx {
+    Ctx {
+        cfg: CheckerConfig {
+            ceiling,
+            group_ceiling: Some(("zone".into(), group)),
+            edge_bound: Duration::from_secs(1),
+            slack: Duration::from_secs(1),
+            settle: Duration::from_secs(1),
+            lease_namespace: "ns".into(),
+            lease_name: "lease".into(),
+            lease_duration: Duration::from_secs(8),
+        },
+        state: Arc::new(Mutex::new(State::default())),
+        violation: Arc::new(watch::channel(false).0),
+    }
+}
+
+fn list(ctx: &Ctx, nodes: &[V]) {
+    ctx.node_event(Ok(watcher::Event::Init));
+    for n in nodes {
+        ctx.node_event(Ok(watcher::Event::InitApply(n.node())));
+    }
+    ctx.node_event(Ok(watcher::Event::InitDone));
+}
+
+fn apply(ctx: &Ctx, n: V) {
+    ctx.node_event(Ok(watcher::Event::Apply(n.node())));
+}
+
+fn violations(ctx: &Ctx) -> Vec<String> {
+    ctx.state.lock().unwrap().violations.clone()
+}
+
+fn counts(ctx: &Ctx) -> Counts {
+    ctx.state.lock().unwrap().counts.clone()
+}
+
+/// a in progress, b and x waiting, y elsewhere; all at revision 1-4.
+fn cluster(ctx: &Ctx) {
+    list(
+        ctx,
+        &[
+            V {
+                mip: Some("True"),
+                ..v("a", 1, "z1")
+            },
+            v("b", 2, "z1"),
+            v("x", 3, "z1"),
+            v("y", 4, "z2"),
+        ],
+    );
+}
+
+#[test]
+fn a_start_while_a_node_kumaco_saw_down_fills_the_ceiling_is_a_violation() {
+    let ctx = ctx(2, 5);
+    cluster(&ctx);
+    apply(
+        &ctx,
+        V {
+            ready: "False",
+            ..v("b", 10, "z1")
+        },
+    );
+    apply(
+        &ctx,
+        V {
+            ready: "True",
+            cordoned: true,
+            ..v("y", 12, "z2")
+        },
+    );
+    // Somebody else changes x after b and y went down (cordoned and back): kumaco's
+    // cache had them when it derived the start.
+    apply(
+        &ctx,
+        V {
+            cordoned: true,
+            ..v("x", 13, "z1")
+        },
+    );
+    apply(&ctx, v("x", 14, "z1"));
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 15, "z1")
+        },
+    );
+    let found = violations(&ctx);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("3 nodes were disrupted overall (ceiling 2)"),
+        "{found:?}"
+    );
+    assert_eq!(counts(&ctx).starts_checked, 1);
+    assert_eq!(counts(&ctx).starts_with_unavailable_counted, 1);
+}
+
+#[test]
+fn a_node_down_after_the_version_kumaco_decided_on_is_no_violation() {
+    let ctx = ctx(2, 5);
+    cluster(&ctx);
+    // x's last foreign version, then b goes down, then kumaco's start of x.
+    apply(
+        &ctx,
+        V {
+            cordoned: true,
+            ..v("x", 10, "z1")
+        },
+    );
+    apply(&ctx, v("x", 11, "z1"));
+    apply(
+        &ctx,
+        V {
+            ready: "Unknown",
+            ..v("b", 12, "z1")
+        },
+    );
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 13, "z1")
+        },
+    );
+    assert_eq!(violations(&ctx), Vec::<String>::new());
+    let c = counts(&ctx);
+    assert_eq!((c.starts_checked, c.starts_raced), (1, 1));
+    assert_eq!(c.went_unavailable.get("Ready Unknown"), Some(&1));
+    assert_eq!(c.max_disrupted, 3);
+}
+
+#[test]
+fn kumacos_own_writes_do_not_advance_what_it_must_have_seen() {
+    let ctx = ctx(2, 5);
+    cluster(&ctx);
+    apply(
+        &ctx,
+        V {
+            rr: false,
+            ..v("x", 10, "z1")
+        },
+    );
+    apply(&ctx, v("x", 11, "z1"));
+    apply(
+        &ctx,
+        V {
+            ready: "False",
+            ..v("b", 12, "z1")
+        },
+    );
+    // kumaco writes x twice (its reason, then the start): derived, maybe, from a
+    // cache still at revision 11.
+    apply(
+        &ctx,
+        V {
+            mip: Some("Unknown"),
+            ..v("x", 13, "z1")
+        },
+    );
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 14, "z1")
+        },
+    );
+    assert_eq!(violations(&ctx), Vec::<String>::new());
+    assert_eq!(counts(&ctx).starts_raced, 1);
+}
+
+#[test]
+fn a_full_zone_is_a_ceiling_of_its_own() {
+    let ctx = ctx(8, 1);
+    cluster(&ctx);
+    // y, in another zone, in progress: no matter for x's zone.
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("y", 10, "z2")
+        },
+    );
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 11, "z1")
+        },
+    );
+    let found = violations(&ctx);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("disrupted in group zone=z1 (ceiling 1)")
+            && found[0].contains("a in progress"),
+        "{found:?}"
+    );
+}
+
+/// A second reboot for one requirement, as the checker sees it: a node in progress ends
+/// (a reboot) while its requirement is still True from the same episode, and starts
+/// again.
+#[test]
+fn a_second_start_for_one_requirement_is_a_violation() {
+    let ctx = ctx(8, 8);
+    cluster(&ctx);
+    let second = "a second maintenance started";
+    apply(&ctx, v("x", 10, "z1"));
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 11, "z1")
+        },
+    );
+    assert!(!violations(&ctx).iter().any(|f| f.contains(second)));
+    apply(&ctx, v("x", 12, "z1"));
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 13, "z1")
+        },
+    );
+    let found = violations(&ctx);
+    assert!(found.iter().any(|f| f.contains(second)), "{found:?}");
+}
+
+#[test]
+fn a_start_on_an_unavailable_node_is_a_violation() {
+    let ctx = ctx(8, 8);
+    cluster(&ctx);
+    apply(
+        &ctx,
+        V {
+            cordoned: true,
+            ..v("x", 10, "z1")
+        },
+    );
+    apply(
+        &ctx,
+        V {
+            cordoned: true,
+            mip: Some("True"),
+            ..v("x", 11, "z1")
+        },
+    );
+    let found = violations(&ctx);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("which is unavailable (cordoned)")),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn after_a_relist_a_node_down_counts_from_its_listed_version() {
+    let ctx = ctx(2, 5);
+    cluster(&ctx);
+    apply(
+        &ctx,
+        V {
+            ready: "False",
+            ..v("b", 10, "z1")
+        },
+    );
+    // A gap: the list shows b still down (it may have come back and gone down again
+    // at 20), x changed by somebody at 15, or by kumaco: unknown.
+    list(
+        &ctx,
+        &[
+            V {
+                mip: Some("True"),
+                ..v("a", 1, "z1")
+            },
+            V {
+                ready: "False",
+                ..v("b", 20, "z1")
+            },
+            v("x", 15, "z1"),
+            v("y", 4, "z2"),
+        ],
+    );
+    apply(
+        &ctx,
+        V {
+            mip: Some("True"),
+            ..v("x", 21, "z1")
+        },
+    );
+    // x's foreign revision is still 3 (from the first list): b's 20 is after it.
+    assert_eq!(violations(&ctx), Vec::<String>::new());
+    assert_eq!(counts(&ctx).starts_raced, 1);
+}
