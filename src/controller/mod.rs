@@ -17,7 +17,8 @@
 //! - [`shadow`]: `--dry-run`, the pass executed by logging;
 //! - [`report`]: the pass's counts and contests, as metrics and log lines;
 //! - [`silences`]: with `--alertmanager-url`, the silences held for the nodes in
-//!   maintenance, by a task beside the passes that no pass waits for.
+//!   maintenance, by a task beside the passes that no pass waits for;
+//! - [`gates`]: the health gates' sources (PodDisruptionBudgets, alerts and queries).
 
 pub mod events;
 pub mod fence;
@@ -56,6 +57,7 @@ use crate::peer_leases::PeerLeases;
 use events::Poster;
 use fence::{Fence, Gate};
 use gates::Verdicts;
+use gates::alerts::AlertGates;
 use gates::budgets::BudgetGate;
 use shadow::Shadow;
 use watch::{LabelKeys, Tombstones};
@@ -158,6 +160,22 @@ pub async fn run(
     }
     // The gates read by tasks of their own publish their verdicts here and wake a pass.
     let verdicts = Verdicts::default();
+    let mut alert_gates = match &settings.gates.alerts {
+        Some(gate) => Some(
+            AlertGates::spawn(
+                gate,
+                alertmanager.as_ref(),
+                &settings.field_manager,
+                nodes.clone(),
+                settings.node_selector.clone(),
+                verdicts.clone(),
+                wake.clone(),
+                metrics.clone(),
+            )
+            .map_err(|e| ControllerError::Client(e.to_string()))?,
+        ),
+        None => None,
+    };
     let budget_gate = settings.gates.budgets.then(|| {
         BudgetGate::spawn(
             &client,
@@ -203,6 +221,14 @@ pub async fn run(
             .await
             .map_err(|_| ControllerError::WatchEnded)?;
     }
+    // No pass before the alerts and queries are read once: a start must not go ahead
+    // of a verdict not read yet.
+    if let Some(gates) = &mut alert_gates {
+        gates
+            .first_reads()
+            .await
+            .map_err(|e| ControllerError::Client(e.to_string()))?;
+    }
 
     if let Some(why) = settings.invisible_to_peers {
         warn!(field_manager = %settings.field_manager, why,
@@ -220,7 +246,8 @@ pub async fn run(
     lists.extend(pod_lists);
     lists.extend(budget_lists);
     // Started after the initial lists: its first round sees every node.
-    let silencer = settings.silences.clone().zip(alertmanager).map(|(s, am)| {
+    let holding = settings.silences.clone().filter(|s| s.hold);
+    let silencer = holding.zip(alertmanager).map(|(s, am)| {
         silences::Silencer::spawn(
             s,
             am,
@@ -372,7 +399,7 @@ struct Shell {
     shadow: Shadow,
     contests: report::Contests,
     forecaster: forecast::Forecaster,
-    /// `Some` with `--alertmanager-url`.
+    /// `Some` with `--alertmanager-url` (and `--silences`, the default).
     silencer: Option<silences::Silencer>,
     /// `Some` with `--pod-disruption-budgets`.
     budgets: Option<BudgetGate>,
