@@ -13,7 +13,8 @@
 //! that hold, and when it was read) and the latest error: the verdict is a function of
 //! them, the nodes in scope now and the clock. Until its first read is done and the nodes
 //! are listed, the controller runs no pass, so no start happens on a verdict not read
-//! yet; a read takes at most [`crate::http_client::TIMEOUT`] per URL.
+//! yet; a read takes at most [`crate::http_client::TIMEOUT`] per URL, and runs while
+//! the controller lists.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -53,6 +54,10 @@ pub enum StartError {
 
 /// The controller's side of the gate's tasks: their first reads.
 pub struct AlertGates {
+    /// Tells each task the nodes are listed, so that its first verdict says whose
+    /// starts its alerts hold. (Not `Store::wait_until_ready` in the task: kube's
+    /// readiness wakes one waiter only, and the controller waits on it too.)
+    listed: Vec<oneshot::Sender<()>>,
     first: Vec<oneshot::Receiver<Result<(), String>>>,
 }
 
@@ -89,9 +94,10 @@ impl AlertGates {
                 queries: q.queries.clone(),
             });
         }
-        let mut first = Vec::new();
+        let (mut listed, mut first) = (Vec::new(), Vec::new());
         for source in sources {
             let (tx, rx) = oneshot::channel();
+            let (listed_tx, listed_rx) = oneshot::channel();
             let task = Task {
                 source,
                 settings: settings.clone(),
@@ -105,15 +111,21 @@ impl AlertGates {
                 failing: false,
                 last: None,
             };
-            tokio::spawn(task.run(tx));
+            tokio::spawn(task.run(listed_rx, tx));
+            listed.push(listed_tx);
             first.push(rx);
         }
-        Ok(AlertGates { first })
+        Ok(AlertGates { listed, first })
     }
 
-    /// Waits for every source's first read (and its first verdict, published). A query
-    /// that cannot work is an error: kumaco stops at its start.
+    /// Once the nodes are listed: waits for every source's first read and its first
+    /// verdict, published. A query that cannot work is an error: kumaco stops at its
+    /// start.
     pub async fn first_reads(&mut self) -> Result<(), StartError> {
+        for tx in self.listed.drain(..) {
+            // A task that ended already has its answer waiting below.
+            let _ = tx.send(());
+        }
         for rx in self.first.drain(..) {
             rx.await
                 .map_err(|_| StartError::Ended)?
@@ -253,18 +265,23 @@ struct Task {
 }
 
 impl Task {
-    async fn run(mut self, first: oneshot::Sender<Result<(), String>>) {
-        let mut first = Some(first);
+    /// `listed`: the nodes are listed; `first`: the first read's outcome.
+    async fn run(
+        mut self,
+        listed: oneshot::Receiver<()>,
+        first: oneshot::Sender<Result<(), String>>,
+    ) {
+        let mut first = Some((listed, first));
         loop {
             let started = tokio::time::Instant::now();
             self.read().await;
-            if let Some(tx) = first.take() {
+            if let Some((listed, tx)) = first.take() {
                 if let Some(ReadError::Invalid(e)) = &self.error {
                     let _ = tx.send(Err(e.clone()));
                     return;
                 }
                 // Which node an alert is about needs the nodes.
-                if self.nodes.wait_until_ready().await.is_err() {
+                if listed.await.is_err() {
                     return;
                 }
                 self.publish();
