@@ -172,46 +172,95 @@ impl LabelMatcher {
     }
 }
 
-/// The nodes in scope, each with its matcher sets rendered: which node an alert or a
-/// series is about.
-#[derive(Debug, Default)]
-pub struct Scope {
-    nodes: Vec<(String, Vec<Vec<LabelMatcher>>)>,
+/// The nodes in scope and the matcher sets: which node an alert or a series is about.
+///
+/// A set is rendered and compiled for a node only when the alert could match it: a
+/// set whose matchers need the node's name in a label's value (`node="{{name}}"`, and
+/// `instance=~"{{name}}(:[0-9]+)?"`, where the name is a literal every match contains)
+/// is tried only on the nodes whose name that value contains. So an alert costs a
+/// substring search per node, not a regular expression compiled per node. A set with no
+/// such matcher is tried on every node.
+#[derive(Debug)]
+pub struct Scope<'a> {
+    sets: Vec<(&'a MatcherSet, Option<String>)>,
+    nodes: Vec<(&'a str, &'a dyn Labels)>,
 }
 
-impl Scope {
+/// Stands for the node's name when a set is examined: no node name holds it.
+const NAME_MARK: &str = "\u{E000}kumaco-node\u{E001}";
+
+impl<'a> Scope<'a> {
     /// A set that does not render for a node (a label it names is missing there) is not
     /// that node's.
-    pub fn new<'a>(
-        sets: &[MatcherSet],
+    pub fn new(
+        sets: &'a [MatcherSet],
         nodes: impl IntoIterator<Item = (&'a str, &'a dyn Labels)>,
-    ) -> Scope {
-        let nodes = nodes
-            .into_iter()
-            .map(|(name, labels)| {
-                let rendered = sets
-                    .iter()
-                    .filter_map(|set| set.render(name, labels))
-                    .filter_map(|ms| {
-                        ms.iter()
-                            .map(LabelMatcher::new)
-                            .collect::<Result<_, _>>()
-                            .ok()
-                    })
-                    .collect();
-                (name.to_string(), rendered)
-            })
-            .collect();
-        Scope { nodes }
+    ) -> Scope<'a> {
+        Scope {
+            sets: sets.iter().map(|set| (set, name_key(set))).collect(),
+            nodes: nodes.into_iter().collect(),
+        }
     }
 
     /// The nodes whose sets (any one of them, every matcher of it) match `labels`.
-    pub fn nodes_of<'s>(&'s self, labels: &'s dyn Labels) -> impl Iterator<Item = &'s str> {
-        self.nodes.iter().filter_map(move |(name, sets)| {
-            sets.iter()
-                .any(|set| set.iter().all(|m| m.matches(labels)))
-                .then_some(name.as_str())
+    pub fn nodes_of(&self, labels: &dyn Labels) -> Vec<&'a str> {
+        self.nodes
+            .iter()
+            .filter(|(name, node_labels)| {
+                self.sets.iter().any(|(set, key)| {
+                    let may = key
+                        .as_ref()
+                        .is_none_or(|k| labels.label(k).unwrap_or("").contains(name));
+                    may && set
+                        .render(name, *node_labels)
+                        .is_some_and(|ms| ms.iter().all(|m| matches(m, labels)))
+                })
+            })
+            .map(|(name, _)| *name)
+            .collect()
+    }
+}
+
+/// Whether the labels match one matcher; a regular expression that does not compile
+/// (checked at start-up: [`check_sets`]) matches nothing.
+fn matches(m: &Matcher, labels: &dyn Labels) -> bool {
+    LabelMatcher::new(m).is_ok_and(|c| c.matches(labels))
+}
+
+/// A label whose value contains the node's name whenever the set matches: that of an
+/// `=` matcher whose value names the node, or of an `=~` one whose expression needs the
+/// name as a literal (not under an alternation, an optional part or a case-insensitive
+/// flag).
+fn name_key(set: &MatcherSet) -> Option<String> {
+    #[derive(Debug)]
+    struct AnyLabel;
+    impl Labels for AnyLabel {
+        fn label(&self, _: &str) -> Option<&str> {
+            Some("x")
+        }
+    }
+    let rendered = set.render(NAME_MARK, &AnyLabel)?;
+    rendered
+        .into_iter()
+        .find(|m| {
+            m.is_equal
+                && m.value.contains(NAME_MARK)
+                && (!m.is_regex
+                    || regex_syntax::parse(&format!("(?s:{})", m.value))
+                        .is_ok_and(|hir| requires(&hir, NAME_MARK.as_bytes())))
         })
+        .map(|m| m.name)
+}
+
+/// Whether every match of `hir` contains `literal`.
+fn requires(hir: &regex_syntax::hir::Hir, literal: &[u8]) -> bool {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Literal(l) => l.0.windows(literal.len()).any(|w| w == literal),
+        HirKind::Concat(items) => items.iter().any(|h| requires(h, literal)),
+        HirKind::Capture(c) => requires(&c.sub, literal),
+        HirKind::Repetition(r) => r.min >= 1 && requires(&r.sub, literal),
+        _ => false,
     }
 }
 

@@ -30,28 +30,47 @@ fn series(query: &str, pairs: &[(&str, &str)]) -> Firing {
     }
 }
 
-/// Nodes `a`, `b` and `x.y` (zone z1 for `a`), with the default set and `extra` sets.
-fn scope(extra: &[&str]) -> Scope {
-    let sets = parse_sets(
-        true,
-        &extra.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-    )
-    .unwrap();
-    let a = labels(&[("zone", "z1")]);
-    let none = BTreeMap::new();
-    Scope::new(
-        &sets,
-        [
-            ("a", &a as &dyn Labels),
-            ("b", &none as &dyn Labels),
-            ("x.y", &none as &dyn Labels),
-        ],
-    )
+/// Nodes `a` (zone z1), `b` and `x.y`, with their labels.
+struct Nodes {
+    sets: Vec<MatcherSet>,
+    nodes: Vec<(String, BTreeMap<String, String>)>,
 }
 
-fn nodes_of(s: &Scope, pairs: &[(&str, &str)]) -> Vec<String> {
+/// The test's nodes, with the default set and `extra` sets.
+fn nodes(extra: &[&str]) -> Nodes {
+    nodes_with(true, extra)
+}
+
+fn nodes_with(default: bool, extra: &[&str]) -> Nodes {
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    Nodes {
+        sets: parse_sets(default, &extra).unwrap(),
+        nodes: vec![
+            ("a".into(), labels(&[("zone", "z1")])),
+            ("b".into(), BTreeMap::new()),
+            ("x.y".into(), BTreeMap::new()),
+        ],
+    }
+}
+
+impl Nodes {
+    fn scope(&self) -> Scope<'_> {
+        Scope::new(
+            &self.sets,
+            self.nodes
+                .iter()
+                .map(|(n, l)| (n.as_str(), l as &dyn Labels)),
+        )
+    }
+}
+
+fn nodes_of(n: &Nodes, pairs: &[(&str, &str)]) -> Vec<String> {
     let l = labels(pairs);
-    s.nodes_of(&l).map(str::to_string).collect()
+    n.scope()
+        .nodes_of(&l)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -135,7 +154,7 @@ fn matchers_match_as_alertmanagers_do() {
 
 #[test]
 fn an_alert_is_about_the_nodes_whose_sets_it_matches() {
-    let s = scope(&[r#"instance=~"{{name}}(:[0-9]+)?""#]);
+    let s = nodes(&[r#"instance=~"{{name}}(:[0-9]+)?""#]);
     assert_eq!(nodes_of(&s, &[("node", "a")]), ["a"]);
     assert_eq!(nodes_of(&s, &[("instance", "b:9100")]), ["b"]);
     // The node's name is escaped in a regular expression: `x.y` is not `xzy`.
@@ -153,21 +172,45 @@ fn an_alert_is_about_the_nodes_whose_sets_it_matches() {
 
     // A set of two matchers needs both; a set naming a node label applies only to nodes
     // that have it.
-    let s = scope(&[r#"node="{{name}}",zone="{{label:zone}}""#]);
-    assert_eq!(nodes_of(&s, &[("node", "a"), ("zone", "z1")]), ["a"]);
-    let without_default = Scope::new(
-        &parse_sets(false, &[r#"host="{{name}}",zone="{{label:zone}}""#.into()]).unwrap(),
-        [
-            ("a", &labels(&[("zone", "z1")]) as &dyn Labels),
-            ("b", &BTreeMap::new() as &dyn Labels),
-        ],
+    let s = nodes_with(false, &[r#"host="{{name}}",zone="{{label:zone}}""#]);
+    assert_eq!(nodes_of(&s, &[("host", "a"), ("zone", "z1")]), ["a"]);
+    assert!(nodes_of(&s, &[("host", "a"), ("zone", "z2")]).is_empty());
+    assert!(nodes_of(&s, &[("host", "b"), ("zone", "")]).is_empty());
+}
+
+/// The sets whose matchers need the name are tried only where a label holds it; the
+/// others on every node, with the same answers.
+#[test]
+fn only_a_set_that_needs_the_name_is_tried_on_the_nodes_a_label_names() {
+    let key = |spec: &str| name_key(&MatcherSet::parse(spec).unwrap());
+    assert_eq!(key(r#"node="{{name}}""#).as_deref(), Some("node"));
+    assert_eq!(
+        key(r#"instance=~"{{name}}(:[0-9]+)?""#).as_deref(),
+        Some("instance")
     );
     assert_eq!(
-        nodes_of(&without_default, &[("host", "a"), ("zone", "z1")]),
-        ["a"]
+        key(r#"job="x",instance=~"https?://{{name}}\\.example(:[0-9]+)?/.*""#).as_deref(),
+        Some("instance")
     );
-    assert!(nodes_of(&without_default, &[("host", "a"), ("zone", "z2")]).is_empty());
-    assert!(nodes_of(&without_default, &[("host", "b"), ("zone", "")]).is_empty());
+    assert_eq!(
+        key(r#"zone="{{label:zone}}",node=~"(prefix-)+{{name}}""#).as_deref(),
+        Some("node")
+    );
+    // Not needed: in an alternation, optional, case-insensitive, or only negated.
+    for spec in [
+        r#"instance=~"{{name}}|any""#,
+        r#"instance=~"({{name}})?x""#,
+        r#"instance=~"(?i){{name}}""#,
+        r#"node="x",instance!~"{{name}}""#,
+    ] {
+        assert_eq!(key(spec), None, "{spec}");
+    }
+    // Tried on every node, these still match by rendering.
+    let s = nodes_with(false, &[r#"instance=~"{{name}}|any""#]);
+    assert_eq!(nodes_of(&s, &[("instance", "any")]), ["a", "b", "x.y"]);
+    assert_eq!(nodes_of(&s, &[("instance", "b")]), ["b"]);
+    let s = nodes_with(false, &[r#"instance=~"(?i){{name}}:9100""#]);
+    assert_eq!(nodes_of(&s, &[("instance", "B:9100")]), ["b"]);
 }
 
 #[test]
@@ -193,7 +236,8 @@ fn a_person_s_silence_excuses_an_alert_and_kumacos_own_does_not() {
 
 #[test]
 fn an_alert_holds_the_nodes_it_names_or_every_start() {
-    let s = scope(&[]);
+    let n = nodes(&[]);
+    let s = n.scope();
     let h = holding(
         Gate::Alerts,
         &[
@@ -232,7 +276,7 @@ fn messages_name_a_few_alerts_and_count_the_rest() {
     let many: Vec<Firing> = (0..50)
         .flat_map(|i| [alert(&format!("Alert{i:02}"), &[]), alert("Alert00", &[])])
         .collect();
-    let h = holding(Gate::Alerts, &many, &scope(&[]));
+    let h = holding(Gate::Alerts, &many, &nodes(&[]).scope());
     assert_eq!(
         h.cluster.unwrap().message,
         "alerts Alert00, Alert01, Alert02 and 47 more are firing naming no node in scope"
@@ -241,7 +285,8 @@ fn messages_name_a_few_alerts_and_count_the_rest() {
 
 #[test]
 fn a_query_names_itself_and_a_series() {
-    let s = scope(&[]);
+    let n = nodes(&[]);
+    let s = n.scope();
     let q = r#"up{job="node"} == 0"#;
     let h = holding(
         Gate::Queries,
@@ -300,7 +345,7 @@ fn an_unreadable_source_holds_every_start_once_its_last_reading_is_stale() {
     let firing = holding(
         Gate::Alerts,
         &[alert("KubeNodeNotReady", &[("node", "a")])],
-        &scope(&[]),
+        &nodes(&[]).scope(),
     );
     let ok = Reads {
         last_good: Some(t0),
@@ -355,10 +400,10 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let names = ["A", "B", "C", "D", "E", "F"];
-        let nodes = ["a", "b", "x.y", "elsewhere", ""];
+        let named = ["a", "b", "x.y", "elsewhere", ""];
         let firing: Vec<Firing> = picks
             .iter()
-            .map(|&(n, node)| alert(names[n], &[("node", nodes[node])]))
+            .map(|&(n, node)| alert(names[n], &[("node", named[node])]))
             .collect();
         let mut shuffled = firing.clone();
         let len = shuffled.len();
@@ -366,7 +411,8 @@ proptest! {
             let j = (seed.wrapping_mul(i as u64 + 7) % (i as u64 + 1)) as usize;
             shuffled.swap(i, j);
         }
-        let s = scope(&[]);
+        let n = nodes(&[]);
+        let s = n.scope();
         let h = holding(Gate::Alerts, &firing, &s);
         prop_assert_eq!(&h, &holding(Gate::Alerts, &shuffled, &s));
         let about_none = firing.iter().any(|f| !["a", "b", "x.y"].contains(&f.labels["node"].as_str()));
