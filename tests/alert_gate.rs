@@ -10,7 +10,9 @@
 //! - Alertmanager killed: every start held (`Blocked`, naming its URL), the gate's
 //!   metrics say so; with `--alerts-unreachable=allow` maintenance goes on;
 //! - a `--block-query` with series holds (every start, or the node a series names), an
-//!   empty one lets starts happen; a query Prometheus refuses stops kumaco at its start.
+//!   empty one lets starts happen; a query Prometheus refuses stops kumaco at its start;
+//! - the queries docs/kured.md gives for kured v1's alert flags return, on a real
+//!   Prometheus, the alerts kured v1 blocks on.
 //!
 //! Each test has its own namespace, nodes, Alertmanager or Prometheus. Waits poll with
 //! deadlines; the sleeps are the scenario (the observation period of a "nothing starts"
@@ -433,5 +435,89 @@ async fn a_query_prometheus_refuses_stops_kumaco_at_its_start() {
             e.contains(&format!("--block-query '{query}': {says}")),
             "{query}: {e}"
         );
+    }
+}
+
+/// docs/kured.md's table of kured v1's alert flags and their `--block-query`: each query,
+/// with R a filter, returns on a real Prometheus the alerts kured v1's rules block on
+/// (pending and firing `ALERTS`, its filter matched anywhere in the name), as kumaco's
+/// Prometheus client reads them.
+#[tokio::test]
+async fn the_kured_v1_queries_of_docs_kured_md_return_what_kured_blocks_on() {
+    const R: &str = "Watchdog|InfoInhibitor";
+    // (alert, firing): pending ones wait out their `for`.
+    let alerts = [
+        ("Watchdog", true),
+        ("MyWatchdogAlert", true),
+        ("InfoInhibitor", true),
+        ("KubeAPIDown", true),
+        ("SlowBurn", false),
+    ];
+    let rules: String = alerts
+        .iter()
+        .map(|(name, firing)| {
+            let hold = if *firing { "" } else { "\n        for: 1h" };
+            format!("      - alert: {name}\n        expr: vector(1){hold}\n")
+        })
+        .collect();
+    let rules = format!("groups:\n  - name: kured\n    interval: 1s\n    rules:\n{rules}");
+    let target = Target::start(&gate_metric(None, 0)).await.unwrap();
+    let prometheus = Prometheus::start_with_rules(&[&target], Some(&rules))
+        .await
+        .expect("prometheus");
+    poll_showing("the alerts evaluated", Duration::from_secs(60), || async {
+        match prometheus.query("ALERTS").await {
+            Ok(series) if series.len() == alerts.len() => Ok(()),
+            other => Err(format!("{other:?}\n{}", prometheus.log_tail())),
+        }
+    })
+    .await;
+    let client = kumaco::prometheus::Prometheus::new(kumaco::http_client::Endpoint {
+        urls: vec![prometheus.url()],
+        ..Default::default()
+    })
+    .unwrap();
+
+    let docs = testkit::files::read_repo("docs/kured.md");
+    let section = &docs[docs.find("### Alerts").expect("the alerts section")..];
+    let rows: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| kured v1 | `--block-query` |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for row in rows {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let flags = cells[0];
+        let query = cells[1]
+            .split('`')
+            .find(|s| s.starts_with('\''))
+            .expect("a quoted query")
+            .trim_matches('\'')
+            .replace("(R)", &format!("({R})"));
+        // kured v1's rules: its filter anywhere in the name, inverted by match-only;
+        // pending alerts too unless firing-only.
+        let filtered = flags.contains("--alert-filter-regexp");
+        let names = if flags.contains("--alert-filter-match-only") {
+            kumaco::alerts::NameFilter::new(None, Some(R))
+        } else {
+            kumaco::alerts::NameFilter::new(filtered.then_some(R), None)
+        }
+        .unwrap();
+        let firing_only = flags.contains("--alert-firing-only");
+        let mut kured: Vec<&str> = alerts
+            .iter()
+            .filter(|(name, firing)| names.lets(name) && (*firing || !firing_only))
+            .map(|(name, _)| *name)
+            .collect();
+        kured.sort_unstable();
+        let series = client
+            .query(&query)
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let mut got: Vec<&str> = series.iter().map(|l| l["alertname"].as_str()).collect();
+        got.sort_unstable();
+        assert_eq!(got, kured, "{flags}: {query}");
     }
 }

@@ -81,6 +81,11 @@ impl Prometheus {
     /// Builds (once per machine) and starts one scraping `targets` every second (job
     /// `gate`); returns when it is ready.
     pub async fn start(targets: &[&Target]) -> Result<Self> {
+        Self::start_with_rules(targets, None).await
+    }
+
+    /// [`Prometheus::start`] evaluating `rules` (a rule file's YAML) every second too.
+    pub async fn start_with_rules(targets: &[&Target], rules: Option<&str>) -> Result<Self> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let bin = crate::gobuild::prometheus()?;
         let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
@@ -93,10 +98,17 @@ impl Prometheus {
             .iter()
             .map(|t| format!("'{}'", t.address()))
             .collect();
+        let rule_files = match rules {
+            Some(rules) => {
+                std::fs::write(dir.join("rules.yml"), rules)?;
+                format!("rule_files: ['{}']\n", dir.join("rules.yml").display())
+            }
+            None => String::new(),
+        };
         std::fs::write(
             dir.join("prometheus.yml"),
             format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}\
                  scrape_configs:\n  - job_name: gate\n    static_configs:\n      - targets: [{}]\n",
                 targets.join(", ")
             ),
