@@ -108,16 +108,19 @@ pub fn parse_filter(spec: &str) -> Result<Matcher, FilterError> {
     Ok(m)
 }
 
+/// Every label a set may name, with a value of its own: a node for examining the sets.
+#[derive(Debug)]
+struct AnyLabel;
+
+impl Labels for AnyLabel {
+    fn label(&self, _: &str) -> Option<&str> {
+        Some("x")
+    }
+}
+
 /// Checks that every regular expression of the sets compiles once rendered (a node's
 /// values are escaped, so the template's own text decides).
 pub fn check_sets(sets: &[MatcherSet]) -> Result<(), FilterError> {
-    #[derive(Debug)]
-    struct AnyLabel;
-    impl Labels for AnyLabel {
-        fn label(&self, _: &str) -> Option<&str> {
-            Some("x")
-        }
-    }
     for set in sets {
         for m in set.render("node", &AnyLabel).unwrap_or_default() {
             if let Err(FilterError::Regex(_, e)) = LabelMatcher::new(&m) {
@@ -232,13 +235,6 @@ fn matches(m: &Matcher, labels: &dyn Labels) -> bool {
 /// name as a literal (not under an alternation, an optional part or a case-insensitive
 /// flag).
 fn name_key(set: &MatcherSet) -> Option<String> {
-    #[derive(Debug)]
-    struct AnyLabel;
-    impl Labels for AnyLabel {
-        fn label(&self, _: &str) -> Option<&str> {
-            Some("x")
-        }
-    }
     let rendered = set.render(NAME_MARK, &AnyLabel)?;
     rendered
         .into_iter()
