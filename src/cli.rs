@@ -320,6 +320,15 @@ pub struct GateArgs {
     #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
     pub pod_disruption_budgets: Option<bool>,
 
+    /// Start no node unless a CEL expression holds over a Kubernetes object (repeatable):
+    /// 'API_VERSION KIND [NAMESPACE/]NAME: EXPRESSION', or 'API_VERSION KIND [NAMESPACE]
+    /// -l SELECTOR: EXPRESSION' (every object matching must satisfy it), the object as
+    /// `object`, e.g. 'ceph.rook.io/v1 CephCluster rook-ceph/rook-ceph:
+    /// object.status.ceph.health == "HEALTH_OK"' (reason HealthCheckFailed). Needs `get
+    /// list watch` on the resource. Only with --in-progress.
+    #[arg(long = "block-unless", value_name = "SPEC")]
+    pub block_unless: Vec<String>,
+
     /// Start no node while an alert fires in the --alertmanager-url Alertmanager (reason
     /// AlertFiring): an alert whose labels match a node's --silence-matchers sets holds
     /// that node only, one naming no node in scope every node. An alert a person

@@ -475,8 +475,7 @@ async fn blocking_pods_value_passes_its_flag_and_grants_pods_only_then() {
             .filter(|r| r["resources"].to_string().contains("\"pods\""))
             .collect()
     };
-    // The PodDisruptionBudget gate lists pods too, under a ClusterRole of its own: off
-    // here, so that only this value's right is looked at.
+    // The PodDisruptionBudget gate lists pods too (its own ClusterRole): off here.
     let without = render(&[
         "inProgress.enabled=true",
         "inProgress.podDisruptionBudgets=false",

@@ -82,6 +82,44 @@ impl Budgets {
         self.by_namespace.is_empty()
     }
 
+    /// The budgets the evictions of a drain of a node with `pods` would ask, each once.
+    pub fn asked_by<'b>(&'b self, pods: &'b [Pod]) -> Vec<&'b Budget> {
+        let mut asked: Vec<&Budget> = pods
+            .iter()
+            .filter(|p| p.asks_budget())
+            .flat_map(|p| self.selecting(p))
+            .collect();
+        asked.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        asked.dedup_by(|a, b| (&a.namespace, &a.name) == (&b.namespace, &b.name));
+        asked
+    }
+
+    /// These budgets with `fresh` ones in place of those of the same namespace and name,
+    /// and without the `gone` ones `(namespace, name)`.
+    pub fn with_fresh(&self, fresh: Vec<Budget>, gone: &[(String, String)]) -> Budgets {
+        let replaced = |b: &Budget| {
+            fresh
+                .iter()
+                .any(|f| (&f.namespace, &f.name) == (&b.namespace, &b.name))
+                || gone
+                    .iter()
+                    .any(|(ns, name)| (ns, name) == (&b.namespace, &b.name))
+        };
+        let kept: Vec<Budget> = self
+            .by_namespace
+            .values()
+            .flatten()
+            .filter(|b| !replaced(b))
+            .cloned()
+            .collect();
+        Budgets::new(kept.into_iter().chain(fresh))
+    }
+
+    /// The budget `name` of namespace `ns`, if known.
+    pub fn get(&self, ns: &str, name: &str) -> Option<&Budget> {
+        self.by_namespace.get(ns)?.iter().find(|b| b.name == name)
+    }
+
     /// The budgets selecting `pod`, in name order.
     fn selecting<'b>(&'b self, pod: &'b Pod) -> impl Iterator<Item = &'b Budget> + 'b {
         self.by_namespace

@@ -994,14 +994,27 @@ fn desired(status: bool, reason: &str, message: String) -> Desired {
 }
 
 /// A False "why not" condition, rewritten only when its reason changes (the message of
-/// `WaitingForSlot` changes with every start and end elsewhere).
+/// `WaitingForSlot` changes with every start and end elsewhere); a health gate's also
+/// when its message does, since what to act on is there (which alert fires, which budget
+/// refuses, which check fails). A gate is asked only of a node that would start
+/// otherwise, so that costs at most one write per such node and change of cause.
 fn why_not(
     existing: Option<&Condition>,
     reason: &str,
     message: impl FnOnce() -> String,
 ) -> Desired {
     match existing {
-        Some(c) if !c.is_true() && c.reason == reason => Desired::keep(c),
+        Some(c) if !c.is_true() && c.reason == reason => {
+            if !reasons::is_gate(reason) {
+                return Desired::keep(c);
+            }
+            let d = desired(false, reason, message());
+            if d.message == c.message {
+                Desired::keep(c)
+            } else {
+                d
+            }
+        }
         _ => desired(false, reason, message()),
     }
 }

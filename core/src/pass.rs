@@ -176,6 +176,13 @@ impl Write {
             .collect()
     }
 
+    /// Whether this write starts a maintenance (`MaintenanceInProgress` to `True`).
+    pub fn starts_maintenance(&self) -> bool {
+        self.transitions
+            .iter()
+            .any(|(t, s)| t == MAINTENANCE_IN_PROGRESS && *s == Status::True)
+    }
+
     /// Whether this write ends a maintenance (`MaintenanceInProgress` to `False`).
     pub fn ends_maintenance(&self) -> bool {
         self.transitions

@@ -18,7 +18,8 @@
 //! - [`report`]: the pass's counts and contests, as metrics and log lines;
 //! - [`silences`]: with `--alertmanager-url`, the silences held for the nodes in
 //!   maintenance, by a task beside the passes that no pass waits for;
-//! - [`gates`]: the health gates' sources (PodDisruptionBudgets, alerts and queries).
+//! - [`gates`]: the health gates' sources (PodDisruptionBudgets, alerts and queries,
+//!   object checks).
 
 pub mod events;
 pub mod fence;
@@ -59,6 +60,7 @@ use fence::{Fence, Gate};
 use gates::Verdicts;
 use gates::alerts::AlertGates;
 use gates::budgets::BudgetGate;
+use gates::checks::ObjectChecks;
 use shadow::Shadow;
 use watch::{LabelKeys, Tombstones};
 use windows::WindowCache;
@@ -176,6 +178,17 @@ pub async fn run(
         ),
         None => None,
     };
+    let mut object_checks = ObjectChecks::start(
+        &client,
+        &connect,
+        &settings.gates.checks,
+        settings.watch_timeout_secs,
+        wake.clone(),
+        verdicts.clone(),
+        metrics.clone(),
+    )
+    .await
+    .map_err(|e| ControllerError::Client(e.to_string()))?;
     let budget_gate = settings.gates.budgets.then(|| {
         BudgetGate::spawn(
             &client,
@@ -229,6 +242,10 @@ pub async fn run(
             .await
             .map_err(|e| ControllerError::Client(e.to_string()))?;
     }
+    object_checks
+        .first_verdict()
+        .await
+        .map_err(|_| ControllerError::WatchEnded)?;
 
     if let Some(why) = settings.invisible_to_peers {
         warn!(field_manager = %settings.field_manager, why,
@@ -245,6 +262,7 @@ pub async fn run(
     lists.extend(window_lists);
     lists.extend(pod_lists);
     lists.extend(budget_lists);
+    lists.extend(object_checks.lists);
     // Started after the initial lists: its first round sees every node.
     let holding = settings.silences.clone().filter(|s| s.hold);
     let silencer = holding.zip(alertmanager).map(|(s, am)| {
@@ -425,57 +443,15 @@ impl Shell {
         } else {
             self.writing_term()
         };
-        let sources: Vec<_> = self.windows.sources.values().collect();
-        let peers = self.peers.snapshot();
         let decides = self.settings.dry_run || term.is_some();
         let holds = self.verdicts.holds();
-        let budgets = self.budgets.as_mut().map(BudgetGate::budgets);
-        let gates = Gates {
-            cluster: &holds.cluster,
-            budgets: budgets.as_deref(),
-        };
-        // The pass asks for the pods of the nodes about to start and of those in
-        // progress; they are listed, and the pass runs again with them, before anything
-        // is written. A node whose pods are unknown does not start.
-        let mut drains: HashMap<String, Vec<budgets::Pod>> = HashMap::new();
-        let mut rounds = 0;
-        let mut list_failed = false;
-        let outcome = loop {
-            let beside = Beside {
-                blocking: &pods,
-                holds: &holds.nodes,
-                drains: &drains,
-            };
-            let outcome = pass::run(
-                &self.rules,
-                &sources,
-                &self.windows.deleted,
-                views(&cached, &manager, &beside),
-                &self.writer.pending,
-                &peers,
-                &gates,
-                now,
-            );
-            let missing: Vec<String> = outcome
-                .needs_pods
-                .iter()
-                .filter(|n| !drains.contains_key(*n))
-                .cloned()
-                .collect();
-            let Some(gate) = self.budgets.as_ref().filter(|_| decides) else {
-                break outcome;
-            };
-            if missing.is_empty() || rounds == MAX_POD_LIST_ROUNDS {
-                break outcome;
-            }
-            rounds += 1;
-            let listed = gate.list_pods(&missing).await;
-            list_failed = listed.len() < missing.len();
-            if listed.is_empty() {
-                break outcome;
-            }
-            drains.extend(listed);
-        };
+        let Passed {
+            outcome,
+            drains,
+            list_failed,
+        } = self
+            .pass_with_gates(&cached, &manager, &pods, &holds, decides, now)
+            .await;
         let beside = Beside {
             blocking: &pods,
             holds: &holds.nodes,
@@ -581,6 +557,83 @@ impl Shell {
         )
     }
 
+    /// The pass, with what the PodDisruptionBudget gate asks for: the pass asks for the
+    /// pods of the nodes about to start and of those in progress; they are listed (by a
+    /// replica that decides: `decides`), and the pass runs again with them, before
+    /// anything is written. Then the budgets the nodes starting rely on are read again,
+    /// fresh, and if one changed, the pass runs once more with them. A node whose pods
+    /// are unknown does not start.
+    async fn pass_with_gates(
+        &mut self,
+        cached: &[Arc<SlimNode>],
+        manager: &str,
+        pods: &HashMap<String, Vec<BlockingPod>>,
+        holds: &gates::Holds,
+        decides: bool,
+        now: Timestamp,
+    ) -> Passed {
+        let sources: Vec<_> = self.windows.sources.values().collect();
+        let peers = self.peers.snapshot();
+        let mut budgets = self.budgets.as_mut().map(BudgetGate::budgets);
+        let mut drains: HashMap<String, Vec<budgets::Pod>> = HashMap::new();
+        let mut rounds = 0;
+        let mut list_failed = false;
+        let mut confirmed = false;
+        loop {
+            let gates = Gates {
+                cluster: &holds.cluster,
+                budgets: budgets.as_deref(),
+            };
+            let beside = Beside {
+                blocking: pods,
+                holds: &holds.nodes,
+                drains: &drains,
+            };
+            let outcome = pass::run(
+                &self.rules,
+                &sources,
+                &self.windows.deleted,
+                views(cached, manager, &beside),
+                &self.writer.pending,
+                &peers,
+                &gates,
+                now,
+            );
+            let Some(gate) = self.budgets.as_ref().filter(|_| decides) else {
+                return Passed::of(outcome, drains, list_failed);
+            };
+            let missing: Vec<String> = outcome
+                .needs_pods
+                .iter()
+                .filter(|n| !drains.contains_key(*n))
+                .cloned()
+                .collect();
+            if !missing.is_empty() && rounds < MAX_POD_LIST_ROUNDS {
+                rounds += 1;
+                let listed = gate.list_pods(&missing).await;
+                list_failed = listed.len() < missing.len();
+                if !listed.is_empty() {
+                    drains.extend(listed);
+                    continue;
+                }
+            }
+            if !confirmed && let Some(current) = &budgets {
+                confirmed = true;
+                let starting: Vec<&[budgets::Pod]> = outcome
+                    .writes
+                    .iter()
+                    .filter(|w| w.starts_maintenance())
+                    .filter_map(|w| drains.get(&w.node).map(Vec::as_slice))
+                    .collect();
+                if let Some(fresh) = gate.confirm(current, &starting).await {
+                    budgets = Some(Arc::new(fresh));
+                    continue;
+                }
+            }
+            return Passed::of(outcome, drains, list_failed);
+        }
+    }
+
     /// The current term if this replica may write ([`fence`]); a new client made for the
     /// lists that catch up is the writers' from now on.
     fn writing_term(&mut self) -> Option<Instant> {
@@ -598,6 +651,28 @@ impl Shell {
                 }
                 None
             }
+        }
+    }
+}
+
+/// A pass's outcome, with the pods it listed for the PodDisruptionBudget gate, and
+/// whether a list failed.
+struct Passed {
+    outcome: pass::Outcome,
+    drains: HashMap<String, Vec<budgets::Pod>>,
+    list_failed: bool,
+}
+
+impl Passed {
+    fn of(
+        outcome: pass::Outcome,
+        drains: HashMap<String, Vec<budgets::Pod>>,
+        list_failed: bool,
+    ) -> Passed {
+        Passed {
+            outcome,
+            drains,
+            list_failed,
         }
     }
 }

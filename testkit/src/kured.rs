@@ -8,7 +8,10 @@
 //!   first check: it lags.
 //! - The **executor** acts the moment it starts (the initial list) and on every change of
 //!   its node's in-progress condition: when True it cordons the node (remembering that it
-//!   did), evicts the node's pods and reboots; when False it uncordons a node it cordoned.
+//!   did), drains it as kubectl's drain helper does (every pod but DaemonSet and mirror
+//!   pods evicted through the eviction API; an eviction a PodDisruptionBudget refuses is
+//!   retried every [`DRAIN_RETRY`], for ever, as kured's default `--drain-timeout` of 0
+//!   does) and reboots; when False it uncordons a node it cordoned.
 //! - A **reboot** stops both daemons, clears the sentinel (the update is installed), takes
 //!   the node NotReady for a while, brings it back Ready with a new
 //!   `status.nodeInfo.bootID`, as a kubelet does, and starts the daemons again a moment
@@ -31,7 +34,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -71,7 +74,16 @@ pub enum Happened {
     Rebooted,
     /// The executor uncordoned it (it is back in service).
     Uncordoned,
+    /// The API server refused an eviction of the drain (a PodDisruptionBudget: 429, or a
+    /// pod under two budgets: 500); the drain retries it.
+    EvictionRefused {
+        pod: String,
+    },
 }
+
+/// How long the drain waits before asking again for an eviction a budget refused
+/// (kubectl's drain helper waits 5 s).
+pub const DRAIN_RETRY: Duration = Duration::from_millis(500);
 
 struct Shared {
     client: kube::Client,
@@ -162,11 +174,22 @@ impl Kured {
             match h {
                 Happened::Cordoned => now += 1,
                 Happened::Uncordoned => now = now.saturating_sub(1),
-                Happened::Rebooted => {}
+                Happened::Rebooted | Happened::EvictionRefused { .. } => {}
             }
             most = most.max(now);
         }
         most
+    }
+
+    /// The evictions the API server refused, by node, in order: `(node, pod)`.
+    pub fn refused_evictions(&self) -> Vec<(String, String)> {
+        self.log()
+            .into_iter()
+            .filter_map(|(_, node, h)| match h {
+                Happened::EvictionRefused { pod } => Some((node, pod)),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The nodes' reboots still to come.
@@ -317,19 +340,59 @@ impl Shared {
             .push((Timestamp::now(), node.to_string(), what));
     }
 
-    /// Deletes the node's pods (a drain, without PodDisruptionBudgets to honour here).
+    /// Drains the node: evicts each of its pods but those a drain leaves (DaemonSet and
+    /// mirror pods), retrying the evictions the API server refuses until none is left.
+    /// The pods go at once (grace period 0: no kubelet here waits for their containers).
     async fn evict(&self, node: &str) -> Result<()> {
         let pods: Api<Pod> = Api::all(self.client.clone());
         let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
-        for pod in pods.list(&on_node).await?.items {
-            let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
-                continue;
-            };
-            let _ = Api::<Pod>::namespaced(self.client.clone(), &ns)
-                .delete(&name, &DeleteParams::default().grace_period(0))
-                .await;
+        loop {
+            let mut left = 0;
+            for pod in pods.list(&on_node).await?.items {
+                if drain_leaves(&pod) || pod.metadata.deletion_timestamp.is_some() {
+                    continue;
+                }
+                let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
+                    continue;
+                };
+                // The Eviction by hand: kube's `Api::evict` spells the body's field
+                // `delete_options`, which the API server ignores (the pod would then wait
+                // for a kubelet for its grace period).
+                let eviction = json!({
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": { "name": name, "namespace": ns },
+                    "deleteOptions": { "gracePeriodSeconds": 0 },
+                });
+                match Api::<Pod>::namespaced(self.client.clone(), &ns)
+                    .create_subresource::<_, serde_json::Value>(
+                        "eviction",
+                        &name,
+                        &PostParams::default(),
+                        &eviction,
+                    )
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(kube::Error::Api(e)) if e.code == 429 || e.code == 500 => {
+                        left += 1;
+                        self.happened(
+                            node,
+                            Happened::EvictionRefused {
+                                pod: format!("{ns}/{name}"),
+                            },
+                        );
+                    }
+                    Err(e) => return Err(e).with_context(|| format!("evicting {ns}/{name}")),
+                }
+            }
+            if left == 0 {
+                return Ok(());
+            }
+            // The drain's retry: the scenario, not synchronisation.
+            tokio::time::sleep(DRAIN_RETRY).await;
         }
-        Ok(())
     }
 
     /// The reboot: NotReady, the update installed (the sentinel cleared), back Ready with
@@ -545,4 +608,21 @@ mod tests {
         let mean = draws.iter().map(Duration::as_secs_f64).sum::<f64>() / 1000.0;
         assert!((2.9..3.1).contains(&mean), "mean {mean}");
     }
+}
+
+/// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
+/// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
+pub fn drain_leaves(pod: &Pod) -> bool {
+    let daemon = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    daemon || mirror
 }

@@ -28,6 +28,8 @@
 //!   its silences and alerts read through its API; [`prometheus`]: a real Prometheus
 //!   scraping a `/metrics` endpoint the test serves and changes; [`http`]: the plain
 //!   HTTP/1.1 requests both are read with.
+//! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
+//!   recreating StatefulSet pods, and a stand-in scheduler and kubelet for pods.
 
 pub mod agent;
 pub mod alertmanager;
@@ -55,6 +57,7 @@ pub mod prometheus;
 pub mod realcluster;
 pub mod reporter;
 pub mod time;
+pub mod workloads;
 
 pub use apiserver::{ApiServer, client_from_kubeconfig};
 

@@ -198,6 +198,40 @@ fn the_first_refusal_in_name_order_and_how_many_more() {
     );
 }
 
+#[test]
+fn the_budgets_a_drain_asks_and_fresh_ones_in_their_place() {
+    let budgets = Budgets::new([
+        budget("shop", "web", "app=web", 0),
+        budget("shop", "db", "app=db", 0),
+        budget("other", "web", "app=web", 0),
+    ]);
+    let mut leaves = pod("shop", "agent", "db");
+    leaves.daemon_set = true;
+    let pods = [
+        pod("shop", "web-1", "web"),
+        pod("shop", "web-2", "web"),
+        leaves,
+    ];
+    let asked: Vec<(&str, &str)> = budgets
+        .asked_by(&pods)
+        .iter()
+        .map(|b| (b.namespace.as_str(), b.name.as_str()))
+        .collect();
+    assert_eq!(
+        asked,
+        [("shop", "web")],
+        "each once, none for a pod the drain leaves"
+    );
+    let fresh = budgets.with_fresh(
+        vec![budget("shop", "web", "app=web", 1)],
+        &[("shop".into(), "db".into())],
+    );
+    assert_eq!(fresh.len(), 2);
+    assert_eq!(fresh.get("shop", "web").unwrap().disruptions_allowed, 1);
+    assert!(fresh.get("shop", "db").is_none());
+    assert_eq!(check(&fresh, &pods[..1]), Ok(()));
+}
+
 /// A node's pods: (app index, ready, daemon set).
 type NodePods = Vec<(usize, bool, bool)>;
 

@@ -283,10 +283,10 @@ impl kube::Resource for ListedPod {
 /// The gate's budgets and the way to list a node's pods.
 pub struct BudgetGate {
     store: Store<SlimBudget>,
-    /// The budgets as last converted, and the store's objects they came from (by
-    /// address: the store replaces an object it updates), so that they are converted for
-    /// a pass only after a change.
-    built: Option<(Vec<usize>, Arc<Budgets>)>,
+    /// The budgets as last converted, and the store's objects they came from (held, so
+    /// that an object the store replaced cannot reappear at the same address), so that
+    /// they are converted for a pass only after a change.
+    built: Option<(Vec<Arc<SlimBudget>>, Arc<Budgets>)>,
     client: Client,
     metrics: Arc<Metrics>,
 }
@@ -394,15 +394,15 @@ impl BudgetGate {
     /// The budgets as the store holds them, converted again only after a change.
     pub fn budgets(&mut self) -> Arc<Budgets> {
         let state = self.store.state();
-        let from: Vec<usize> = state.iter().map(|b| Arc::as_ptr(b) as usize).collect();
-        if let Some((at, built)) = &self.built
-            && *at == from
+        if let Some((from, built)) = &self.built
+            && from.len() == state.len()
+            && from.iter().zip(&state).all(|(a, b)| Arc::ptr_eq(a, b))
         {
             return built.clone();
         }
         let budgets = Arc::new(Budgets::new(state.iter().map(|b| b.budget.clone())));
         self.metrics.gates.budgets.set(budgets.len() as i64);
-        self.built = Some((from, budgets.clone()));
+        self.built = Some((state, budgets.clone()));
         budgets
     }
 
@@ -434,6 +434,50 @@ impl BudgetGate {
             }
         }
         out
+    }
+}
+
+impl BudgetGate {
+    /// Reads again, fresh, the budgets a drain of the nodes that start would ask
+    /// (`starting`: their pods), and returns `budgets` with the ones that changed, or
+    /// `None` when none did. The pods were listed fresh; the budgets come from a watch
+    /// that may be a moment behind them (an eviction on a node in progress decrements
+    /// its budget just before its pod goes), and a start must not count a disruption the
+    /// eviction already took. A budget that cannot be read keeps its cached copy.
+    pub async fn confirm(&self, budgets: &Budgets, starting: &[&[Pod]]) -> Option<Budgets> {
+        let mut asked: Vec<(String, String)> = starting
+            .iter()
+            .flat_map(|pods| budgets.asked_by(pods))
+            .map(|b| (b.namespace.clone(), b.name.clone()))
+            .collect();
+        asked.sort();
+        asked.dedup();
+        if asked.is_empty() {
+            return None;
+        }
+        let reads = futures::stream::iter(asked)
+            .map(|(ns, name)| async move {
+                let api = Api::<SlimBudget>::namespaced(self.client.clone(), &ns);
+                let read = tokio::time::timeout(LIST_TIMEOUT, api.get_opt(&name)).await;
+                (ns, name, read)
+            })
+            .buffer_unordered(CONCURRENT_LISTS)
+            .collect::<Vec<_>>()
+            .await;
+        let (mut fresh, mut gone) = (Vec::new(), Vec::new());
+        for (ns, name, read) in reads {
+            let cached = budgets.get(&ns, &name);
+            match read {
+                Ok(Ok(Some(b))) if Some(&b.budget) != cached => fresh.push(b.budget),
+                Ok(Ok(Some(_))) => {}
+                Ok(Ok(None)) => gone.push((ns, name)),
+                Ok(Err(error)) => warn!(%ns, %name, %error,
+                    "could not read a PodDisruptionBudget again before a start: its cached copy decides"),
+                Err(_) => warn!(%ns, %name,
+                    "no answer reading a PodDisruptionBudget again before a start: its cached copy decides"),
+            }
+        }
+        (!fresh.is_empty() || !gone.is_empty()).then(|| budgets.with_fresh(fresh, &gone))
     }
 }
 

@@ -315,3 +315,39 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_gate_rewrites_its_message_when_the_cause_changes_and_only_then() {
+    let holds = [alert()];
+    let gates = Gates {
+        cluster: &holds,
+        budgets: None,
+    };
+    let shown = [
+        cond(REBOOT, true, 100),
+        Condition {
+            reason: reasons::ALERT_FIRING.into(),
+            message: "alert KubeAPIDown firing".into(),
+            ..cond(MAINTENANCE_IN_PROGRESS, false, 70)
+        },
+    ];
+    let d = decide(&policy(1), &[node("a", &shown, true)], &gates, now());
+    assert_eq!(
+        d.conditions[0],
+        Some(Desired::keep(&shown[1])),
+        "the same cause: nothing to write"
+    );
+    let other = [Hold {
+        reason: reasons::ALERT_FIRING,
+        message: "alert NodeDown firing".into(),
+    }];
+    let gates = Gates {
+        cluster: &other,
+        budgets: None,
+    };
+    let d = decide(&policy(1), &[node("a", &shown, true)], &gates, now());
+    assert_eq!(
+        why(&d.conditions[0]),
+        Some((false, reasons::ALERT_FIRING, "alert NodeDown firing"))
+    );
+}

@@ -1,0 +1,229 @@
+//! Workloads that behave, for the PodDisruptionBudget gate's tests: the real
+//! kube-controller-manager's disruption controller computing every budget's status (and
+//! its StatefulSet controller recreating evicted pods), and a stand-in for what the test
+//! API server lacks: a scheduler and a kubelet for pods ([`PodRunner`]).
+//!
+//! The stand-in binds each new pod to its home node (a StatefulSet pod's local volume
+//! lives there) once that node is Ready and uncordoned, and runs it: `Running` and
+//! `Ready` as a kubelet reports once the containers start. A pod evicted from a node in
+//! maintenance therefore comes back healthy only when its node does, as a local-volume
+//! pod does.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use crate::ApiServer;
+use crate::nodes::condition;
+
+/// The controller-manager's controllers these tests need: budgets' status, and pods
+/// recreated as their StatefulSet asks.
+pub const CONTROLLERS: &str = "disruption,statefulset";
+
+/// The real kube-controller-manager, with [`CONTROLLERS`] only, on an API server.
+pub struct ControllerManager {
+    child: Mutex<Child>,
+    log: PathBuf,
+}
+
+impl ControllerManager {
+    /// The controller-manager of the shared API server ([`ApiServer::shared`]), started on
+    /// first use: one per test binary, as two would both write each budget's status.
+    pub fn shared() -> &'static ControllerManager {
+        static SHARED: OnceLock<ControllerManager> = OnceLock::new();
+        SHARED.get_or_init(|| {
+            ControllerManager::start(ApiServer::shared())
+                .unwrap_or_else(|e| panic!("starting kube-controller-manager: {e:#}"))
+        })
+    }
+
+    /// Starts one on `server`, with the admin's identity (no ServiceAccount per
+    /// controller: nothing here creates their tokens).
+    pub fn start(server: &ApiServer) -> Result<ControllerManager> {
+        let kube = crate::nodebins::kube_node()?;
+        let log = server.dir().join("kube-controller-manager.log");
+        let out = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
+        let child = Command::new(&kube.controller_manager)
+            .args([
+                format!("--kubeconfig={}", server.kubeconfig().display()),
+                format!("--controllers={CONTROLLERS}"),
+                "--use-service-account-credentials=false".into(),
+                "--leader-elect=false".into(),
+                "--secure-port=0".into(),
+                "--v=1".into(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("{}", kube.controller_manager.display()))?;
+        Ok(ControllerManager {
+            child: Mutex::new(child),
+            log,
+        })
+    }
+
+    /// The end of its log, for a failure's message.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for ControllerManager {
+    fn drop(&mut self) {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// How often the stand-in looks at the pods it runs: its pace, not synchronisation.
+const PACE: Duration = Duration::from_millis(200);
+
+/// A stand-in scheduler and kubelet for the pods of one namespace. Dropping it stops it.
+pub struct PodRunner {
+    task: JoinHandle<()>,
+    bound: Arc<Mutex<Vec<(String, String)>>>,
+}
+
+impl PodRunner {
+    /// Runs the pods of `namespace`: a pod without a node is bound to `home(pod name)`
+    /// once that node is Ready and uncordoned (a pod without a home stays pending); a
+    /// bound pod that is not running yet, nor finished, is made `Running` and `Ready`.
+    pub fn start(
+        client: &kube::Client,
+        namespace: &str,
+        home: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> PodRunner {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let nodes: Api<Node> = Api::all(client.clone());
+        let bound = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn({
+            let bound = bound.clone();
+            async move {
+                loop {
+                    if let Err(e) = run_once(&pods, &nodes, &home, &bound).await {
+                        eprintln!("pod runner: {e:#}");
+                    }
+                    tokio::time::sleep(PACE).await;
+                }
+            }
+        });
+        PodRunner { task, bound }
+    }
+
+    /// Every binding it made, in order: `(pod, node)`.
+    pub fn bindings(&self) -> Vec<(String, String)> {
+        self.bound.lock().unwrap().clone()
+    }
+}
+
+impl Drop for PodRunner {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn run_once(
+    pods: &Api<Pod>,
+    nodes: &Api<Node>,
+    home: &impl Fn(&str) -> Option<String>,
+    bound: &Mutex<Vec<(String, String)>>,
+) -> Result<()> {
+    let mut schedulable: BTreeMap<String, bool> = BTreeMap::new();
+    for pod in pods.list(&ListParams::default()).await?.items {
+        if pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let node_name = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone());
+        match node_name {
+            None => {
+                let Some(node) = home(&name) else { continue };
+                let ok = match schedulable.get(&node) {
+                    Some(ok) => *ok,
+                    None => {
+                        let ok = nodes.get_opt(&node).await?.is_some_and(|n| {
+                            let ready = condition(&n, "Ready").is_some_and(|c| c.status == "True");
+                            let cordoned =
+                                n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                            ready && !cordoned
+                        });
+                        schedulable.insert(node.clone(), ok);
+                        ok
+                    }
+                };
+                if ok {
+                    bind(pods, &name, &node).await?;
+                    bound.lock().unwrap().push((name, node));
+                }
+            }
+            Some(_) if matches!(phase.as_deref(), Some("Running" | "Succeeded" | "Failed")) => {}
+            Some(_) => run(pods, &name).await?,
+        }
+    }
+    Ok(())
+}
+
+/// What a scheduler does: a Binding of the pod to the node.
+async fn bind(pods: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
+    let binding = json!({
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": { "name": pod },
+        "target": { "apiVersion": "v1", "kind": "Node", "name": node },
+    });
+    match pods
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            pod,
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Bound meanwhile, or gone: the next look sees it.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("binding {pod} to {node}")),
+    }
+}
+
+/// What a kubelet reports once the pod's containers run.
+pub async fn run(pods: &Api<Pod>, pod: &str) -> Result<()> {
+    set_phase(pods, pod, "Running", true).await
+}
+
+/// Sets a pod's phase and readiness, as its kubelet would report them.
+pub async fn set_phase(pods: &Api<Pod>, pod: &str, phase: &str, ready: bool) -> Result<()> {
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let ready = if ready { "True" } else { "False" };
+    let status = json!({ "status": {
+        "phase": phase,
+        "conditions": [
+            { "type": "PodScheduled", "status": "True", "lastTransitionTime": now },
+            { "type": "Ready", "status": ready, "lastTransitionTime": now },
+        ],
+    }});
+    match pods
+        .patch_status(pod, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("reporting {pod} {phase}")),
+    }
+}

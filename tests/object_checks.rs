@@ -1,0 +1,536 @@
+//! Object checks (`--block-unless`) against the real API server: a CustomResourceDefinition
+//! made here, its objects patched the way an operator updates their status, and the real
+//! kumaco binary with `--in-progress`.
+//!
+//! - while the expression is false no node starts (`HealthCheckFailed`, the check named);
+//!   once it holds the next start happens; a node in progress is never ended by it;
+//! - every object a selector matches must hold, and one on which the expression cannot
+//!   be evaluated (a field absent) holds every start with the CEL error, in the nodes'
+//!   message and in the log;
+//! - kumaco refuses to start, naming the cause, on an expression that does not compile,
+//!   a kind the API server does not serve, and a missing right to read the objects.
+//!
+//! Waits watch or poll with deadlines; the sleeps are the scenario (the observation
+//! period of a "nothing starts" check).
+
+use std::ops::Deref;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::json;
+
+use testkit::ApiServer;
+use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED};
+use testkit::kumaco::{LISTEN_ANYWHERE, metric_sum};
+use testkit::nodes::{condition, wait_for_condition};
+
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
+/// How soon kumaco must react to an object or node change (a watch event, an evaluation,
+/// a pass), on a loaded 2-core machine.
+const PROMPT: Duration = Duration::from_secs(5);
+const GROUP: &str = "checks.kumaco.test";
+const KIND: &str = "StorageCluster";
+const HEALTHY: &str = r#"object.status.health == "HEALTH_OK""#;
+
+/// The storage cluster is unhealthy when kumaco starts: no node starts. Healthy, two
+/// start (the ceiling); unhealthy again, both go on while the third waits for a slot.
+/// One completes: the free slot is held by the check, not taken; healthy, the third
+/// starts.
+#[tokio::test]
+async fn no_start_while_the_check_fails_and_the_next_start_once_it_holds() {
+    let c = Cluster::new("checks").await;
+    c.storage("ceph", &[], json!({ "health": "HEALTH_WARN" }))
+        .await;
+    let nodes = c.nodes(&["a", "b", "c"]).await;
+    c.put_active_window("w", &c.scope.selector()).await;
+    let check = format!("{GROUP}/v1 {KIND} {}/ceph: {HEALTHY}", c.ns);
+    let kumaco = c
+        .kumaco(&["--max-in-progress=2", "--block-unless", &check])
+        .await;
+
+    let failed = format!("{KIND} {}/ceph: {HEALTHY} is false", c.ns);
+    for node in &nodes {
+        let held = c.wait_mip(node, "False", Some("HealthCheckFailed")).await;
+        assert_eq!(held.message.as_deref(), Some(failed.as_str()));
+    }
+    c.stays_waiting(&nodes, Duration::from_secs(3)).await;
+    let metrics = kumaco.metrics_text().await.unwrap();
+    let gate = [("gate", "object-checks")];
+    assert_eq!(metric_sum(&metrics, "kumaco_gate_holding", &gate), 1.0);
+    let ok_reads = [("gate", "object-checks"), ("result", "ok")];
+    assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &ok_reads) >= 1.0);
+
+    c.health("ceph", "HEALTH_OK").await;
+    c.wait_mip(&nodes[0], "True", None).await;
+    c.wait_mip(&nodes[1], "True", None).await;
+    c.wait_mip(&nodes[2], "False", Some("WaitingForSlot")).await;
+    let metrics = kumaco.metrics_text().await.unwrap();
+    assert_eq!(metric_sum(&metrics, "kumaco_gate_holding", &gate), 0.0);
+
+    // A failing check holds starts, never a maintenance in progress.
+    c.health("ceph", "HEALTH_ERR").await;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        for node in &nodes[..2] {
+            assert_eq!(c.mip(node).await.status, "True", "{node} was ended");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The first completes: its slot is free, and the check holds the third.
+    c.set(&nodes[0], REBOOT_REQUIRED, "False").await;
+    c.wait_mip(&nodes[0], "False", Some("MaintenanceCompleted"))
+        .await;
+    let held = c
+        .wait_mip(&nodes[2], "False", Some("HealthCheckFailed"))
+        .await;
+    assert_eq!(held.message.as_deref(), Some(failed.as_str()));
+    c.stays_waiting(&nodes[2..], Duration::from_secs(2)).await;
+    c.health("ceph", "HEALTH_OK").await;
+    c.wait_mip(&nodes[2], "True", None).await;
+}
+
+/// A selector's objects: one healthy, one whose status has no `health` yet. The
+/// expression cannot be evaluated on the second: every start holds, the message and the
+/// log carry the CEL error. A third object matching and unhealthy holds (false, named),
+/// after the second is mended; once the third is healthy too, the node starts.
+#[tokio::test]
+async fn every_object_a_selector_matches_must_hold_and_an_evaluation_error_holds() {
+    let c = Cluster::new("check-selector").await;
+    let labels = [("app", "storage")];
+    c.storage("one", &labels, json!({ "health": "HEALTH_OK" }))
+        .await;
+    c.storage("two", &labels, json!({})).await;
+    c.storage("other", &[], json!({})).await;
+    let nodes = c.nodes(&["a"]).await;
+    c.put_active_window("w", &c.scope.selector()).await;
+    let check = format!("{GROUP}/v1 {KIND} {} -l app=storage: {HEALTHY}", c.ns);
+    let kumaco = c.kumaco(&["--block-unless", &check]).await;
+
+    let held = c
+        .wait_mip(&nodes[0], "False", Some("HealthCheckFailed"))
+        .await;
+    assert_eq!(
+        held.message.as_deref(),
+        Some(
+            format!(
+                "{KIND} {}/two (1 of 2 matching -l app=storage fail): {HEALTHY} failed: No such key: health",
+                c.ns
+            )
+            .as_str()
+        )
+    );
+    let log = std::fs::read_to_string(kumaco.log_path()).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("could not be evaluated")
+            && l.contains("No such key: health")
+            && l.contains(&format!("{}/two", c.ns))),
+        "no log line with the CEL error:\n{log}"
+    );
+    let metrics = kumaco.metrics_text().await.unwrap();
+    let errors = [("gate", "object-checks"), ("result", "error")];
+    assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &errors) >= 1.0);
+
+    // A third object, unhealthy, before the second is mended: no moment without a
+    // failing object. The node keeps the message of the reason it first showed; the log
+    // says what fails now.
+    c.storage("three", &labels, json!({ "health": "HEALTH_WARN" }))
+        .await;
+    c.health("two", "HEALTH_OK").await;
+    let now_failing = format!(
+        "{KIND} {}/three (1 of 3 matching -l app=storage fail): {HEALTHY} is false",
+        c.ns
+    );
+    testkit::time::poll_until("the log to name the third object", PROMPT, || {
+        let log = std::fs::read_to_string(kumaco.log_path()).unwrap();
+        let found = log.lines().any(|l| {
+            l.contains("an object check fails") && l.contains(&now_failing.replace('"', "\\\""))
+        });
+        async move { found }
+    })
+    .await;
+    c.stays_waiting(&nodes, Duration::from_secs(2)).await;
+    c.health("three", "HEALTH_OK").await;
+    c.wait_mip(&nodes[0], "True", None).await;
+}
+
+/// Refused at start-up, before anything is written, each naming what is wrong: an
+/// expression that does not compile (a usage error, with the CEL parser's message), a
+/// kind the API server does not serve, a namespaced kind named without its namespace,
+/// and an identity that may not list the objects.
+#[tokio::test]
+async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
+    let c = Cluster::new("check-refused").await;
+    let ns = c.ns.clone();
+    let broken = format!("{GROUP}/v1 {KIND} {ns}/ceph: object.status.(");
+    let (code, stderr) = c.run_to_exit(&["--block-unless", &broken], None);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--block-unless: '{broken}': the expression does not compile: ERROR: <input>:1:15: Syntax error")),
+        "{stderr}"
+    );
+
+    let cases = [
+        (
+            format!("{GROUP}/v1 NoSuchKind {ns}/x: {HEALTHY}"),
+            format!("the API server serves no kind NoSuchKind in {GROUP}/v1"),
+        ),
+        (
+            format!("{GROUP}/v1 {KIND} ceph: {HEALTHY}"),
+            format!("{KIND} is namespaced: name its namespace (NAMESPACE/NAME)"),
+        ),
+    ];
+    for (spec, expected) in cases {
+        let (code, stderr) = c.run_to_exit(&["--block-unless", &spec], None);
+        assert_eq!(code, Some(1), "{spec}: {stderr}");
+        assert!(
+            stderr.contains(&format!("--block-unless '{spec}'")),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&expected), "{spec}: {stderr}");
+    }
+
+    // An identity with no rights at all: the list is refused.
+    let user = format!("no-rights-{}", c.scope.value());
+    let kubeconfig = ApiServer::shared().kubeconfig_for(&user, &[]).unwrap();
+    let spec = format!("{GROUP}/v1 {KIND} {ns}/ceph: {HEALTHY}");
+    let flags = ["--block-unless", &spec, "--pod-disruption-budgets=false"];
+    let (code, stderr) = c.run_to_exit(&flags, Some(&kubeconfig));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot list storageclusters.{GROUP} in namespace {ns}"
+        )) && stderr.contains("kumaco needs `get list watch` on"),
+        "{stderr}"
+    );
+}
+
+/// The chart's `inProgress.objectChecks`, rendered by the real `helm template`: its
+/// `--block-unless` flag and the Role it grants (only `get list watch` on the checked
+/// resource, in its namespace) are enough for kumaco, running as the chart's
+/// ServiceAccount with the chart's rights only, to hold a start and then let it go.
+#[tokio::test]
+async fn the_charts_object_checks_pass_the_flag_and_grant_what_it_reads() {
+    let c = Cluster::new("check-chart").await;
+    c.storage("ceph", &[], json!({ "health": "HEALTH_WARN" }))
+        .await;
+    let release = format!("kumaco-{}", c.scope.value());
+    let objects = render_chart(
+        &release,
+        &c.ns,
+        json!({
+            "watchNamespaces": [c.ns],
+            "inProgress": { "enabled": true, "objectChecks": [{
+                "apiVersion": format!("{GROUP}/v1"), "kind": KIND, "resource": "storageclusters",
+                "namespace": c.ns, "name": "ceph", "expression": HEALTHY,
+            }] },
+        }),
+    );
+    let role = objects
+        .iter()
+        .find(|o| o.metadata.name.as_deref() == Some(&format!("{release}-object-check-0")))
+        .expect("the object check's Role");
+    assert_eq!(
+        (
+            role.types.as_ref().unwrap().kind.as_str(),
+            role.metadata.namespace.as_deref()
+        ),
+        ("Role", Some(c.ns.as_str()))
+    );
+    assert_eq!(
+        role.data["rules"],
+        json!([{ "apiGroups": [GROUP], "resources": ["storageclusters"], "verbs": ["get", "list", "watch"] }])
+    );
+    let flag = deployment_args(&objects)
+        .into_iter()
+        .find(|a| a.starts_with("--block-unless="))
+        .expect("--block-unless in the Deployment's args");
+    assert_eq!(
+        flag,
+        format!("--block-unless={GROUP}/v1 {KIND} {}/ceph: {HEALTHY}", c.ns)
+    );
+
+    // The chart's identity and rights, and nothing more.
+    let options = testkit::manifests::ApplyOptions {
+        field_manager: "kumaco-object-checks-test",
+        dry_run: false,
+        default_namespace: Some(&c.ns),
+    };
+    let rbac = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
+    for object in &objects {
+        if rbac.contains(&object.types.as_ref().unwrap().kind.as_str()) {
+            testkit::manifests::apply(&c.client, object, &options)
+                .await
+                .unwrap_or_else(|e| panic!("{e:#}"));
+        }
+    }
+    let kubeconfig =
+        testkit::hooks::service_account_kubeconfig(ApiServer::shared(), &c.ns, &release).unwrap();
+    let as_kumaco = testkit::apiserver::client_from_kubeconfig(&kubeconfig)
+        .await
+        .unwrap();
+    let storage = Api::<DynamicObject>::namespaced_with(as_kumaco, &c.ns, &storage_resource());
+    testkit::time::poll_until("the chart's Role to be enforced", PROMPT, || {
+        let storage = storage.clone();
+        async move { storage.list(&Default::default()).await.is_ok() }
+    })
+    .await;
+
+    let nodes = c.nodes(&["a"]).await;
+    c.put_active_window("w", &c.scope.selector()).await;
+    let _kumaco = c.kumaco_as(&kubeconfig, &[&flag]).await;
+    c.wait_mip(&nodes[0], "False", Some("HealthCheckFailed"))
+        .await;
+    c.health("ceph", "HEALTH_OK").await;
+    c.wait_mip(&nodes[0], "True", None).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+/// testkit's cluster with `--in-progress`, the reboot requirement, the test's
+/// StorageClusters and what the tests do to nodes.
+struct Cluster {
+    base: testkit::cluster::Cluster,
+    storage: Api<DynamicObject>,
+}
+
+impl Deref for Cluster {
+    type Target = testkit::cluster::Cluster;
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
+}
+
+impl Cluster {
+    async fn new(name: &str) -> Self {
+        let base = testkit::cluster::Cluster::new(ApiServer::shared(), name, KUMACO)
+            .await
+            .with_flags(&[
+                "--in-progress",
+                "--require-condition=kured.dev/RebootRequired",
+            ]);
+        let resource = storage_crd(&base.client).await;
+        let storage = Api::namespaced_with(base.client.clone(), &base.ns, &resource);
+        Cluster { base, storage }
+    }
+
+    /// Nodes `short` in the test's scope, each needing a reboot, in this order.
+    async fn nodes(&self, short: &[&str]) -> Vec<String> {
+        let first = Timestamp::now() - SignedDuration::from_hours(1);
+        let mut nodes = Vec::new();
+        for (i, s) in short.iter().enumerate() {
+            let node = self.node(s, &[]).await;
+            let since = first + SignedDuration::from_secs(i as i64);
+            self.needs_reboot_since(&node, since).await;
+            nodes.push(node);
+        }
+        nodes
+    }
+
+    /// Creates StorageCluster `name` with `labels` and `status`.
+    async fn storage(&self, name: &str, labels: &[(&str, &str)], status: serde_json::Value) {
+        let labels: serde_json::Map<String, serde_json::Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        let object = json!({
+            "apiVersion": format!("{GROUP}/v1"),
+            "kind": KIND,
+            "metadata": { "name": name, "labels": labels },
+            "spec": { "replicas": 3 },
+            "status": status,
+        });
+        self.storage
+            .patch(name, &apply(), &Patch::Apply(&object))
+            .await
+            .unwrap_or_else(|e| panic!("creating {KIND} {name}: {e}"));
+    }
+
+    /// Sets StorageCluster `name`'s `status.health`, as its operator would.
+    async fn health(&self, name: &str, health: &str) {
+        self.storage
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": { "health": health } })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("setting {KIND} {name} {health}: {e}"));
+    }
+
+    async fn mip(&self, node: &str) -> NodeCondition {
+        let n = Api::<Node>::all(self.client.clone())
+            .get(node)
+            .await
+            .unwrap();
+        condition(&n, MIP).cloned().unwrap_or_default()
+    }
+
+    /// Waits until `MaintenanceInProgress` on `node` has `status` (and `reason`).
+    async fn wait_mip(&self, node: &str, status: &str, reason: Option<&str>) -> NodeCondition {
+        let found = wait_for_condition(&self.client, node, MIP, PROMPT, |c| {
+            c.is_some_and(|c| {
+                c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        condition(&found, MIP).cloned().unwrap()
+    }
+
+    /// Checks for `period` that none of `nodes` starts.
+    async fn stays_waiting(&self, nodes: &[String], period: Duration) {
+        let end = Instant::now() + period;
+        while Instant::now() < end {
+            for node in nodes {
+                let c = self.mip(node).await;
+                assert_ne!(c.status, "True", "{node} started: {c:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Runs kumaco with the test's flags and `extra` (as `kubeconfig`'s identity, or the
+    /// admin) until it exits, within 30 s; its exit code and stderr.
+    fn run_to_exit(
+        &self,
+        extra: &[&str],
+        kubeconfig: Option<&std::path::Path>,
+    ) -> (Option<i32>, String) {
+        let server = ApiServer::shared();
+        let mut child = Command::new(KUMACO)
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig.unwrap_or(server.kubeconfig()))
+            .arg("--leader-elect=false")
+            .args(LISTEN_ANYWHERE)
+            .args(self.scope_args())
+            .args([
+                "--in-progress",
+                "--require-condition=kured.dev/RebootRequired",
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting kumaco");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("kumaco {extra:?} did not exit within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        (status.code(), stderr)
+    }
+}
+
+fn apply() -> PatchParams {
+    PatchParams::apply("kumaco-object-checks-test").force()
+}
+
+/// The StorageCluster kind (namespaced, any spec and status), applied once per API
+/// server and served.
+async fn storage_crd(client: &kube::Client) -> ApiResource {
+    let name = format!("storageclusters.{GROUP}");
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": { "name": name },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": { "kind": KIND, "plural": "storageclusters", "singular": "storagecluster" },
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                        "status": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                    },
+                } },
+            }],
+        },
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .patch(&name, &apply(), &Patch::Apply(&crd))
+        .await
+        .unwrap_or_else(|e| panic!("applying the CustomResourceDefinition: {e}"));
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", KIND);
+    testkit::time::poll_for(
+        "the StorageCluster kind to be served",
+        Duration::from_secs(30),
+        || async {
+            let (resource, _) = kube::discovery::pinned_kind(client, &gvk).await.ok()?;
+            // Served for discovery is not yet for every request: list once.
+            let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
+            api.list(&Default::default()).await.ok()?;
+            Some(resource)
+        },
+    )
+    .await
+}
+
+/// `helm template RELEASE` of the chart in `namespace` with `values`, as objects.
+fn render_chart(release: &str, namespace: &str, values: serde_json::Value) -> Vec<DynamicObject> {
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let file = std::env::temp_dir().join(format!("{release}-values.json"));
+    std::fs::write(&file, values.to_string()).unwrap();
+    let chart = testkit::files::repo().join("charts/kumaco");
+    let out = Command::new(helm)
+        .args(["template", release])
+        .arg(chart)
+        .args([
+            "--namespace",
+            namespace,
+            "--kube-version",
+            "1.37.2",
+            "--values",
+        ])
+        .arg(&file)
+        .output()
+        .expect("running helm template");
+    assert!(
+        out.status.success(),
+        "helm template failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    testkit::manifests::parse(&yaml).unwrap_or_else(|e| panic!("{e:#}\n{yaml}"))
+}
+
+/// The container args of the rendered Deployment.
+fn deployment_args(objects: &[DynamicObject]) -> Vec<String> {
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .expect("a Deployment");
+    let args = deployment.data["spec"]["template"]["spec"]["containers"][0]["args"].as_array();
+    args.expect("container args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+fn storage_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, "v1", KIND), "storageclusters")
+}
