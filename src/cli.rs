@@ -328,6 +328,72 @@ pub struct GateArgs {
     /// list watch` on the resource. Only with --in-progress.
     #[arg(long = "block-unless", value_name = "SPEC")]
     pub block_unless: Vec<String>,
+
+    /// Start no node while an alert fires in the --alertmanager-url Alertmanager (reason
+    /// AlertFiring): an alert whose labels match a node's --silence-matchers sets holds
+    /// that node only, one naming no node in scope every node. An alert a person
+    /// silenced does not hold; one muted only by kumaco's own maintenance silences does.
+    /// Only with --in-progress.
+    #[arg(long)]
+    pub block_alerts: bool,
+
+    /// With --block-alerts: alerts whose alertname this regular expression matches
+    /// (anywhere in the name, as kured's --alert-filter-regexp) do not hold, e.g.
+    /// '^(Watchdog|InfoInhibitor)$'.
+    #[arg(long, value_name = "REGEX")]
+    pub block_alerts_ignore: Option<String>,
+
+    /// With --block-alerts: only alerts whose alertname this regular expression matches
+    /// (anywhere in the name) hold (kured's --alert-filter-match-only).
+    #[arg(long, value_name = "REGEX")]
+    pub block_alerts_only: Option<String>,
+
+    /// With --block-alerts: only alerts matching this matcher hold (repeatable: all of
+    /// them), in Alertmanager's syntax, e.g. 'severity=~"warning|critical"'.
+    #[arg(long = "block-alerts-matcher", value_name = "MATCHER")]
+    pub block_alerts_matchers: Vec<String>,
+
+    /// Prometheus (or a Prometheus-compatible API) the --block-query queries are sent
+    /// to, e.g. http://prometheus-operated.monitoring.svc:9090.
+    #[arg(long, value_name = "URL")]
+    pub prometheus_url: Option<String>,
+
+    /// File holding a bearer token sent to --prometheus-url (read again for every
+    /// query).
+    #[arg(long, value_name = "FILE")]
+    pub prometheus_bearer_token_file: Option<PathBuf>,
+
+    /// PEM file of the CA(s) --prometheus-url's certificate is checked against, instead
+    /// of the system's.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus_ca_file: Option<PathBuf>,
+
+    /// Start no node while this PromQL instant query returns a series (repeatable; reason
+    /// AlertFiring), e.g. 'ALERTS{alertstate="firing",severity="critical"}'. A series
+    /// whose labels match a node's --silence-matchers sets holds that node only. Needs
+    /// --prometheus-url. Only with --in-progress.
+    #[arg(long = "block-query", value_name = "PROMQL")]
+    pub block_queries: Vec<String>,
+
+    /// How often the alerts (--block-alerts) and queries (--block-query) are read (Go
+    /// duration, 1s to 10m; default 15s).
+    #[arg(long, value_name = "DURATION")]
+    pub block_alerts_interval: Option<String>,
+
+    /// What to do when the alerts or queries cannot be read for three intervals: `block`
+    /// (no maintenance starts, reason Blocked) or `allow` (go on without the gate).
+    /// Default block.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub alerts_unreachable: Option<AlertsUnreachable>,
+}
+
+/// `--alerts-unreachable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AlertsUnreachable {
+    /// No maintenance starts until the alerts can be read again.
+    Block,
+    /// Maintenance goes on as if nothing fired.
+    Allow,
 }
 
 /// `--alertmanager-url` and the silences kumaco holds there for the nodes in maintenance
@@ -408,6 +474,12 @@ pub struct SilenceArgs {
     /// Most silences created per minute (default 60); the others wait.
     #[arg(long, value_name = "N")]
     pub silence_max_creates_per_minute: Option<u32>,
+
+    /// With --alertmanager-url: hold the silences (default true). false uses Alertmanager
+    /// for --block-alerts only (the --silence-matchers sets then only say which node an
+    /// alert is about).
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub silences: Option<bool>,
 }
 
 /// `--forecast` and what it plays forward: the brain's policy (the flags of `kumaco run

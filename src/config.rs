@@ -148,7 +148,7 @@ impl Settings {
         };
         let in_progress = policy::from_args(&args.policy)?;
         let silences = silences::from_args(&args.silences, &field_manager, in_progress.is_some())?;
-        let gates = gates::from_args(&args.gates, in_progress.is_some())?;
+        let gates = gates::from_args(&args.gates, in_progress.is_some(), silences.as_ref())?;
         let reads: Vec<String> = args
             .policy
             .require_conditions

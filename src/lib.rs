@@ -21,7 +21,9 @@
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //!
 //! - [`alertmanager`]: Alertmanager's API v2, for the silences kumaco holds
-//!   (`--alertmanager-url`; the task is `controller::silences`).
+//!   (`--alertmanager-url`; the task is `controller::silences`) and the alerts gate
+//!   (`--block-alerts`); [`prometheus`]: Prometheus' queries for the same gate
+//!   (`--block-query`); [`http_client`]: the HTTP client both use.
 //!
 //! For people: [`tools`]: `kumaco validate`, `plan` and `status`.
 
@@ -31,12 +33,14 @@ pub mod clock;
 pub mod config;
 pub mod configmap;
 pub mod controller;
+pub mod http_client;
 pub mod intern;
 pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod node;
 pub mod peer_leases;
+pub mod prometheus;
 pub mod telemetry;
 pub mod tools;
 pub mod tzdata;
@@ -44,6 +48,6 @@ pub mod yaml;
 
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{
-    announce, budgets, conditions, decision, duration, fingerprint, forecast, gates, in_progress,
-    limits, node_events, pass, peers, reasons, schedule, selector, silence, window,
+    alerts, announce, budgets, conditions, decision, duration, fingerprint, forecast, gates,
+    in_progress, limits, node_events, pass, peers, reasons, schedule, selector, silence, window,
 };

@@ -8,11 +8,14 @@
 //!   every object is accepted by the real API server (server-side apply, dry run, strict
 //!   field validation), and the Deployment passes the values on as flags;
 //! - the uninstall hook passes what keeps it from harming a live instance: `--shadow`
-//!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names.
+//!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names;
+//! - the alerts gate's values pass flags `kumaco run` accepts, with the Prometheus
+//!   Secret mounted where they point.
 
 use std::path::Path;
 use std::process::Command;
 
+use clap::Parser;
 use kube::api::DynamicObject;
 use testkit::ApiServer;
 use testkit::files::{read_repo, repo};
@@ -370,6 +373,94 @@ async fn dry_run_and_node_events_values_pass_their_flags_and_rights() {
     for obj in in_default {
         apply(&client, obj, true).await;
     }
+}
+
+/// `inProgress.alerts` (with `silences.enabled=false`) passes the gate's flags, which
+/// kumaco's own flag checks accept, mounts the Prometheus Secret where the file flags
+/// point, and the objects are accepted by the API server; a gate on Alertmanager without
+/// its URL is refused by the chart.
+#[tokio::test]
+async fn alert_gate_values_pass_flags_kumaco_accepts() {
+    let objects = render(&[
+        "inProgress.enabled=true",
+        "silences.alertmanagerUrls={http://alertmanager-operated.monitoring.svc:9093}",
+        "silences.enabled=false",
+        "silences.matcherSets[0]=instance=~\"{{name}}(:[0-9]+)?\"",
+        "inProgress.alerts.alertmanager=true",
+        "inProgress.alerts.ignore=^(Watchdog|InfoInhibitor)$",
+        "inProgress.alerts.matchers[0]=severity=~\"warning|critical\"",
+        "inProgress.alerts.prometheusUrl=http://prometheus-operated.monitoring.svc:9090",
+        "inProgress.alerts.queries[0]=ALERTS{alertstate=\"firing\"\\,severity=\"critical\"}",
+        "inProgress.alerts.prometheusAuth.secretName=kumaco-prometheus",
+        "inProgress.alerts.prometheusAuth.caKey=ca.crt",
+        "inProgress.alerts.unreachable=allow",
+    ]);
+    let args = deployment_args(&objects);
+    for flag in [
+        "--silences=false",
+        "--block-alerts",
+        "--block-alerts-ignore=^(Watchdog|InfoInhibitor)$",
+        r#"--block-alerts-matcher=severity=~"warning|critical""#,
+        "--prometheus-url=http://prometheus-operated.monitoring.svc:9090",
+        r#"--block-query=ALERTS{alertstate="firing",severity="critical"}"#,
+        "--prometheus-ca-file=/etc/kumaco/prometheus/ca.crt",
+        "--block-alerts-interval=15s",
+        "--alerts-unreachable=allow",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--silence-lease")),
+        "silences.enabled=false passes no flag only holding reads: {args:?}"
+    );
+    // The container's args start with the subcommand.
+    let mut argv = vec!["kumaco".to_string()];
+    argv.extend(args);
+    let cli = kumaco::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
+    let kumaco::cli::Command::Run(run) = cli.command else {
+        unreachable!("argv starts with run")
+    };
+    let settings = kumaco::config::Settings::from_args(&run, Some("kumaco".into()), None)
+        .unwrap_or_else(|e| panic!("the chart's flags: {e}"));
+    assert!(settings.gates.alerts.is_some());
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .unwrap();
+    let pod = &deployment.data["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["volumeMounts"][0]["mountPath"],
+        "/etc/kumaco/prometheus"
+    );
+    assert_eq!(
+        pod["volumes"][0]["secret"]["secretName"],
+        "kumaco-prometheus"
+    );
+    let client = ApiServer::shared().client().await.unwrap();
+    let ns: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "kumaco" }
+    }))
+    .unwrap();
+    apply(&client, &ns, false).await;
+    for obj in &objects {
+        apply(&client, obj, true).await;
+    }
+
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let out = Command::new(&helm)
+        .args(["template", "kumaco"])
+        .arg(repo().join("charts/kumaco"))
+        .args(["--kube-version", "1.37.2"])
+        .args(["--set", "inProgress.enabled=true"])
+        .args(["--set", "inProgress.alerts.alertmanager=true"])
+        .output()
+        .expect("running helm template");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("inProgress.alerts.alertmanager needs silences.alertmanagerUrls"),
+        "{stderr}"
+    );
 }
 
 /// `inProgress.blockPodSelectors` passes `--block-pod-selector` and grants the pods

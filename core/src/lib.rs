@@ -21,7 +21,8 @@
 //!   `MaintenancePlanned`, giving conditions up.
 //! - [`in_progress`]: which nodes may be disrupted now (`MaintenanceInProgress`).
 //! - [`gates`]: the health gates' verdicts that hold a start (alerts, object checks);
-//!   [`budgets`]: PodDisruptionBudgets as a drain meets them, with shared headroom.
+//!   [`budgets`]: PodDisruptionBudgets as a drain meets them, with shared headroom;
+//!   [`alerts`]: which firing alerts and query series hold, and whose starts.
 //! - [`peers`]: other kumaco instances on the same nodes: live or stale, claims, the
 //!   contest bound.
 //! - [`announce`]: which window events should exist, under names fixed by what they
@@ -39,6 +40,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 pub mod announce;
 pub mod budgets;
 pub mod conditions;

@@ -82,6 +82,8 @@ pub enum MatcherError {
     MatchesEverything(String),
     #[error("{0:?}: the label {1:?} is matched twice in one silence")]
     Twice(String, String),
+    #[error("{0:?}: a matcher of every alert cannot name a node ({{{{name}}}}, {{{{label:KEY}}}})")]
+    NamesANode(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -228,6 +230,25 @@ fn split_outside_quotes(s: &str) -> Vec<&str> {
     }
     out.push(&s[from..]);
     out
+}
+
+/// One matcher that names no node (`severity="critical"`), in the sets' syntax: a
+/// filter of every alert.
+pub fn parse_plain_matcher(spec: &str) -> Result<Matcher, MatcherError> {
+    let template = parse_matcher(spec)?;
+    let mut value = String::new();
+    for part in &template.parts {
+        match part {
+            Part::Text(t) => value.push_str(t),
+            Part::Name | Part::Label(_) => return Err(MatcherError::NamesANode(spec.into())),
+        }
+    }
+    Ok(Matcher {
+        name: template.name,
+        value,
+        is_regex: template.is_regex,
+        is_equal: template.is_equal,
+    })
 }
 
 /// One `LABEL OP "VALUE"`.

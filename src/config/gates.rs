@@ -1,6 +1,7 @@
 //! The health gates' flags, validated into [`GateSettings`]. Like the policy's flags,
 //! a gate flag given without `--in-progress` is refused rather than ignored: the gates
-//! only ever hold a start of `MaintenanceInProgress`.
+//! only ever hold a start of `MaintenanceInProgress`. The alerts gate's are in
+//! [`alerts`].
 //!
 //! `--block-unless` takes one line naming Kubernetes objects and a CEL expression over
 //! each ([`ObjectCheck`]):
@@ -16,9 +17,12 @@
 
 use std::sync::Arc;
 
-use super::{FlagError, flag_err};
+pub(crate) mod alerts;
+
+use super::{FlagError, SilenceSettings, flag_err};
 use crate::cli::GateArgs;
 use crate::selector::{self, Selector};
+pub use alerts::AlertGate;
 
 /// The variable an object check's expression reads the object from, as in a
 /// ValidatingAdmissionPolicy.
@@ -36,6 +40,8 @@ pub struct GateSettings {
     pub budgets: bool,
     /// `--block-unless`: no node starts unless each of these holds.
     pub checks: Vec<ObjectCheck>,
+    /// `--block-alerts`, `--block-query`: firing alerts and query results hold starts.
+    pub alerts: Option<AlertGate>,
 }
 
 /// One `--block-unless`: which objects to read, and the expression each must satisfy.
@@ -148,11 +154,17 @@ impl CheckSpecError {
 const FORMS: &str = "expected 'API_VERSION KIND [NAMESPACE/]NAME: EXPRESSION' or \
                      'API_VERSION KIND [NAMESPACE] -l SELECTOR: EXPRESSION'";
 
-pub fn from_args(args: &GateArgs, in_progress: bool) -> Result<GateSettings, FlagError> {
+/// `silences`: the `--alertmanager-url` settings, which the alerts gate shares.
+pub fn from_args(
+    args: &GateArgs,
+    in_progress: bool,
+    silences: Option<&SilenceSettings>,
+) -> Result<GateSettings, FlagError> {
     if !in_progress {
         if let Some(flag) = first_given(args) {
             return Err(flag_err(flag, "only has an effect with --in-progress"));
         }
+        alerts::unused_alertmanager(silences)?;
         return Ok(GateSettings::default());
     }
     let checks = args
@@ -172,6 +184,7 @@ pub fn from_args(args: &GateArgs, in_progress: bool) -> Result<GateSettings, Fla
     Ok(GateSettings {
         budgets: args.pod_disruption_budgets.unwrap_or(true),
         checks,
+        alerts: alerts::from_args(args, silences)?,
     })
 }
 
@@ -185,6 +198,7 @@ fn first_given(args: &GateArgs) -> Option<&'static str> {
         (!args.block_unless.is_empty(), "block-unless"),
     ]
     .into_iter()
+    .chain(alerts::given(args))
     .find_map(|(given, flag)| given.then_some(flag))
 }
 
@@ -414,7 +428,7 @@ mod tests {
             ],
             ..GateArgs::default()
         };
-        let e = from_args(&args, true).unwrap_err().to_string();
+        let e = from_args(&args, true, None).unwrap_err().to_string();
         assert!(
             e.starts_with("--block-unless: 'ceph.rook.io/v1 CephCluster ns/a: object.status.(': the expression does not compile: ERROR: <input>:1:"),
             "{e}"
@@ -424,7 +438,7 @@ mod tests {
             block_unless: vec!["v1 Node: object.x".into()],
             ..GateArgs::default()
         };
-        let e = from_args(&args, true).unwrap_err().to_string();
+        let e = from_args(&args, true, None).unwrap_err().to_string();
         assert!(e.ends_with(FORMS), "{e}");
     }
 
@@ -434,9 +448,9 @@ mod tests {
             block_unless: vec![CEPH.into()],
             ..GateArgs::default()
         };
-        let e = from_args(&args, false).unwrap_err().to_string();
+        let e = from_args(&args, false, None).unwrap_err().to_string();
         assert_eq!(e, "--block-unless: only has an effect with --in-progress");
-        let s = from_args(&args, true).unwrap();
+        let s = from_args(&args, true, None).unwrap();
         assert_eq!(s.checks.len(), 1);
         assert!(s.budgets);
     }

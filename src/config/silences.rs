@@ -1,5 +1,5 @@
-//! The silence flags (`--alertmanager-url`, `--silence-*`), validated into the client's
-//! endpoint and the core's rules.
+//! The silence flags (`--alertmanager-url`, `--silence-*`, `--silences`), validated into
+//! the client's endpoint and the core's rules.
 
 use std::time::Duration;
 
@@ -14,6 +14,9 @@ use crate::silence::{self, MatcherSet, Rules};
 #[derive(Clone, Debug)]
 pub struct SilenceSettings {
     pub endpoint: Endpoint,
+    /// `--silences`: hold them. Without, Alertmanager is there for `--block-alerts`, and
+    /// the rules' matcher sets only say which node an alert is about.
+    pub hold: bool,
     /// `in_progress` and `created_by` are the instance's.
     pub rules: Rules,
     /// Time between two rounds without a wake-up: a quarter of the lease, at most 30 s,
@@ -54,11 +57,28 @@ pub fn from_args(
                 "silence-max-creates-per-minute",
                 args.silence_max_creates_per_minute.is_some(),
             ),
+            ("silences", args.silences.is_some()),
         ];
         if let Some((flag, _)) = set.iter().find(|(_, on)| *on) {
             return Err(flag_err(flag, "needs --alertmanager-url"));
         }
         return Ok(None);
+    }
+    let hold = args.silences.unwrap_or(true);
+    if !hold {
+        // What only holding silences reads is refused rather than ignored.
+        let unused = [
+            ("silence-lease", args.silence_lease.is_some()),
+            ("silence-tail", args.silence_tail.is_some()),
+            ("silence-while-recovering", args.silence_while_recovering),
+            (
+                "silence-max-creates-per-minute",
+                args.silence_max_creates_per_minute.is_some(),
+            ),
+        ];
+        if let Some((flag, _)) = unused.iter().find(|(_, on)| *on) {
+            return Err(flag_err(flag, "has no effect with --silences=false"));
+        }
     }
     let lease = go_duration(
         "silence-lease",
@@ -90,6 +110,7 @@ pub fn from_args(
     let quarter = Duration::try_from(lease / 4).unwrap_or(Duration::MAX);
     Ok(Some(SilenceSettings {
         endpoint,
+        hold,
         rules: Rules {
             created_by: created_by.to_string(),
             sets,
@@ -180,6 +201,32 @@ mod tests {
             bad.starts_with(r#"--silence-matchers: "job=\"x\"": no matcher names the node"#),
             "{bad}"
         );
+    }
+
+    #[test]
+    fn silences_false_keeps_alertmanager_and_the_sets_and_refuses_what_only_holding_reads() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["kumaco", "run"];
+            argv.extend_from_slice(extra);
+            let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+            let Command::Run(args) = cli.command else {
+                unreachable!("argv starts with run")
+            };
+            from_args(&args.silences, "kumaco/kumaco/kumaco", true).map_err(|e| e.to_string())
+        };
+        let am = "--alertmanager-url=http://am:9093";
+        let on = parse(&[am]).unwrap().unwrap();
+        assert!(on.hold);
+        let off = parse(&[am, "--silences=false", NODE_EXPORTER])
+            .unwrap()
+            .unwrap();
+        assert!(!off.hold);
+        assert_eq!(off.endpoint.urls, ["http://am:9093"]);
+        assert_eq!(off.rules.sets.len(), 2);
+        let e = parse(&[am, "--silences=false", "--silence-lease=1h"]).unwrap_err();
+        assert_eq!(e, "--silence-lease: has no effect with --silences=false");
+        let e = parse(&["--silences=false"]).unwrap_err();
+        assert_eq!(e, "--silences: needs --alertmanager-url");
     }
 
     #[test]

@@ -17,7 +17,9 @@
 //! - [`shadow`]: `--dry-run`, the pass executed by logging;
 //! - [`report`]: the pass's counts and contests, as metrics and log lines;
 //! - [`silences`]: with `--alertmanager-url`, the silences held for the nodes in
-//!   maintenance, by a task beside the passes that no pass waits for.
+//!   maintenance, by a task beside the passes that no pass waits for;
+//! - [`gates`]: the health gates' sources (PodDisruptionBudgets, alerts and queries,
+//!   object checks).
 
 pub mod events;
 pub mod fence;
@@ -56,6 +58,7 @@ use crate::peer_leases::PeerLeases;
 use events::Poster;
 use fence::{Fence, Gate};
 use gates::Verdicts;
+use gates::alerts::AlertGates;
 use gates::budgets::BudgetGate;
 use gates::checks::ObjectChecks;
 use shadow::Shadow;
@@ -159,6 +162,22 @@ pub async fn run(
     }
     // The gates read by tasks of their own publish their verdicts here and wake a pass.
     let verdicts = Verdicts::default();
+    let mut alert_gates = match &settings.gates.alerts {
+        Some(gate) => Some(
+            AlertGates::spawn(
+                gate,
+                alertmanager.as_ref(),
+                &settings.field_manager,
+                nodes.clone(),
+                settings.node_selector.clone(),
+                verdicts.clone(),
+                wake.clone(),
+                metrics.clone(),
+            )
+            .map_err(|e| ControllerError::Client(e.to_string()))?,
+        ),
+        None => None,
+    };
     let mut object_checks = ObjectChecks::start(
         &client,
         &connect,
@@ -215,6 +234,14 @@ pub async fn run(
             .await
             .map_err(|_| ControllerError::WatchEnded)?;
     }
+    // No pass before the alerts and queries are read once: a start must not go ahead
+    // of a verdict not read yet.
+    if let Some(gates) = &mut alert_gates {
+        gates
+            .first_reads()
+            .await
+            .map_err(|e| ControllerError::Client(e.to_string()))?;
+    }
     object_checks
         .first_verdict()
         .await
@@ -237,7 +264,8 @@ pub async fn run(
     lists.extend(budget_lists);
     lists.extend(object_checks.lists);
     // Started after the initial lists: its first round sees every node.
-    let silencer = settings.silences.clone().zip(alertmanager).map(|(s, am)| {
+    let holding = settings.silences.clone().filter(|s| s.hold);
+    let silencer = holding.zip(alertmanager).map(|(s, am)| {
         silences::Silencer::spawn(
             s,
             am,
@@ -389,7 +417,7 @@ struct Shell {
     shadow: Shadow,
     contests: report::Contests,
     forecaster: forecast::Forecaster,
-    /// `Some` with `--alertmanager-url`.
+    /// `Some` with `--alertmanager-url` (and `--silences`, the default).
     silencer: Option<silences::Silencer>,
     /// `Some` with `--pod-disruption-budgets`.
     budgets: Option<BudgetGate>,

@@ -1,6 +1,7 @@
 //! A real Alertmanager on loopback (built by [`crate::gobuild::alertmanager`]): a temp
 //! config and storage, clustering off, killed and started again on the same port and
-//! storage, and its API v2 read and written with a plain HTTP/1.1 client.
+//! storage, and its API v2 read and written with a plain HTTP/1.1 client
+//! ([`crate::http`]).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -9,7 +10,6 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 /// One receiver that drops everything: the tests read alerts and silences through the
@@ -65,9 +65,7 @@ impl Alertmanager {
             None => None,
         };
         // A free port now; kept for restarts, so that kumaco's URL stays valid.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = crate::http::free_port()?;
         let mut am = Alertmanager {
             bin,
             dir,
@@ -189,6 +187,24 @@ impl Alertmanager {
         Ok(())
     }
 
+    /// `POST /api/v2/alerts`: the alert with these labels ends now (resolved, it is no
+    /// longer listed).
+    pub async fn resolve_alert(&self, labels: &[(&str, &str)]) -> Result<()> {
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::from(*v)))
+            .collect();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let body = serde_json::json!([{ "labels": labels, "endsAt": now.to_string() }]);
+        let (code, text) = self
+            .request("POST", "/api/v2/alerts", Some(body.to_string()))
+            .await?;
+        if code != 200 {
+            bail!("POST /api/v2/alerts: {code} {text}");
+        }
+        Ok(())
+    }
+
     /// `GET /api/v2/alerts` (silenced ones included).
     pub async fn alerts(&self) -> Result<Vec<Value>> {
         self.get_json("/api/v2/alerts?silenced=true&inhibited=true&active=true")
@@ -234,59 +250,7 @@ impl Alertmanager {
         path: &str,
         body: Option<String>,
     ) -> Result<(u16, String)> {
-        let port = self.port;
-        let authorization = authorization
-            .map(|a| format!("Authorization: {a}\r\n"))
-            .unwrap_or_default();
-        let exchange = async {
-            let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-            let body = body.unwrap_or_default();
-            let head = format!(
-                "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
-                 {authorization}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            );
-            stream.write_all(head.as_bytes()).await?;
-            stream.write_all(body.as_bytes()).await?;
-            let mut raw = Vec::new();
-            stream.read_to_end(&mut raw).await?;
-            anyhow::Ok(raw)
-        };
-        let raw = tokio::time::timeout(Duration::from_secs(10), exchange)
-            .await
-            .with_context(|| format!("{method} {path} timed out"))??;
-        let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n").context("no HTTP head")?;
-        let code = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .context("bad status line")?;
-        let chunked = head.lines().any(|l| {
-            l.to_ascii_lowercase()
-                .starts_with("transfer-encoding: chunked")
-        });
-        Ok((
-            code,
-            if chunked {
-                dechunk(body)?
-            } else {
-                body.to_string()
-            },
-        ))
-    }
-}
-
-fn dechunk(mut s: &str) -> Result<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = s.split_once("\r\n").context("bad chunk")?;
-        let size = usize::from_str_radix(size.trim(), 16).context("bad chunk size")?;
-        if size == 0 {
-            return Ok(out);
-        }
-        out.push_str(rest.get(..size).context("short chunk")?);
-        s = rest.get(size + 2..).context("short chunk")?;
+        crate::http::request(self.port, authorization, method, path, body).await
     }
 }
 

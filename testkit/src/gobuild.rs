@@ -221,6 +221,21 @@ pub fn promtool() -> Result<PathBuf> {
     )
 }
 
+/// Returns the path of `prometheus` from the same release as promtool, built once per
+/// machine like it (`go install -tags remove_all_sd
+/// github.com/prometheus/prometheus/cmd/prometheus@PROMTOOL_VERSION`), for the alerts
+/// gate's queries (tests/alert_gate.rs). `KUMACO_PROMETHEUS_BIN` overrides. Without the
+/// `builtinassets` tag its web UI is read from disk, and the tests never load it.
+pub fn prometheus() -> Result<PathBuf> {
+    go_install_with(
+        "prometheus",
+        "github.com/prometheus/prometheus/cmd/prometheus",
+        PROMTOOL_VERSION,
+        "KUMACO_PROMETHEUS_BIN",
+        &["-tags", "remove_all_sd"],
+    )
+}
+
 /// The Alertmanager release the silence tests run (tests/silences.rs).
 pub const ALERTMANAGER_VERSION: &str = "v0.35.0";
 

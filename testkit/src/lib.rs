@@ -25,7 +25,9 @@
 //!   real node (kubelet, containerd, runc), for Pods run as written; [`nodebins`] builds
 //!   its programs.
 //! - [`alertmanager`]: a real Alertmanager on loopback, killed and restarted at will,
-//!   its silences and alerts read through its API.
+//!   its silences and alerts read through its API; [`prometheus`]: a real Prometheus
+//!   scraping a `/metrics` endpoint the test serves and changes; [`http`]: the plain
+//!   HTTP/1.1 requests both are read with.
 //! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
 //!   recreating StatefulSet pods, and a stand-in scheduler and kubelet for pods.
 
@@ -44,12 +46,14 @@ pub mod fleet;
 pub mod gobuild;
 pub mod history;
 pub mod hooks;
+pub mod http;
 pub mod kumaco;
 pub mod kured;
 pub mod manifests;
 pub mod nodebins;
 pub mod nodes;
 pub mod oracle;
+pub mod prometheus;
 pub mod realcluster;
 pub mod reporter;
 pub mod time;

@@ -207,13 +207,21 @@ fn the_budgets_a_drain_asks_and_fresh_ones_in_their_place() {
     ]);
     let mut leaves = pod("shop", "agent", "db");
     leaves.daemon_set = true;
-    let pods = [pod("shop", "web-1", "web"), pod("shop", "web-2", "web"), leaves];
+    let pods = [
+        pod("shop", "web-1", "web"),
+        pod("shop", "web-2", "web"),
+        leaves,
+    ];
     let asked: Vec<(&str, &str)> = budgets
         .asked_by(&pods)
         .iter()
         .map(|b| (b.namespace.as_str(), b.name.as_str()))
         .collect();
-    assert_eq!(asked, [("shop", "web")], "each once, none for a pod the drain leaves");
+    assert_eq!(
+        asked,
+        [("shop", "web")],
+        "each once, none for a pod the drain leaves"
+    );
     let fresh = budgets.with_fresh(
         vec![budget("shop", "web", "app=web", 1)],
         &[("shop".into(), "db".into())],

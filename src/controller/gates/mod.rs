@@ -4,10 +4,13 @@
 //!
 //! - [`budgets`]: the PodDisruptionBudgets (watched) and the pods of the nodes about to
 //!   start or in progress (listed when a pass asks for them);
+//! - [`alerts`]: Alertmanager's firing alerts and Prometheus queries, each read by a task
+//!   of its own; [`checks`]: the object checks (`--block-unless`);
 //! - gates read by tasks of their own (alerts, object checks) publish their latest
 //!   verdict in [`Verdicts`], and wake a pass when it changes. A pass reads the verdicts
 //!   as they are then: nothing is remembered beyond the latest reading of each source.
 
+pub mod alerts;
 pub mod budgets;
 pub mod checks;
 

@@ -1,5 +1,5 @@
-//! Builds (once per machine) the Go test programs, helm, kubectl, promtool, alertmanager
-//! and amtool,
+//! Builds (once per machine) the Go test programs, helm, kubectl, promtool, prometheus,
+//! alertmanager and amtool,
 //! and the real node's kubelet, controller-manager, scheduler, containerd and pause image,
 //! and prints where they are cached. `testenv-path helm` builds helm only and prints its
 //! path alone.
@@ -36,6 +36,7 @@ fn run() -> anyhow::Result<()> {
         ),
         ("Kubectl", testkit::gobuild::kubectl),
         ("Promtool", testkit::gobuild::promtool),
+        ("Prometheus", testkit::gobuild::prometheus),
         ("Alertmanager", testkit::gobuild::alertmanager),
         ("Amtool", testkit::gobuild::amtool),
     ] {

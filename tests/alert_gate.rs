@@ -1,0 +1,537 @@
+//! The alerts gate with the real kumaco binary against the real API server, a real
+//! Alertmanager (alerts posted through its API v2) and a real Prometheus (scraping an
+//! endpoint the test serves and changes):
+//!
+//! - a firing alert naming no node holds every start, and the nodes say which alert; one
+//!   naming a node holds that node only while another starts; a restarted kumaco holds as
+//!   the one before it did, writing nothing; a maintenance in progress goes on;
+//! - an alert a person silenced lets the start happen; one muted only by kumaco's own
+//!   maintenance silence (the tail after a node's maintenance) still holds that node;
+//! - Alertmanager killed: every start held (`Blocked`, naming its URL), the gate's
+//!   metrics say so; with `--alerts-unreachable=allow` maintenance goes on;
+//! - a `--block-query` with series holds (every start, or the node a series names), an
+//!   empty one lets starts happen; a query Prometheus refuses stops kumaco at its start;
+//! - the queries docs/kured.md gives for kured v1's alert flags return, on a real
+//!   Prometheus, the alerts kured v1 blocks on.
+//!
+//! Each test has its own namespace, nodes, Alertmanager or Prometheus. Waits poll with
+//! deadlines; the sleeps are the scenario (the observation period of a "nothing starts"
+//! check).
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use kube::api::Api;
+use serde_json::json;
+
+use testkit::ApiServer;
+use testkit::alertmanager::Alertmanager;
+use testkit::cluster::Cluster;
+use testkit::faultproxy::{Fault, FaultProxy};
+use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
+use testkit::nodes::{condition, wait_for_condition};
+use testkit::prometheus::{Prometheus, Target};
+use testkit::time::poll_showing;
+
+const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
+const REBOOT: &str = "kured.dev/RebootRequired";
+const MIP: &str = "MaintenanceInProgress";
+/// How soon kumaco must react: a read (every second here) and a pass, on a loaded
+/// 2-core machine.
+const PROMPT: Duration = Duration::from_secs(15);
+/// How long a "nothing starts" check watches.
+const STAYS: Duration = Duration::from_secs(4);
+
+fn base_flags() -> Vec<String> {
+    vec![
+        "--in-progress".into(),
+        format!("--require-condition={REBOOT}"),
+        "--max-in-progress=2".into(),
+        "--block-alerts-interval=1s".into(),
+    ]
+}
+
+fn alertmanager_flags(am: &Alertmanager) -> Vec<String> {
+    alertmanager_flags_to(&am.url())
+}
+
+/// The flags of the gate with the Alertmanager at `url`.
+fn alertmanager_flags_to(url: &str) -> Vec<String> {
+    let mut flags = base_flags();
+    flags.extend([
+        format!("--alertmanager-url={url}"),
+        "--block-alerts".into(),
+        "--silence-lease=20s".into(),
+    ]);
+    flags
+}
+
+async fn kumaco(c: &Cluster, flags: &[String]) -> KumacoProcess {
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    c.kumaco(&flags).await
+}
+
+/// The node needs a reboot since `ago` (the order among nodes).
+async fn needs_reboot(c: &Cluster, node: &str, ago: i64) {
+    c.needs_reboot_since(node, Timestamp::now() - SignedDuration::from_secs(ago))
+        .await;
+}
+
+/// The node's `MaintenanceInProgress` now (the default when it has none).
+async fn mip(c: &Cluster, node: &str) -> NodeCondition {
+    let node = Api::<Node>::all(c.client.clone())
+        .get(node)
+        .await
+        .unwrap_or_else(|e| panic!("reading node {node}: {e}"));
+    condition(&node, MIP).cloned().unwrap_or_default()
+}
+
+/// Waits until the node's `MaintenanceInProgress` is `status` (with `reason`, if given).
+async fn wait_mip(c: &Cluster, node: &str, status: &str, reason: Option<&str>) -> NodeCondition {
+    let found = wait_for_condition(&c.client, node, MIP, PROMPT, |cond| {
+        cond.is_some_and(|cond| {
+            cond.status == status && reason.is_none_or(|r| cond.reason.as_deref() == Some(r))
+        })
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{node}: {MIP}={status} {reason:?}: {e:#}"));
+    condition(&found, MIP).unwrap().clone()
+}
+
+/// Waits until the node waits with `AlertFiring` and this message.
+async fn wait_message(c: &Cluster, node: &str, expected: &str) {
+    wait_for_condition(&c.client, node, MIP, PROMPT, |cond| {
+        cond.is_some_and(|cond| {
+            cond.reason.as_deref() == Some("AlertFiring")
+                && cond.message.as_deref() == Some(expected)
+        })
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{node}: AlertFiring {expected:?}: {e:#}"));
+}
+
+/// Checks for [`STAYS`] that `node` does not start.
+async fn stays_waiting(c: &Cluster, node: &str) {
+    let end = std::time::Instant::now() + STAYS;
+    while std::time::Instant::now() < end {
+        let cond = mip(c, node).await;
+        assert_ne!(cond.status, "True", "{node} started: {cond:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Polls /metrics until `metric{labels}` is `value`.
+async fn wait_metric(k: &KumacoProcess, metric: &str, labels: &[(&str, &str)], value: f64) {
+    wait_metric_where(k, metric, labels, &format!("== {value}"), |v| v == value).await
+}
+
+/// Polls /metrics until `metric{labels}` is at least `value`.
+async fn wait_metric_at_least(
+    k: &KumacoProcess,
+    metric: &str,
+    labels: &[(&str, &str)],
+    value: f64,
+) {
+    wait_metric_where(k, metric, labels, &format!(">= {value}"), |v| v >= value).await
+}
+
+async fn wait_metric_where(
+    k: &KumacoProcess,
+    metric: &str,
+    labels: &[(&str, &str)],
+    what: &str,
+    ok: impl Fn(f64) -> bool,
+) {
+    poll_showing(&format!("{metric}{labels:?} {what}"), PROMPT, || async {
+        let text = k.metrics_text().await.map_err(|e| e.to_string())?;
+        if ok(metric_sum(&text, metric, labels)) {
+            Ok(())
+        } else {
+            Err(format!("{text}\nlog:\n{}", k.log_tail(20)))
+        }
+    })
+    .await
+}
+
+fn message(c: &NodeCondition) -> &str {
+    c.message.as_deref().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_alert_naming_no_node_holds_every_start_and_one_naming_a_node_holds_that_node() {
+    let am = Alertmanager::start().await.expect("alertmanager");
+    // kumaco reads Alertmanager through a proxy that can make it slow.
+    let upstream = am.url().trim_start_matches("http://").parse().unwrap();
+    let proxy = FaultProxy::start(upstream).unwrap();
+    let c = Cluster::new(ApiServer::shared(), "alert-gate", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    let b = c.node("b", &[]).await;
+    c.put_active_window("now", "").await;
+    let flags = alertmanager_flags_to(&format!("http://{}", proxy.addr()));
+    let mut k = kumaco(&c, &flags).await;
+
+    // Read, then the next pass: no start.
+    let api_down = [("alertname", "KubeAPIDown"), ("severity", "critical")];
+    am.post_alert(&api_down).await.unwrap();
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "alerts")], 1.0).await;
+    needs_reboot(&c, &a, 60).await;
+    needs_reboot(&c, &b, 30).await;
+    for node in [&a, &b] {
+        let held = wait_mip(&c, node, "False", Some("AlertFiring")).await;
+        assert_eq!(
+            message(&held),
+            "alert KubeAPIDown is firing naming no node in scope"
+        );
+    }
+    stays_waiting(&c, &a).await;
+
+    // A restarted kumaco holds from its first pass, as the one before did: no write,
+    // though its first read of Alertmanager takes longer than its lists.
+    let before = mip(&c, &a).await;
+    k.terminate(Duration::from_secs(10)).await.unwrap();
+    proxy.set(Fault::Latency(Duration::from_millis(1500)));
+    let k = kumaco(&c, &flags).await;
+    stays_waiting(&c, &a).await;
+    assert_eq!(
+        mip(&c, &a).await,
+        before,
+        "the restart rewrote the condition"
+    );
+    proxy.set(Fault::None);
+
+    // One alert names b: a starts, b waits for it.
+    let b_down = [("alertname", "KubeNodeNotReady"), ("node", b.as_str())];
+    am.post_alert(&b_down).await.unwrap();
+    am.resolve_alert(&api_down).await.unwrap();
+    wait_mip(&c, &a, "True", None).await;
+    // The node's message follows the alert that holds it now.
+    wait_message(&c, &b, "alert KubeNodeNotReady is firing for this node").await;
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "alerts")], 0.0).await;
+    stays_waiting(&c, &b).await;
+
+    // An alert on every start does not end a maintenance in progress.
+    am.post_alert(&api_down).await.unwrap();
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "alerts")], 1.0).await;
+    let running = mip(&c, &a).await;
+    assert_eq!(running.status, "True");
+    tokio::time::sleep(STAYS).await;
+    assert_eq!(
+        mip(&c, &a).await,
+        running,
+        "the gate touched a maintenance in progress"
+    );
+
+    // b's own alert gone, the other still there: b waits for the one on every start.
+    am.resolve_alert(&b_down).await.unwrap();
+    am.resolve_alert(&api_down).await.unwrap();
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "alerts")], 0.0).await;
+    wait_mip(&c, &b, "True", None).await;
+    let text = k.metrics_text().await.unwrap();
+    assert!(
+        metric_sum(
+            &text,
+            "kumaco_gate_reads_total",
+            &[("gate", "alerts"), ("result", "ok")]
+        ) >= 2.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_persons_silence_lets_the_start_happen_and_kumacos_own_does_not() {
+    let am = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(ApiServer::shared(), "alert-gate-silences", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    c.put_active_window("now", "").await;
+    let mut flags = alertmanager_flags(&am);
+    flags.push("--silence-tail=10m".into());
+    let k = kumaco(&c, &flags).await;
+    let by = format!("kumaco-{}", c.scope.value());
+
+    // A maintenance: kumaco silences the node; its alert fires meanwhile.
+    needs_reboot(&c, &a, 60).await;
+    wait_mip(&c, &a, "True", None).await;
+    let not_ready = [("alertname", "KubeNodeNotReady"), ("node", a.as_str())];
+    am.post_alert(&not_ready).await.unwrap();
+    poll_showing("the alert silenced by kumaco", PROMPT, || async {
+        let alerts = am.alerts().await.map_err(|e| e.to_string())?;
+        let silences = am.live_silences(&by).await.map_err(|e| e.to_string())?;
+        let alert = alerts.iter().find(|x| x["labels"]["node"] == a.as_str());
+        let ids = alert.and_then(|x| x["status"]["silencedBy"].as_array());
+        match (ids, &silences[..]) {
+            (Some(ids), [s]) if ids.contains(&s["id"]) => Ok(()),
+            _ => Err(format!("{alerts:#?}\n{silences:#?}")),
+        }
+    })
+    .await;
+
+    // Read by kumaco since (two reads: one may have begun before the silence).
+    let reads = &[("gate", "alerts"), ("result", "ok")];
+    let seen = metric_sum(
+        &k.metrics_text().await.unwrap(),
+        "kumaco_gate_reads_total",
+        reads,
+    );
+    wait_metric_at_least(&k, "kumaco_gate_reads_total", reads, seen + 2.0).await;
+
+    // It ends, and the node needs maintenance again while the tail's silence still
+    // mutes the alert: muted only by kumaco's own silence, it holds the node.
+    c.set(&a, REBOOT, "False").await;
+    wait_mip(&c, &a, "False", Some("MaintenanceCompleted")).await;
+    c.set(&a, REBOOT, "True").await;
+    wait_message(
+        &c,
+        &a,
+        "alert KubeNodeNotReady is firing for this node (silenced only by kumaco's own \
+         maintenance silence)",
+    )
+    .await;
+    // (Waiting to start, the node keeps no tail: kumaco expires its silence, and the
+    // alert, no longer silenced at all, holds it as before.)
+    stays_waiting(&c, &a).await;
+
+    // A person silences it: the start happens.
+    let now = Timestamp::now();
+    am.post_silence(&json!({
+        "matchers": [
+            {"name": "alertname", "value": "KubeNodeNotReady", "isRegex": false, "isEqual": true},
+            {"name": "node", "value": a, "isRegex": false, "isEqual": true}
+        ],
+        "startsAt": now.to_string(),
+        "endsAt": (now + SignedDuration::from_hours(1)).to_string(),
+        "createdBy": "alice", "comment": "known, being fixed"
+    }))
+    .await
+    .unwrap();
+    wait_mip(&c, &a, "True", None).await;
+}
+
+#[tokio::test]
+async fn alertmanager_down_holds_every_start_and_allow_goes_on_without_it() {
+    let mut am = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(ApiServer::shared(), "alert-gate-down", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    c.put_active_window("now", "").await;
+    let flags = alertmanager_flags(&am);
+    let mut k = kumaco(&c, &flags).await;
+    wait_metric_at_least(
+        &k,
+        "kumaco_gate_reads_total",
+        &[("gate", "alerts"), ("result", "ok")],
+        1.0,
+    )
+    .await;
+
+    am.kill().await.unwrap();
+    // Three intervals without a good reading.
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "alerts")], 1.0).await;
+    let text = k.metrics_text().await.unwrap();
+    assert!(
+        metric_sum(
+            &text,
+            "kumaco_gate_reads_total",
+            &[("gate", "alerts"), ("result", "error")]
+        ) >= 3.0,
+        "{text}"
+    );
+    needs_reboot(&c, &a, 60).await;
+    let blocked = wait_mip(&c, &a, "False", Some("Blocked")).await;
+    let m = message(&blocked);
+    assert!(
+        m.starts_with("the alerts of Alertmanager cannot be read, so no maintenance starts: ")
+            && m.contains(&am.url()),
+        "{m}"
+    );
+    stays_waiting(&c, &a).await;
+
+    // Allowed to go on without the gate: it starts, Alertmanager still down (and never
+    // read by this process).
+    k.terminate(Duration::from_secs(10)).await.unwrap();
+    let mut allow = flags.clone();
+    allow.push("--alerts-unreachable=allow".into());
+    let k = kumaco(&c, &allow).await;
+    wait_mip(&c, &a, "True", None).await;
+    let text = k.metrics_text().await.unwrap();
+    assert_eq!(
+        metric_sum(&text, "kumaco_gate_holding", &[("gate", "alerts")]),
+        0.0,
+        "{text}"
+    );
+}
+
+/// `gate_blocked` as the target serves it: `1` for every start, `1` with a node label
+/// for that node, `0` for none.
+fn gate_metric(node: Option<&str>, value: u8) -> String {
+    let labels = node
+        .map(|n| format!("{{node=\"{n}\"}}"))
+        .unwrap_or_default();
+    format!("# TYPE gate_blocked gauge\ngate_blocked{labels} {value}\n")
+}
+
+#[tokio::test]
+async fn a_query_with_series_holds_and_an_empty_one_lets_starts_happen() {
+    let target = Target::start(&gate_metric(None, 1)).await.unwrap();
+    let prometheus = Prometheus::start(&[&target]).await.expect("prometheus");
+    let query = "gate_blocked == 1";
+    poll_showing(
+        "Prometheus scraped the target",
+        Duration::from_secs(60),
+        || async {
+            match prometheus.query(query).await {
+                Ok(series) if series.len() == 1 => Ok(()),
+                other => Err(format!("{other:?}\n{}", prometheus.log_tail())),
+            }
+        },
+    )
+    .await;
+    let c = Cluster::new(ApiServer::shared(), "query-gate", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    let b = c.node("b", &[]).await;
+    c.put_active_window("now", "").await;
+    let mut flags = base_flags();
+    flags.extend([
+        format!("--prometheus-url={}", prometheus.url()),
+        format!("--block-query={query}"),
+    ]);
+    let k = kumaco(&c, &flags).await;
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "queries")], 1.0).await;
+    needs_reboot(&c, &a, 60).await;
+    needs_reboot(&c, &b, 30).await;
+    let held = wait_mip(&c, &a, "False", Some("AlertFiring")).await;
+    let m = message(&held);
+    assert!(
+        m.starts_with(
+            "--block-query 'gate_blocked == 1' returns a series naming no node in scope: gate_blocked{"
+        ) && m.contains("job=\"gate\""),
+        "{m}"
+    );
+    stays_waiting(&c, &b).await;
+
+    // The series names b: a starts.
+    target.set(&gate_metric(Some(&b), 1));
+    wait_mip(&c, &a, "True", None).await;
+    wait_metric(&k, "kumaco_gate_holding", &[("gate", "queries")], 0.0).await;
+    stays_waiting(&c, &b).await;
+
+    // Empty: b starts too.
+    target.set(&gate_metric(Some(&b), 0));
+    wait_mip(&c, &b, "True", None).await;
+}
+
+#[tokio::test]
+async fn a_query_prometheus_refuses_stops_kumaco_at_its_start() {
+    let target = Target::start(&gate_metric(None, 0)).await.unwrap();
+    let prometheus = Prometheus::start(&[&target]).await.expect("prometheus");
+    let server = ApiServer::shared();
+    let c = Cluster::new(server, "query-refused", KUMACO).await;
+    for (query, says) in [
+        ("gate_blocked ===", "Prometheus refuses it: "),
+        (
+            "scalar(gate_blocked)",
+            "its result is a scalar, not an instant vector",
+        ),
+    ] {
+        let mut args: Vec<String> = c.scope_args();
+        args.extend(base_flags());
+        args.extend([
+            format!("--prometheus-url={}", prometheus.url()),
+            format!("--block-query={query}"),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let e =
+            KumacoProcess::start_on(KUMACO, server.kubeconfig(), &args, &StartOptions::default())
+                .await
+                .map(|_| ())
+                .expect_err("kumaco runs with a query that cannot work");
+        let e = format!("{e:#}");
+        assert!(
+            e.contains(&format!("--block-query '{query}': {says}")),
+            "{query}: {e}"
+        );
+    }
+}
+
+/// docs/kured.md's table of kured v1's alert flags and their `--block-query`: each query,
+/// with R a filter, returns on a real Prometheus the alerts kured v1's rules block on
+/// (pending and firing `ALERTS`, its filter matched anywhere in the name), as kumaco's
+/// Prometheus client reads them.
+#[tokio::test]
+async fn the_kured_v1_queries_of_docs_kured_md_return_what_kured_blocks_on() {
+    const R: &str = "Watchdog|InfoInhibitor";
+    // (alert, firing): pending ones wait out their `for`.
+    let alerts = [
+        ("Watchdog", true),
+        ("MyWatchdogAlert", true),
+        ("InfoInhibitor", true),
+        ("KubeAPIDown", true),
+        ("SlowBurn", false),
+    ];
+    let rules: String = alerts
+        .iter()
+        .map(|(name, firing)| {
+            let hold = if *firing { "" } else { "\n        for: 1h" };
+            format!("      - alert: {name}\n        expr: vector(1){hold}\n")
+        })
+        .collect();
+    let rules = format!("groups:\n  - name: kured\n    interval: 1s\n    rules:\n{rules}");
+    let target = Target::start(&gate_metric(None, 0)).await.unwrap();
+    let prometheus = Prometheus::start_with_rules(&[&target], Some(&rules))
+        .await
+        .expect("prometheus");
+    poll_showing("the alerts evaluated", Duration::from_secs(60), || async {
+        match prometheus.query("ALERTS").await {
+            Ok(series) if series.len() == alerts.len() => Ok(()),
+            other => Err(format!("{other:?}\n{}", prometheus.log_tail())),
+        }
+    })
+    .await;
+    let client = kumaco::prometheus::Prometheus::new(kumaco::http_client::Endpoint {
+        urls: vec![prometheus.url()],
+        ..Default::default()
+    })
+    .unwrap();
+
+    let docs = testkit::files::read_repo("docs/kured.md");
+    let section = &docs[docs.find("### Alerts").expect("the alerts section")..];
+    let rows: Vec<&str> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| kured v1 | `--block-query` |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for row in rows {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let flags = cells[0];
+        let query = cells[1]
+            .split('`')
+            .find(|s| s.starts_with('\''))
+            .expect("a quoted query")
+            .trim_matches('\'')
+            .replace("(R)", &format!("({R})"));
+        // kured v1's rules: its filter anywhere in the name, inverted by match-only;
+        // pending alerts too unless firing-only.
+        let filtered = flags.contains("--alert-filter-regexp");
+        let names = if flags.contains("--alert-filter-match-only") {
+            kumaco::alerts::NameFilter::new(None, Some(R))
+        } else {
+            kumaco::alerts::NameFilter::new(filtered.then_some(R), None)
+        }
+        .unwrap();
+        let firing_only = flags.contains("--alert-firing-only");
+        let mut kured: Vec<&str> = alerts
+            .iter()
+            .filter(|(name, firing)| names.lets(name) && (*firing || !firing_only))
+            .map(|(name, _)| *name)
+            .collect();
+        kured.sort_unstable();
+        let series = client
+            .query(&query)
+            .await
+            .unwrap_or_else(|e| panic!("{query}: {e}"));
+        let mut got: Vec<&str> = series.iter().map(|l| l["alertname"].as_str()).collect();
+        got.sort_unstable();
+        assert_eq!(got, kured, "{flags}: {query}");
+    }
+}
