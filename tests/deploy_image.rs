@@ -40,8 +40,10 @@ const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 const NAMESPACE: &str = "kumaco";
 /// The Pod's name, as the Downward API would give it (POD_NAME).
 const POD_NAME: &str = "kumaco-6c9f8d7b5-x2k4p";
-/// The image's size target (the static binary is most of it).
-const MAX_IMAGE_BYTES: u64 = 15_000_000;
+/// The image's size target (the static binary is most of it). The health gates (a CEL
+/// interpreter, the alert and query clients) took it from 12.5 to 16.9 MB; a second TLS
+/// stack or HTTP client pulled in by accident (about 5 MB) would still cross it.
+const MAX_IMAGE_BYTES: u64 = 20_000_000;
 
 /// `podman ARGS`, with the CI machine's runtime work-around (see the header).
 fn podman() -> Command {
