@@ -6,6 +6,8 @@
 //! reads none of it, and decoding it only to drop it again cost both the memory peak (a
 //! heap fragmented by thousands of short-lived strings) and the CPU of every watch event
 //! and every write's answer. Used as the object type of the node watch, cache and writes.
+//! Condition types are renamed at this edge ([`names`]: `--in-progress-condition`,
+//! `--under-maintenance-condition`), so the core knows only kumaco's own names.
 
 mod labels;
 pub mod names;

@@ -146,6 +146,48 @@ fn the_design_documents_every_module() {
     }
 }
 
+/// Every module with public submodules lists each of them in its `//!` doc (a
+/// ``[`name`]`` link), as `lib.rs` does: the list a reader opens the module with stays true.
+#[test]
+fn every_module_doc_lists_its_public_submodules() {
+    fn walk(dir: &Path, file: &Path, missing: &mut Vec<String>) {
+        let text = std::fs::read_to_string(file).unwrap();
+        let doc: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for line in text.lines() {
+            let Some(name) = line
+                .trim()
+                .strip_prefix("pub mod ")
+                .and_then(|r| r.strip_suffix(';'))
+            else {
+                continue;
+            };
+            if !doc.contains(&format!("[`{name}`]")) {
+                missing.push(format!("{}: {name}", file.display()));
+            }
+            let sub_dir = dir.join(name);
+            for sub in [sub_dir.join("mod.rs"), dir.join(format!("{name}.rs"))] {
+                if sub.exists() {
+                    walk(&sub_dir, &sub, missing);
+                    break;
+                }
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for src in ["core/src", "src"] {
+        let src = repo().join(src);
+        walk(&src, &src.join("lib.rs"), &mut missing);
+    }
+    assert!(
+        missing.is_empty(),
+        "module docs that do not list these public submodules: {missing:#?}"
+    );
+}
+
 #[test]
 fn no_document_links_outside_the_repository() {
     let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))

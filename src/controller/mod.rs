@@ -19,7 +19,9 @@
 //! - [`silences`]: with `--alertmanager-url`, the silences held for the nodes in
 //!   maintenance, by a task beside the passes that no pass waits for;
 //! - [`gates`]: the health gates' sources (PodDisruptionBudgets, alerts and queries,
-//!   object checks).
+//!   object checks);
+//! - [`forecast`]: the forecast behind the `kumaco_forecast_*` gauges, on a blocking
+//!   thread beside the passes.
 
 pub mod events;
 pub mod fence;

@@ -1,5 +1,12 @@
-//! Tools for people (contract §8): `kumaco validate`, `kumaco plan`, `kumaco status`,
-//! `kumaco uninstall`.
+//! Tools for people, the subcommands beside `kumaco run`:
+//!
+//! - [`validate`]: window manifests checked offline, for GitOps CI;
+//! - [`plan`]: who is in maintenance when, from manifests or the cluster (table, JSON,
+//!   SVG), and [`forecast`]: the rollout as `plan --forecast` and `status --forecast`
+//!   show it;
+//! - [`status`]: the windows and the nodes' conditions, from the cluster;
+//! - [`uninstall`]: every condition an instance owns taken off the nodes;
+//! - [`nodes`]: the nodes the tools read, and their slim form.
 //!
 //! Each tool has a pure part (what to report, from manifests or API objects and a time)
 //! and a thin I/O part (reading files, listing from the API server, printing). The pure
