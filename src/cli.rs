@@ -1,4 +1,4 @@
-//! Command-line interface: `kumaco run` and its flags (contract §3-§7).
+//! Command-line interface: `kumaco run` and its flags (docs/configuration.md lists them).
 //!
 //! Flags are validated by clap into typed values where the type is simple; flags whose
 //! syntax is Go's (durations, selectors) are checked by kumaco's own Go-compatible

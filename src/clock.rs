@@ -15,8 +15,8 @@
 //!   compared with the last one. Steps above [`THRESHOLD`] count. NTP's slewing moves the
 //!   offset by at most 0.5 ms a second, so it never counts. This is what sees a clock
 //!   faked inside the process (libfaketime), which the kernel does not know about; half a
-//!   second keeps such a step's conditions within the contract's second or little more,
-//!   for a clock reading every half second while idle.
+//!   second keeps such a step's conditions within the second of an edge (docs/design.md,
+//!   Timing) or little more, for a clock reading every half second while idle.
 //!
 //! The step's size is that change of offset (for a timerfd wake-up too, since the kernel
 //! says only that the clock was set).

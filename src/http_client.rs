@@ -27,8 +27,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// Each request gets this long per URL before the next one is tried.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
-/// The largest answer read: a list of silences or alerts (an Alertmanager holding 10,000
-/// silences answers about 5 MiB).
+/// The largest answer read: a list of silences or alerts, a few hundred bytes of JSON
+/// each, so tens of thousands fit.
 const MAX_BODY: usize = 32 << 20;
 
 /// How to reach and authenticate to one API.

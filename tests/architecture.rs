@@ -428,3 +428,131 @@ fn the_import_checks_fail_on_a_circle_and_on_an_upward_import() {
     );
     assert_eq!(upward_imports(&tests_only), Vec::<String>::new());
 }
+
+/// Every `.rs` file under `dirs` (relative to the repository), with its comment lines:
+/// `(path, line number, the line)`.
+fn comment_lines(dirs: &[&str]) -> Vec<(String, usize, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for dir in dirs {
+        walk(&repo().join(dir), &mut files);
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let name = file.strip_prefix(repo()).unwrap().display().to_string();
+        for (i, line) in std::fs::read_to_string(&file).unwrap().lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                out.push((name.clone(), i + 1, line.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `text` cites a document the repository's reader does not have: the behaviour
+/// specification and the research notes kumaco was built from, or an issue by number.
+fn cites_outside(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    let issue_number = ["issue ", "issues "].iter().any(|word| {
+        lower
+            .match_indices(word)
+            .filter(|(i, _)| !lower[..*i].ends_with(|c: char| c.is_alphanumeric()))
+            .any(|(i, w)| lower[i + w.len()..].starts_with(|c: char| c.is_ascii_digit()))
+    });
+    issue_number
+        || lower.contains("contract")
+        || lower.contains("behaviour.md")
+        || lower.contains("go-semantics")
+}
+
+/// The first figure with a unit of memory or time below the second in `text`, or a
+/// percentage: what a measurement looks like (`3 KiB`, `0.4 ms`, `14%`).
+fn figure(text: &str) -> Option<&str> {
+    const UNITS: &[&str] = &["MiB", "KiB", "GiB", "ms", "µs", "%"];
+    let bytes = text.as_bytes();
+    for unit in UNITS {
+        for (i, _) in text.match_indices(unit) {
+            let after = text[i + unit.len()..].chars().next();
+            if after.is_some_and(|c| c.is_alphanumeric()) {
+                continue;
+            }
+            let mut j = i;
+            if j > 0 && bytes[j - 1] == b' ' {
+                j -= 1;
+            }
+            if j > 0 && bytes[j - 1].is_ascii_digit() {
+                let start = text[..j].rfind(' ').map_or(0, |s| s + 1);
+                return Some(&text[start..i + unit.len()]);
+            }
+        }
+    }
+    None
+}
+
+/// Figures in comments that are not measurements: limits of the API and of kumaco, and
+/// Go's duration syntax (the subject of `duration.rs`).
+const FIGURES_ALLOWED: &[(&str, &str)] = &[
+    ("core/src/duration.rs", ""),
+    ("src/configmap.rs", "A ConfigMap may hold 1 MiB"),
+    ("core/src/limits.rs", "A ConfigMap may hold 1 MiB"),
+    ("core/src/selector/object.rs", "a 4 KiB value holds"),
+    ("src/clock.rs", "at most 0.5 ms a second"),
+];
+
+#[test]
+fn comments_cite_no_outside_document_and_no_measured_figure() {
+    let outside: Vec<String> = comment_lines(&["src", "core/src", "testkit", "tests", "benches"])
+        .into_iter()
+        .filter(|(_, _, line)| cites_outside(line))
+        .map(|(file, n, line)| format!("{file}:{n}: {}", line.trim()))
+        .collect();
+    assert!(
+        outside.is_empty(),
+        "comments citing documents a reader of the repository does not have (the behaviour \
+         contract, research notes, issues by number): say what they say, or point to docs/:\n{}",
+        outside.join("\n")
+    );
+    let figures: Vec<String> = comment_lines(&["src", "core/src"])
+        .into_iter()
+        .filter(|(file, _, line)| {
+            !FIGURES_ALLOWED
+                .iter()
+                .any(|(f, fragment)| f == file && line.contains(fragment))
+        })
+        .filter_map(|(file, n, line)| {
+            figure(&line).map(|f| format!("{file}:{n}: {f}: {}", line.trim()))
+        })
+        .collect();
+    assert!(
+        figures.is_empty(),
+        "measured figures in the product's comments drift from the docs: give the reason \
+         and link the section of docs/benchmarks.md that has the number:\n{}",
+        figures.join("\n")
+    );
+}
+
+#[test]
+fn the_comment_checks_catch_what_they_are_for() {
+    assert!(cites_outside("// as the contract says (§3)"));
+    assert!(cites_outside("//! the loop of issue 27"));
+    assert!(!cites_outside("// a tissue 5 cm wide, issued 3 times"));
+    assert_eq!(
+        figure("// a map of owned strings cost about 3 KiB."),
+        Some("3 KiB")
+    );
+    assert_eq!(figure("// 114-656 ms (benches)"), Some("114-656 ms"));
+    assert_eq!(figure("// ended 14-18% early"), Some("14-18%"));
+    assert_eq!(figure("// about 1 minute, 5 ms per node"), Some("5 ms"));
+    assert_eq!(figure("// the msg field, 5 MiBs"), None);
+    assert_eq!(figure("// items (ms), 100 nodes"), None);
+}

@@ -1,4 +1,4 @@
-//! The brain sees the whole node (contract §5, issue 21): the real kumaco binary against a
+//! The brain sees the whole node: the real kumaco binary against a
 //! real API server, nodes without kubelets whose `Ready` condition and
 //! `spec.unschedulable` the tests set themselves, and Pods created bound to them
 //! (`spec.nodeName`) with the phase patched, as no scheduler or kubelet runs here.

@@ -1,4 +1,4 @@
-//! Steps of the wall clock are noticed at once (issue 16; contract §4: transitions within
+//! Steps of the wall clock are noticed at once (docs/design.md, Timing: transitions within
 //! a second of the edge, re-derived after clock jumps; design: `src/clock.rs`).
 //!
 //! kumaco sleeps until the next edge on tokio's monotonic timer; without a detector a step
@@ -23,10 +23,10 @@ use testkit::time::whole_second;
 
 /// Debian's and Ubuntu's libfaketime (package `faketime`).
 use testkit::chaos::clock::LIBFAKETIME;
-/// The contract says 1 s after the edge; a step is an edge crossed at once. 3 s leaves
+/// The documented bound is 1 s after the edge; a step is an edge crossed at once. 3 s leaves
 /// room for a loaded 2-core machine and still fails the 30 s safety wake-up by far.
 const STEP_BOUND: Duration = Duration::from_secs(3);
-/// Waits with no precise bound in the contract.
+/// Waits with no documented bound.
 const SOON: Duration = Duration::from_secs(15);
 /// Long enough for kumaco to be in its long sleep (its next edge is far off).
 const SETTLE: Duration = Duration::from_secs(2);

@@ -1,5 +1,5 @@
-//! `kumaco run` end to end: the real binary against a real API server, checked against the
-//! contract (`behaviour.md` §2-§4, §6, §7).
+//! `kumaco run` end to end: the real binary against a real API server, checked against what
+//! docs/design.md and docs/configuration.md promise.
 //!
 //! Each test has its own namespace (windows), its own nodes (a [`Scope`]) and its own
 //! kumaco process confined to both, so tests run in parallel on the shared API server.
@@ -33,7 +33,7 @@ use testkit::{ApiServer, SCOPE_LABEL, Scope};
 /// How soon a reaction to an API change (relabel, ConfigMap edit) must be visible. kumaco
 /// reacts to watch events, so this is the same order as an edge.
 const PROMPT: Duration = Duration::from_secs(2);
-/// Waits for things that have no precise deadline in the contract (an event being posted,
+/// Waits for things that have no documented deadline (an event being posted,
 /// the first reconcile after startup).
 const SOON: Duration = Duration::from_secs(10);
 
@@ -485,7 +485,7 @@ async fn nodes_outside_the_scope_are_never_written() {
     c.wait_status(&inside, Some("True"), SOON).await;
     c.wait_status(&leaving, Some("True"), SOON).await;
 
-    // A node that leaves the scope keeps nothing from this instance (§3).
+    // A node that leaves the scope keeps nothing from this instance.
     set_labels(&c.client, &leaving, &[(SCOPE_LABEL, None)])
         .await
         .unwrap();
@@ -532,10 +532,10 @@ async fn restart_mid_window_changes_nothing() {
     assert_eq!(history.statuses(), [Some("True".to_string())]);
 }
 
-/// Several instances with disjoint scopes may share a cluster (§1), each deployed in its
+/// Several instances with disjoint scopes may share a cluster, each deployed in its
 /// own namespace with its own Lease. Left with the default field manager, which nothing
-/// forces an operator to change, each gets one of its own (`kumaco/<namespace>/<lease>`,
-/// §7), so neither ever writes to the other's nodes (§3), although each turns off what
+/// forces an operator to change, each gets one of its own (`kumaco/<namespace>/<lease>`),
+/// so neither ever writes to the other's nodes, although each turns off what
 /// it owns on nodes outside its scope.
 #[tokio::test]
 async fn instances_with_default_field_managers_leave_each_others_nodes_alone() {
@@ -785,7 +785,7 @@ async fn foreign_node_churn_wakes_no_pass() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Bad input (contract §9)
+// Bad input
 
 /// A maintenance manager's ConfigMaps are as large as they like (up to the API's 1 MiB),
 /// and may sit on the same nodes as legitimate windows. What kumaco copies into nodes is

@@ -240,7 +240,7 @@ async fn admission_policy_rejects_malformed_windows_and_admits_the_rest() {
         }
     }
 
-    // The example of issue 15: four bad keys, all named in the one rejection.
+    // Four bad keys, all named in the one rejection.
     let four = [
         ("startTime", "0 2 * *"),
         ("duration", "1d"),

@@ -1,4 +1,4 @@
-//! What the docs list, held to the code and the files it describes (issue 30, item 3).
+//! What the docs list, held to the code and the files it describes.
 //! Each check derives both sides, so that a new alert, value, reason or flag fails here
 //! until the docs name it, and a removed one until they stop naming it:
 //!

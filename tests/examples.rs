@@ -1,4 +1,4 @@
-//! The recipes in `examples/` (issue 30, item 8): every YAML file there is valid for
+//! The recipes in `examples/`: every YAML file there is valid for
 //! `kumaco validate`, without a lint warning, starts with a comment that explains it,
 //! and is listed in examples/README.md, which the README links; and the kured v1
 //! equivalents are open, minute by minute over two weeks (one with a change of clocks),

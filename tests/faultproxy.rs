@@ -1,6 +1,6 @@
 //! testkit's fault proxy (`testkit::faultproxy`) against the real API server: what each
 //! fault does to a kube client's requests through it, and `kumaco run` behind it landing
-//! an edge that fell during each fault once the fault is lifted (issue 16).
+//! an edge that fell during each fault once the fault is lifted.
 //!
 //! Recovery times are printed as `PROXY_RECOVERY_MS <n> ...` lines for collection
 //! (`cargo test --test faultproxy -- --nocapture 2>&1 | grep _MS`).
@@ -34,7 +34,7 @@ const RECOVERY_BOUND: Duration = Duration::from_secs(5);
 /// kumaco gives up on a node write after 10 s (`WRITE_TIMEOUT` in the controller): a
 /// write sent into a blackhole is retried only then.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Waits with no precise bound in the contract.
+/// Waits with no documented bound.
 const SOON: Duration = Duration::from_secs(15);
 
 /// The kumaco under test.

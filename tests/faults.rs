@@ -1,5 +1,5 @@
 //! Fault injection: `kumaco run` against a real API server that crashes, revokes kumaco's
-//! permissions, or drops its watches (issue 7; contract `behaviour.md` §2-§4, §9; design:
+//! permissions, or drops its watches (docs/design.md:
 //! one pass re-derives everything, failed writes are retried with backoff, watches
 //! re-list on their own).
 //!
@@ -27,13 +27,14 @@ use testkit::nodes::{condition, has_status, transitioned_at_or_after, wait_for_c
 use testkit::time::{EDGE_BOUND, edge_in, poll_until, sleep_until, until};
 use testkit::{ApiServer, client_from_kubeconfig};
 
-/// The contract: a missed edge lands within 5 s of the API server's return (kumaco's
-/// write retries back off to at most 4 s, `MAX_RETRY_DELAY` in the controller).
+/// The documented bound (docs/design.md, Timing): a missed edge lands within 5 s of
+/// the API server's return (kumaco's write retries back off to at most 4 s,
+/// `MAX_RETRY_DELAY` in the controller).
 const RECOVERY_BOUND: Duration = Duration::from_secs(5);
 /// A write forbidden for a while is retried at the latest 4 s after access returns, plus
 /// a margin for the pass itself and a loaded machine.
 const CATCHUP_BOUND: Duration = Duration::from_secs(4 + 3);
-/// Waits that have no precise deadline in the contract.
+/// Waits that have no documented deadline.
 const SOON: Duration = Duration::from_secs(15);
 
 /// The kumaco under test.
@@ -86,8 +87,8 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
     server = restart(server).await;
     let returned = Instant::now();
     let down = returned - killed;
-    // The contract: the missed edge lands within 5 s of the API server's return. kumaco
-    // retries failed writes with a backoff doubling from 0.5 s and capped at 4 s, so a
+    // The documented bound: the missed edge lands within 5 s of the API server's return.
+    // kumaco retries failed writes with a backoff doubling from 0.5 s and capped at 4 s, so a
     // retry comes at most 4 s after the return, whatever the outage's length.
     let failing_for = Duration::try_from(Timestamp::now().duration_since(end)).unwrap();
     let recovery_bound = RECOVERY_BOUND;

@@ -1,4 +1,4 @@
-//! `MaintenanceInProgress` (contract §5) and leader election (§7) end to end: the real
+//! `MaintenanceInProgress` and leader election end to end: the real
 //! kumaco binary against a real API server, with
 //!
 //! - a test reboot agent ([`RebootAgent`]) that "reboots" every node kumaco lets into
@@ -53,7 +53,7 @@ const REASON_CUTOFF: &str = "StartCutoff";
 
 /// How soon kumaco must react to a node change (a watch event, then a pass).
 const PROMPT: Duration = Duration::from_secs(2);
-/// Waits with no precise deadline in the contract (the first pass after startup).
+/// Waits with no documented deadline (the first pass after startup).
 const SOON: Duration = Duration::from_secs(10);
 /// A whole 20-node rollout at ceiling 2 takes about 20 s (10 reboots of 1.75 s on average
 /// per slot, plus a pass to reuse each slot); the margin is for a loaded machine.
@@ -70,7 +70,7 @@ const SAME_PASS: Duration = Duration::from_millis(500);
 // Rollouts: ceiling and order
 
 /// 20 nodes need a reboot, ceiling 2: never more than 2 at once, every node rebooted once,
-/// in the contract's order.
+/// in the brain's order (oldest requirement first, ties by name).
 #[tokio::test]
 async fn rollout_with_a_count_ceiling_keeps_the_ceiling_and_the_order() {
     rollout("count", "2", 2).await;
@@ -365,7 +365,7 @@ async fn started_maintenance_outlives_its_window() {
     check_why_not_written_once_per_reason(&seen);
 }
 
-/// `--planned-lead-time` (contract §5): `MaintenancePlanned=True` from `start - lead` on
+/// `--planned-lead-time`: `MaintenancePlanned=True` from `start - lead` on
 /// the nodes a window will select, until each node's maintenance begins: at once for the
 /// node that gets the slot, when the slot frees for the one that waits; never on a node
 /// that needs no reboot.
@@ -728,8 +728,8 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
 /// the ceiling holds through the failover, and the restarted replica follows.
 /// A rolling update SIGTERMs the leader: it releases the Lease on the way out, the
 /// standby (watching the Lease) takes over at once, and a window edge one second later
-/// lands within the contract's bound, with the default 15 s lease duration that a
-/// SIGKILL would have to wait out.
+/// lands within the documented bound (docs/design.md, Timing), with the default 15 s
+/// lease duration that a SIGKILL would have to wait out.
 #[tokio::test]
 async fn sigterm_hands_the_lease_over_and_an_edge_in_the_gap_lands_on_time() {
     let c = cluster("handover").await;

@@ -1,12 +1,13 @@
-//! Several kumaco instances over shared nodes (contract §3): a node passing from one
+//! Several kumaco instances over shared nodes: a node passing from one
 //! instance to another, instances of differing opinion, a shadow canary, stale field
 //! managers. The real binary, leader election on and default field managers
 //! (`kumaco/<namespace>/<lease>`), against a real API server.
 //!
 //! Every test counts the writes to the nodes that change hands (each write that changes
 //! a node is a new version; nothing else writes these nodes) and records every state of
-//! `UnderMaintenance` on them. Before the fix (issue 24), the move below made 1,679
-//! writes to 2 nodes in 20 s, the condition flapping all along.
+//! `UnderMaintenance` on them. Before instances yielded to each other (docs/design.md,
+//! Several instances), the move below made 1,679 writes to 2 nodes in 20 s, the condition
+//! flapping all along.
 
 use std::time::Duration;
 
@@ -132,7 +133,7 @@ async fn moving_a_pool_by_narrowing_first_writes_twice_per_node() {
 
 /// Two instances over the same nodes read windows in different namespaces: a's window is
 /// active, b has none. Each would set what the other undid at once, forever (3,272 writes
-/// to 2 nodes in 40 s before issue 24). With `--resync-interval=5s` each rewrites what
+/// to 2 nodes in 40 s before instances yielded). With `--resync-interval=5s` each rewrites what
 /// the other changed at most once per 5 s: over 20 s at most 2 + 2 × 4 writes per node.
 /// The contest is reported: the metric, a log line, and (with `--node-events`) a Warning
 /// event on the node.

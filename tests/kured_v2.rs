@@ -1,4 +1,4 @@
-//! kumaco as the brain of kured v2, driven by kured's own parts as they behave (issue 27):
+//! kumaco as the brain of kured v2, driven by kured's own parts as they behave:
 //! the real kumaco binary against a real API server, with [`Kured`]'s detector (it checks
 //! on a ticker, so it lags after a reboot) and reboot daemon (it acts the moment it
 //! starts) on every node, each reboot a new `status.nodeInfo.bootID`.

@@ -1,16 +1,16 @@
 //! kumaco derives what it writes from what the API shows now, not from what one process
 //! happened to see happen: the real binary against a real API server, on the cases where
-//! memory of the past is not enough (contract `behaviour.md` §3, §4, §5, §6, §9).
+//! memory of the past is not enough (docs/design.md, Level-triggered).
 //!
-//! - a node that left the scope while kumaco was down is cleaned at the restart (§3:
-//!   ownership is read from the node, not remembered);
-//! - a blackout does not end a maintenance in progress (§2, §5: "maintenance already in
+//! - a node that left the scope while kumaco was down is cleaned at the restart
+//!   (ownership is read from the node, not remembered);
+//! - a blackout does not end a maintenance in progress ("maintenance already in
 //!   progress finishes");
 //! - events are posted once per thing they report, by whoever leads when it happens:
 //!   at start-up before the lease is won, after a failover, for a deleted active window,
-//!   and not again after a restart (§6);
+//!   and not again after a restart;
 //! - overlapping occurrences (`@every 1s` lasting an hour) are a steady state: no writes,
-//!   no event per occurrence (§4, §9).
+//!   no event per occurrence.
 //!
 //! Each test has its own namespace and node scope (and, for the write count, its own API
 //! server). Waits watch or poll with deadlines; the sleeps are the scenario (the
@@ -43,7 +43,7 @@ use testkit::{ApiServer, SCOPE_LABEL};
 
 /// How soon a reaction to an API change must be visible.
 const PROMPT: Duration = Duration::from_secs(2);
-/// Waits with no precise deadline in the contract (the first pass after start-up, an
+/// Waits with no documented deadline (the first pass after start-up, an
 /// event being posted).
 const SOON: Duration = Duration::from_secs(10);
 
@@ -56,7 +56,7 @@ const ENDED: &str = "WindowEnded";
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 // ---------------------------------------------------------------------------------------
-// Scope (§3)
+// Scope
 
 /// Three nodes in maintenance (`UnderMaintenance` and `MaintenanceInProgress` True);
 /// kumaco is killed; one node is relabelled out of `--node-selector` while it is down.
@@ -143,7 +143,7 @@ async fn scope_left_while_down_is_cleaned_at_restart() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Blackouts and MaintenanceInProgress (§2, §5)
+// Blackouts and MaintenanceInProgress
 
 /// Ceiling 1, no required condition, nodes n1 and n2 in a 40 s window; a blackout on n1
 /// alone from 6 s to 14 s into it. n1 (first by name) starts at the window start; the
@@ -237,7 +237,7 @@ async fn blackout_does_not_end_maintenance_in_progress() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Events (§6)
+// Events
 
 /// (a) Start-up: two windows exist before kumaco starts, and the Lease is still held by
 /// a replica that just died, so kumaco loads them as a follower and wins the Lease a lease
@@ -429,7 +429,7 @@ async fn restarting_kumaco_repeats_no_event() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Steady state (§4, §9)
+// Steady state
 
 /// `@every 1s` lasting an hour: a new occurrence starts every second, and 3,600 overlap.
 /// Once the 20 selected nodes are under maintenance nothing changes for them: kumaco

@@ -1,5 +1,5 @@
 //! Which window events should exist now: `WindowLoaded`, `WindowInvalid`,
-//! `WindowStarted`, `WindowEnded` (contract §6), derived from the windows and the clock
+//! `WindowStarted`, `WindowEnded` (docs/design.md, Events), derived from the windows and the clock
 //! only, never from what this process remembers having posted.
 //!
 //! Every event has a name fixed by what it reports: the window's uid, the reason, the

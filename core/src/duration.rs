@@ -391,7 +391,7 @@ mod tests {
     const M: i64 = 60 * S;
     const H: i64 = 60 * M;
 
-    /// From Go's time_test.go and go-semantics.md §B, confirmed with the oracle.
+    /// From Go's time_test.go, confirmed with the oracle.
     #[test]
     fn parses_the_documented_vectors() {
         let cases: &[(&str, i64)] = &[

@@ -1,6 +1,6 @@
 //! Other kumaco instances on the same nodes: which field managers are kumaco's, which of
 //! them belong to an instance that is running, and the rules that keep two instances
-//! from undoing each other (contract §3).
+//! from undoing each other (docs/design.md, Several instances).
 //!
 //! Everything here is read from the cluster: who owns a condition (the node's
 //! `managedFields`: the manager that owns a condition's `status`), when each manager last

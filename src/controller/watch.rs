@@ -38,9 +38,9 @@ use crate::metrics::Metrics;
 use crate::node::SlimNode;
 use crate::selector::Selector;
 
-/// Objects per page of a list: each page's answer is held whole while it is decoded.
-/// At 5,000 nodes, pages of 500 (kube's and client-go's default) raised the peak RSS from
-/// 28 to 42 MiB; pages of 100 keep it at 28 MiB for 50 requests (start-up 1.25 s).
+/// Objects per page of a list: each page's answer is held whole while it is decoded, so
+/// pages smaller than kube's and client-go's 500 lower the peak RSS at scale for a few
+/// more requests (docs/benchmarks.md, "Memory per node").
 pub const LIST_PAGE: u32 = 100;
 
 /// The longest a list may go without an answer (a page, an error) before it is asked

@@ -17,8 +17,9 @@ use crate::selector::Labels;
 static LABEL_STRINGS: LazyLock<Pool> = LazyLock::new(Pool::new);
 
 /// A node's labels, sorted by key, each key and value shared with every other node that
-/// has it. Twenty labels cost 640 bytes of handles plus the node's few unique values
-/// (its hostname), where a map of owned strings cost about 3 KiB.
+/// has it: twenty labels cost twenty pairs of handles plus the node's few unique values
+/// (its hostname), where a map of owned strings holds a copy of every key and value per
+/// node.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct NodeLabels(pub(super) Box<[(Arc<str>, Arc<str>)]>);
 

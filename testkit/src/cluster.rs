@@ -26,13 +26,13 @@ use crate::{ApiServer, Scope, events};
 /// kumaco's condition, the one most tests watch.
 pub const UNDER_MAINTENANCE: &str = "kured.dev/UnderMaintenance";
 
-/// `UnderMaintenance=True`: an active window selects the node (contract §2).
+/// `UnderMaintenance=True`: an active window selects the node.
 pub const REASON_WINDOW: &str = "MaintenanceWindow";
 /// False: no active window selects the node (also `MaintenanceInProgress`'s why-not).
 pub const REASON_NO_WINDOW: &str = "NoActiveMaintenanceWindow";
 /// False: an active blackout selects the node.
 pub const REASON_BLACKOUT: &str = "MaintenanceBlackout";
-/// False: the node left the instance's `--node-selector` (contract §3).
+/// False: the node left the instance's `--node-selector`.
 pub const REASON_OUT_OF_SCOPE: &str = "NodeOutOfScope";
 
 /// A test's namespace (named after its scope) and node scope, with an admin client. Holds

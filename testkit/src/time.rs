@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
-/// How late a window edge may land: the contract says 1 s; 2 s for a loaded 2-core CI
+/// How late a window edge may land: 1 s (docs/design.md, Timing); 2 s for a loaded 2-core CI
 /// machine.
 pub const EDGE_BOUND: Duration = Duration::from_secs(2);
 

@@ -20,7 +20,7 @@ fn err(spec: &str) -> String {
     }
 }
 
-/// The vectors of robfig's own tests (go-semantics.md §A).
+/// The vectors of robfig's own tests (spec_test.go).
 #[test]
 fn robfig_vectors() {
     let kolkata_fixed = TimeZone::fixed(Offset::from_seconds(5 * 3600 + 1800).unwrap());

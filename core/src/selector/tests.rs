@@ -119,7 +119,7 @@ fn rejects_what_go_rejects() {
     }
 }
 
-/// The matching vectors of go-semantics.md §C, plus the absent-label rules.
+/// The matching vectors, confirmed with apimachinery as the oracle, plus the absent-label rules.
 #[test]
 fn matches_like_go() {
     let yes: &[(&str, &[(&str, &str)])] = &[

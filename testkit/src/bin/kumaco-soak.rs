@@ -1,5 +1,5 @@
 //! `kumaco-soak`: kumaco for half an hour under a steady churn of windows and reboots,
-//! against a private, real kube-apiserver + etcd on loopback (issue 7, item 3). Not a
+//! against a private, real kube-apiserver + etcd on loopback. Not a
 //! test and not in CI: it runs only when asked.
 //!
 //! ```sh

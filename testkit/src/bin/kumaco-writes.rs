@@ -1,5 +1,5 @@
-//! `kumaco-writes`: what a node condition write costs the API server, by write method
-//! (issue 14, item 3). Not a test: it runs only when asked.
+//! `kumaco-writes`: what a node condition write costs the API server, by write method.
+//! Not a test: it runs only when asked.
 //!
 //! ```sh
 //! cargo run --release -p testkit --bin kumaco-writes -- --nodes 5000

@@ -1,4 +1,4 @@
-//! Pods for the brain's cost (issue 21): a fleet of pods bound to the nodes, a few of
+//! Pods for the brain's cost: a fleet of pods bound to the nodes, a few of
 //! them matching kumaco's `--block-pod-selector`, and changes to pods and nodes at set
 //! rates, for `kumaco-bench --pods`.
 //!

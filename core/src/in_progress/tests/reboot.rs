@@ -1,4 +1,4 @@
-//! A reboot ends maintenance, and a stale requirement does not start another (issue 27):
+//! A reboot ends maintenance, and a stale requirement does not start another:
 //! the rules one by one, then kured v2's parts simulated as they behave (a reporter that
 //! checks on a ticker, an executor that acts the moment it starts) against [`decide`].
 
@@ -371,7 +371,8 @@ fn simulate(p: Pipeline, needs: &[u8]) -> Run {
 
 #[test]
 fn without_the_rule_kureds_parts_reboot_the_same_node_again_and_again() {
-    // The must-fail demo: the loop of issue 27, seen by the same simulation.
+    // The must-fail demo: without the rule, kured's parts reboot one node again and again,
+    // seen by the same simulation.
     let run = simulate(
         Pipeline {
             nodes: 4,

@@ -1,5 +1,5 @@
 //! An end records how long the maintenance lasted and, once, how long the node took to
-//! be available again (issue 28): read back by the forecast, written from what the node
+//! be available again: read back by the forecast, written from what the node
 //! shows, at most once.
 
 use super::{NO_LABELS, cond};
