@@ -172,11 +172,13 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         }),
     )
     .await;
+    // Weekly, a day and a half from now: never active while the test runs, whatever the day.
+    let weekly = weekly_schedule_not_active_now();
     create_window(
         &client,
         &ns,
         "weekly",
-        json!({ "startTime": "0 2 * * 6", "duration": "3h", "nodeSelector": "" }),
+        json!({ "startTime": weekly, "duration": "3h", "nodeSelector": "" }),
     )
     .await;
     let mut names = Vec::new();
@@ -220,7 +222,7 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
         (start + SignedDuration::from_hours(1)).to_string()
     );
     assert_eq!(windows[1]["selectedNodes"], json!(names));
-    assert_eq!(windows[1]["schedule"], "0 2 * * 6");
+    assert_eq!(windows[1]["schedule"], weekly.as_str());
     assert_eq!(windows[1]["duration"], "3h0m0s");
     let nodes = report["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 5);
@@ -664,4 +666,15 @@ async fn status_without_node_rights_shows_the_windows_and_says_what_is_missing()
             server.url()
         )
     );
+}
+
+/// A weekly cron schedule (UTC) that starts 36 hours from now, so a 3-hour window on it is
+/// inactive now.
+fn weekly_schedule_not_active_now() -> String {
+    let at = (Timestamp::now() + SignedDuration::from_hours(36)).to_zoned(jiff::tz::TimeZone::UTC);
+    format!(
+        "0 {} * * {}",
+        at.hour(),
+        at.weekday().to_sunday_zero_offset()
+    )
 }
