@@ -4,7 +4,10 @@
 //!   check ([`SlimNode::differs_for_pass`]); a foreign change (a kubelet heartbeat, new
 //!   images, an annotation) stops there;
 //! - a relevant change: one whole pass ([`pass::run`]) over every node, as the controller
-//!   runs it on a window change, an edge or a resync.
+//!   runs it on a window change, an edge or a resync;
+//! - the same pass with every health gate on, at its worst: every node under maintenance
+//!   needs a reboot, slots are free, and each candidate's drain meets a budget that allows
+//!   nothing, so the pass checks every candidate's pods against the budgets.
 //!
 //! The nodes are the scale harness's (`testkit::fleet`: 20 labels, 5 kubelet conditions,
 //! 40 images, managedFields of three managers), 5,000 of them, against 200 windows.
@@ -17,11 +20,14 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kumaco::announce::WindowSource;
-use kumaco::gates::Gates;
+use kumaco::budgets::{self, Budget, Budgets, Phase};
+use kumaco::conditions::{Condition, Status};
+use kumaco::gates::{Gates, Hold};
 use kumaco::in_progress::{BlockingPod, Ceiling, GroupCeiling, Policy};
 use kumaco::node::SlimNode;
 use kumaco::pass::{self, NodeView, Rules};
 use kumaco::peers::Peers;
+use kumaco::reasons;
 use kumaco::selector;
 use kumaco::window::{Window, WindowId};
 use serde_json::{Value, json};
@@ -149,9 +155,9 @@ fn bench(c: &mut Criterion) {
         required: vec![REBOOT_REQUIRED.into()],
         ..Policy::with_ceiling(Ceiling::Count(2))
     };
-    // Every rule of the brain at once (issue 21): a blocking label, blocking pods, a
-    // ceiling per zone, pacing, and nodes down (every 100th NotReady, every 250th
-    // cordoned) counted against the ceilings.
+    // Every rule of the brain at once: a blocking label, blocking pods, a ceiling per
+    // zone, pacing, and nodes down (every 100th NotReady, every 250th cordoned) counted
+    // against the ceilings.
     let every_rule = Policy {
         block_node_selectors: vec![selector::parse("bench.kumaco.dev/rack=r13").unwrap()],
         block_pod_selectors: vec![selector::parse("app=postgres").unwrap()],
@@ -185,20 +191,37 @@ fn bench(c: &mut Criterion) {
             )
         })
         .collect();
+    let gated = Gated::new(&nodes);
     let mut g = c.benchmark_group("pass");
     g.sample_size(20).measurement_time(Duration::from_secs(10));
-    for (name, policy, nodes, pods) in [
+    for (name, policy, nodes, pods, gates_on) in [
         (
             "one pass, 200 windows x 5000 nodes, --in-progress",
-            plain,
+            plain.clone(),
             nodes,
             HashMap::new(),
+            false,
         ),
         (
             "one pass, 200 windows x 5000 nodes, every rule of the brain",
             every_rule,
             down,
             pods,
+            false,
+        ),
+        (
+            "one pass, 200 windows x 5000 nodes, every node needing a reboot, gates off",
+            plain.clone(),
+            gated.nodes.clone(),
+            HashMap::new(),
+            false,
+        ),
+        (
+            "one pass, 200 windows x 5000 nodes, every node needing a reboot, every gate on",
+            plain,
+            gated.nodes.clone(),
+            HashMap::new(),
+            true,
         ),
     ] {
         let rules = Rules {
@@ -208,7 +231,13 @@ fn bench(c: &mut Criterion) {
             planned_lead_time: None,
             resync: jiff::SignedDuration::from_mins(5),
         };
-        let nodes = at_fixpoint(&rules, &windows, nodes, &pods, now);
+        let no_gates = Beside::default();
+        let beside = Beside {
+            pods,
+            ..if gates_on { gated.beside() } else { no_gates }
+        };
+        let gates = if gates_on { gated.gates() } else { Gates::NONE };
+        let nodes = at_fixpoint(&rules, &windows, nodes, &beside, &gates, now);
         let pending = HashMap::new();
         g.bench_function(name, |b| {
             b.iter(|| {
@@ -216,10 +245,10 @@ fn bench(c: &mut Criterion) {
                     &rules,
                     &windows,
                     &[],
-                    views(&nodes, &pods),
+                    views(&nodes, &beside),
                     &pending,
                     &Peers::default(),
-                    &Gates::NONE,
+                    &gates,
                     black_box(now),
                 )
             })
@@ -228,11 +257,107 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
+/// What the pass reads beside the nodes: blocking pods, the gates' holds on single
+/// nodes, and the pods a drain of each node would meet.
+#[derive(Default)]
+struct Beside {
+    pods: HashMap<String, Vec<BlockingPod>>,
+    holds: HashMap<String, Vec<Hold>>,
+    drains: HashMap<String, Vec<budgets::Pod>>,
+}
+
+/// Every gate on at 5,000 nodes: 2,000 budgets (10 in each of 200 namespaces), none
+/// allowing a disruption; 10 pods on every node, each selected by one budget; an alert
+/// naming every 100th node; and every node needing a reboot.
+struct Gated {
+    nodes: Vec<SlimNode>,
+    budgets: Budgets,
+}
+
+const NAMESPACES: usize = 200;
+const BUDGETS_PER_NAMESPACE: usize = 10;
+const PODS_PER_NODE: usize = 10;
+
+impl Gated {
+    fn new(nodes: &[SlimNode]) -> Gated {
+        let since: Timestamp = "2026-03-02T00:00:00Z".parse().unwrap();
+        let nodes = nodes
+            .iter()
+            .cloned()
+            .map(|mut n| {
+                n.conditions.push(Condition {
+                    type_: REBOOT_REQUIRED.into(),
+                    status: Status::True,
+                    reason: "RebootRequired".into(),
+                    message: String::new(),
+                    last_transition_time: Some(since),
+                    last_heartbeat_time: None,
+                });
+                n
+            })
+            .collect();
+        let budgets = Budgets::new((0..NAMESPACES).flat_map(|ns| {
+            (0..BUDGETS_PER_NAMESPACE).map(move |k| Budget {
+                namespace: format!("team-{ns}"),
+                name: format!("app-{k}"),
+                selector: Some(selector::parse(&format!("app=app-{k}")).unwrap()),
+                disruptions_allowed: 0,
+                behind: None,
+                current_healthy: 3,
+                desired_healthy: 3,
+                always_allow_unhealthy: false,
+            })
+        }));
+        Gated { nodes, budgets }
+    }
+
+    fn beside(&self) -> Beside {
+        let mut beside = Beside::default();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let pods = (0..PODS_PER_NODE)
+                .map(|j| {
+                    let k = i * PODS_PER_NODE + j;
+                    budgets::Pod {
+                        namespace: format!("team-{}", k % NAMESPACES),
+                        name: format!("pod-{k}"),
+                        labels: [(
+                            "app".to_string(),
+                            format!("app-{}", k / NAMESPACES % BUDGETS_PER_NAMESPACE),
+                        )]
+                        .into(),
+                        phase: Phase::Running,
+                        terminating: false,
+                        ready: true,
+                        daemon_set: false,
+                        mirror: false,
+                    }
+                })
+                .collect();
+            if i % 100 == 0 {
+                beside.holds.insert(
+                    name.clone(),
+                    vec![Hold {
+                        reason: reasons::ALERT_FIRING,
+                        message: format!("alert NodeFilesystemAlmostFull is firing on {name}"),
+                    }],
+                );
+            }
+            beside.drains.insert(name, pods);
+        }
+        beside
+    }
+
+    fn gates(&self) -> Gates<'_> {
+        Gates {
+            cluster: &[],
+            budgets: Some(&self.budgets),
+        }
+    }
+}
+
 /// The nodes as the pass reads them.
-fn views<'a>(
-    nodes: &'a [SlimNode],
-    pods: &'a HashMap<String, Vec<BlockingPod>>,
-) -> impl Iterator<Item = NodeView<'a>> {
+fn views<'a>(nodes: &'a [SlimNode], beside: &'a Beside) -> impl Iterator<Item = NodeView<'a>> {
     nodes.iter().map(|n| {
         let name = n.metadata.name.as_deref().unwrap_or_default();
         NodeView {
@@ -245,10 +370,10 @@ fn views<'a>(
             owned_since: None,
             owners: &n.status_owners,
             availability: n.availability,
-            pods: pods.get(name).map_or(&[][..], Vec::as_slice),
+            pods: beside.pods.get(name).map_or(&[][..], Vec::as_slice),
             boot_id: n.boot_id.as_deref(),
-            holds: &[],
-            drain: None,
+            holds: beside.holds.get(name).map_or(&[][..], Vec::as_slice),
+            drain: beside.drains.get(name).map(Vec::as_slice),
         }
     })
 }
@@ -259,7 +384,8 @@ fn at_fixpoint(
     rules: &Rules,
     windows: &[&WindowSource],
     mut nodes: Vec<SlimNode>,
-    pods: &HashMap<String, Vec<BlockingPod>>,
+    beside: &Beside,
+    gates: &Gates,
     now: Timestamp,
 ) -> Vec<SlimNode> {
     let pending = HashMap::new();
@@ -268,10 +394,10 @@ fn at_fixpoint(
             rules,
             windows,
             &[],
-            views(&nodes, pods),
+            views(&nodes, beside),
             &pending,
             &Peers::default(),
-            &Gates::NONE,
+            gates,
             now,
         )
         .writes;
@@ -293,10 +419,10 @@ fn at_fixpoint(
         rules,
         windows,
         &[],
-        views(&nodes, pods),
+        views(&nodes, beside),
         &pending,
         &Peers::default(),
-        &Gates::NONE,
+        gates,
         now,
     );
     eprintln!(

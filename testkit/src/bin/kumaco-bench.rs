@@ -68,7 +68,9 @@
 //! a blocking pod each) whose blocking pods are deleted and created again in turn (a
 //! pass and a write due each: the node's reason moves between `Blocked` and
 //! `WaitingForSlot`). CPU per change is given as measured and net of the baseline's CPU
-//! over the same time.
+//! over the same time. With `--budgets B`, B PodDisruptionBudgets over the pods
+//! (`churn::pods::create_budgets`), which kumaco's budget gate watches: its memory with
+//! them, and the count it saw.
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -167,6 +169,10 @@ struct Args {
     /// Ready or spec.unschedulable changes per second (0: no such phase).
     #[arg(long, default_value_t = 5.0)]
     availability_rate: f64,
+    /// PodDisruptionBudgets over the pods in the pods mode (kumaco's budget gate is on
+    /// by default and watches them all).
+    #[arg(long, default_value_t = 0)]
+    budgets: usize,
     /// Seconds of each phase of the pods mode.
     #[arg(long, default_value_t = 60.0)]
     phase_seconds: f64,
@@ -1540,6 +1546,17 @@ async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         podchurn::IN_FLIGHT
     );
 
+    let budgets_secs = if args.budgets > 0 {
+        let secs = podchurn::create_budgets(&client, &pod_fleet, args.budgets).await?;
+        println!(
+            "   {} PodDisruptionBudgets created in {secs:.1}s",
+            args.budgets
+        );
+        Some(secs)
+    } else {
+        None
+    };
+
     let pod_api: Api<k8s_openapi::api::core::v1::Pod> =
         Api::namespaced(server.client().await?, POD_NAMESPACE);
     let others = Arc::new(pod_fleet.other_pods());
@@ -1671,6 +1688,11 @@ async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         );
     }
     let rss = kumaco.status_kib("VmHWM")? * 1024;
+    let budgets_seen = metric_sum(
+        &kumaco.metrics().await?,
+        "kumaco_gate_pod_disruption_budgets",
+        &[],
+    );
     let log = kumaco.log_path().to_path_buf();
     kumaco.stop();
     drop(server);
@@ -1680,6 +1702,9 @@ async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         "run": run,
         "pods": args.pods,
         "matching_pods": args.matching_pods,
+        "budgets": args.budgets,
+        "budgets_seen_by_kumaco": budgets_seen,
+        "setup_budgets_seconds": budgets_secs,
         "kumaco_args": brain_args(),
         "load_average_start": load_start,
         "load_average_end": load_average(),
@@ -1697,11 +1722,13 @@ async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
 
 fn print_pods_table(r: &Value) {
     println!(
-        "{} nodes, {} pods ({} matching); load average {} → {}; pods created in {:.1} s; \
-         ready in {:.2} s; peak RSS {:.1} MiB",
+        "{} nodes, {} pods ({} matching), {} PodDisruptionBudgets (kumaco saw {}); load \
+         average {} → {}; pods created in {:.1} s; ready in {:.2} s; peak RSS {:.1} MiB",
         r["nodes"],
         r["pods"],
         r["matching_pods"],
+        r["budgets"],
+        r["budgets_seen_by_kumaco"],
         r["load_average_start"].as_str().unwrap_or("?"),
         r["load_average_end"].as_str().unwrap_or("?"),
         num(&r["setup_pods_seconds"]),

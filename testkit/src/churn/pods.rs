@@ -7,6 +7,8 @@
 //!   ignores the status of a create). The matching ones (label [`APP_LABEL`] =
 //!   [`BLOCKING_APP`]; the others have the same key with other values, so only the
 //!   selector tells them apart) are on distinct nodes, spread over the fleet.
+//! - [`create_budgets`]: PodDisruptionBudgets over them, as the disruption controller
+//!   would show them (none runs here).
 //! - [`Paced`]: changes at a set rate, at most [`IN_FLIGHT`] in flight, as
 //!   [`super::Churn`] paces its own; what a change is, the caller says
 //!   ([`non_matching_change`], [`matching_change`], [`heartbeat`], [`availability_change`]).
@@ -20,6 +22,7 @@ use anyhow::{Context, Result};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
@@ -128,6 +131,55 @@ fn running_status(tick: u64) -> Value {
               "lastTransitionTime": now, "reason": "Tick", "message": format!("tick {tick}") },
         ],
     }})
+}
+
+/// PodDisruptionBudgets over the fleet's pods, for the gate's memory and watch cost:
+/// budget `k` selects the pods of app `web-(k % 40)` in team `k % 7` (so the 280 distinct
+/// selectors cover every pod that does not match; budgets beyond 280 repeat them, as many
+/// teams' budgets do), with the status the disruption controller would write: one
+/// disruption allowed.
+pub async fn create_budgets(client: &kube::Client, fleet: &PodFleet, count: usize) -> Result<f64> {
+    let started = std::time::Instant::now();
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &fleet.namespace);
+    futures::stream::iter(0..count)
+        .map(|k| {
+            let api = api.clone();
+            async move {
+                let name = format!("pdb-{k:04}");
+                let budget: PodDisruptionBudget = serde_json::from_value(json!({
+                    "metadata": { "name": name },
+                    "spec": {
+                        "minAvailable": "90%",
+                        "selector": { "matchLabels": {
+                            APP_LABEL: format!("web-{:02}", k % 40),
+                            "app.kubernetes.io/part-of": format!("team-{}", k % 7),
+                        } },
+                    },
+                }))?;
+                api.create(&PostParams::default(), &budget)
+                    .await
+                    .with_context(|| format!("creating {name}"))?;
+                let status = json!({ "status": {
+                    "observedGeneration": 1, "disruptionsAllowed": 1,
+                    "currentHealthy": 179, "desiredHealthy": 161, "expectedPods": 179,
+                    "conditions": [{ "type": "DisruptionAllowed", "status": "True",
+                        "reason": "SufficientPods", "message": "",
+                        "observedGeneration": 1, "lastTransitionTime": Timestamp::now().to_string() }],
+                }});
+                let params = PatchParams {
+                    field_manager: Some(POD_MANAGER.into()),
+                    ..Default::default()
+                };
+                api.patch_status(&name, &params, &Patch::Merge(status))
+                    .await
+                    .with_context(|| format!("setting the status of {name}"))?;
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<()>()
+        .await?;
+    Ok(started.elapsed().as_secs_f64())
 }
 
 /// Creates the fleet's pods, [`IN_FLIGHT`] at a time, each a POST then a status patch
