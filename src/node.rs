@@ -6,8 +6,10 @@
 //! reads none of it, and decoding it only to drop it again cost both the memory peak (a
 //! heap fragmented by thousands of short-lived strings) and the CPU of every watch event
 //! and every write's answer. Used as the object type of the node watch, cache and writes.
-//! Condition types are renamed at this edge ([`names`]: `--in-progress-condition`,
-//! `--under-maintenance-condition`), so the core knows only kumaco's own names.
+//! Decoded with the condition types as on the wire; whoever reads nodes renames them
+//! with the [`names`] it was configured with ([`SlimNode::rename`]:
+//! `--in-progress-condition`, `--under-maintenance-condition`), so the core knows only
+//! kumaco's own names.
 
 mod labels;
 pub mod names;
@@ -21,6 +23,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 
 pub use labels::NodeLabels;
+pub use names::Names;
 
 use crate::conditions::{Condition, Status};
 use crate::in_progress::{Availability, Lifecycle};
@@ -62,6 +65,33 @@ impl SlimNode {
         self.status_owners
             .iter()
             .find(|o| o.manager == field_manager)
+    }
+
+    /// Puts kumaco's own names on the conditions and the owned types decoded under the
+    /// names on the nodes (`names`), and drops those carrying kumaco's default name of
+    /// a condition it writes under another (someone else's). The availability reads no
+    /// renamed condition and stays as decoded.
+    pub fn rename(&mut self, names: &Names) {
+        if names.renames_nothing() {
+            return;
+        }
+        let conditions = std::mem::take(&mut self.conditions);
+        self.conditions = conditions
+            .into_iter()
+            .filter_map(|mut c| {
+                c.type_ = names.from_wire(c.type_)?;
+                Some(c)
+            })
+            .collect();
+        for o in &mut self.status_owners {
+            let types = std::mem::take(&mut o.types);
+            o.types = types
+                .into_iter()
+                .filter_map(|t| names.from_wire(t))
+                .collect();
+            o.types.sort();
+            o.types.dedup();
+        }
     }
 
     /// Forgets what the controller never asks about: the ownership of other field
@@ -258,15 +288,6 @@ struct WireCondition {
     last_heartbeat_time: Option<String>,
 }
 
-impl WireCondition {
-    /// The condition as the core reads it, under kumaco's names (`names`); `None` for
-    /// one that carries a name kumaco does not read here.
-    fn decode(mut self) -> Option<Condition> {
-        self.type_ = names::get().from_wire(std::mem::take(&mut self.type_))?;
-        Some(Condition::from(self))
-    }
-}
-
 impl From<WireCondition> for Condition {
     fn from(w: WireCondition) -> Condition {
         Condition {
@@ -285,16 +306,23 @@ impl From<WireCondition> for Condition {
     }
 }
 
-/// A condition from the API's JSON form, as the node cache decodes it.
-pub fn condition_from_json(v: serde_json::Value) -> Result<Option<Condition>, serde_json::Error> {
-    serde_json::from_value::<WireCondition>(v).map(WireCondition::decode)
+/// A condition from the API's JSON form, as the node cache decodes and renames it
+/// (`None`: it carries a name kumaco does not read under `names`).
+pub fn condition_from_json(
+    v: serde_json::Value,
+    names: &Names,
+) -> Result<Option<Condition>, serde_json::Error> {
+    let mut c = Condition::from(serde_json::from_value::<WireCondition>(v)?);
+    Ok(names
+        .from_wire(std::mem::take(&mut c.type_))
+        .map(|type_| Condition { type_, ..c }))
 }
 
-/// The API's JSON form of a condition kumaco applies (`lastHeartbeatTime` is never
-/// written: kumaco writes nothing in steady state).
-pub fn condition_json(c: &Condition) -> serde_json::Value {
+/// The API's JSON form of a condition kumaco applies, under the name on the nodes
+/// (`lastHeartbeatTime` is never written: kumaco writes nothing in steady state).
+pub fn condition_json(c: &Condition, names: &Names) -> serde_json::Value {
     let mut v = serde_json::json!({
-        "type": names::get().to_wire(&c.type_),
+        "type": names.to_wire(&c.type_),
         "status": c.status.as_str(),
         "reason": c.reason,
         "message": c.message,
@@ -341,7 +369,7 @@ impl<'de> Deserialize<'de> for SlimNode {
         let conditions: Vec<Condition> = conditions
             .unwrap_or_default()
             .into_iter()
-            .filter_map(WireCondition::decode)
+            .map(Condition::from)
             .collect();
         let availability = Availability {
             ready: conditions
@@ -382,8 +410,7 @@ fn condition_type_of_key(key: &str) -> Option<String> {
         type_: String,
     }
     let json = key.strip_prefix("k:")?;
-    let type_ = serde_json::from_str::<Key>(json).ok()?.type_;
-    names::get().from_wire(type_)
+    Some(serde_json::from_str::<Key>(json).ok()?.type_)
 }
 
 #[cfg(test)]

@@ -255,10 +255,11 @@ fn conditions_round_trip_through_the_api_form() {
         last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
         last_heartbeat_time: None,
     };
-    let wire: WireCondition = serde_json::from_value(condition_json(&c)).unwrap();
+    let wire: WireCondition =
+        serde_json::from_value(condition_json(&c, &Names::default())).unwrap();
     assert_eq!(Condition::from(wire), c);
     let api: k8s_openapi::api::core::v1::NodeCondition =
-        serde_json::from_value(condition_json(&c)).unwrap();
+        serde_json::from_value(condition_json(&c, &Names::default())).unwrap();
     assert_eq!(api.status, "False");
 }
 
@@ -323,4 +324,65 @@ fn heartbeats_matter_only_after_a_reboot_and_boot_ids_always() {
     let mut other_boot = reboot(t1, "WaitingForSlot");
     other_boot.boot_id = Some("b-2".into());
     assert!(reboot(t1, "WaitingForSlot").differs_for_pass(&other_boot, &keys));
+}
+
+#[test]
+fn two_sets_of_names_in_one_process_read_one_node_each_their_way() {
+    const KURED_MIP: &str = "kured.dev/maintenance-in-progress";
+    const KURED_UM: &str = "kured.dev/under-maintenance-window";
+    let mip = crate::conditions::MAINTENANCE_IN_PROGRESS;
+    let text = json!({
+        "metadata": { "name": "n", "managedFields": [
+            { "manager": "kumaco", "subresource": "status", "fieldsV1": { "f:status": {
+                "f:conditions": {
+                    format!("k:{{\"type\":\"{KURED_MIP}\"}}"): { "f:status": {} },
+                    format!("k:{{\"type\":\"{mip}\"}}"): { "f:status": {} } } } } }
+        ] },
+        "status": { "conditions": [
+            { "type": KURED_MIP, "status": "True" },
+            { "type": mip, "status": "False" },
+            { "type": "Ready", "status": "True" }
+        ] }
+    })
+    .to_string();
+    let kured = Names::new(KURED_UM, KURED_MIP, &[]).unwrap();
+    let defaults = Names::default();
+    let read = |names: &Names| {
+        let mut node: SlimNode = serde_json::from_str(&text).unwrap();
+        node.rename(names);
+        node
+    };
+    let (as_kured, as_default) = (read(&kured), read(&defaults));
+    let types = |n: &SlimNode| -> Vec<(String, Status)> {
+        n.conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status))
+            .collect()
+    };
+    // Under kured's names the node is in progress, and the default-named condition is
+    // someone else's; under the defaults it is not, and kured's is a foreign condition.
+    assert_eq!(
+        types(&as_kured),
+        [
+            (mip.to_string(), Status::True),
+            ("Ready".into(), Status::True)
+        ]
+    );
+    assert_eq!(as_kured.owned_by("kumaco"), [mip.to_string()]);
+    assert_eq!(
+        types(&as_default),
+        [
+            (KURED_MIP.to_string(), Status::True),
+            (mip.to_string(), Status::False),
+            ("Ready".into(), Status::True)
+        ]
+    );
+    assert_eq!(
+        as_default.owned_by("kumaco"),
+        [mip.to_string(), KURED_MIP.to_string()]
+    );
+    // And back on the wire each under its own.
+    let c = &as_kured.conditions[0];
+    assert_eq!(condition_json(c, &kured)["type"], KURED_MIP);
+    assert_eq!(condition_json(c, &defaults)["type"], mip);
 }
