@@ -21,7 +21,8 @@
 //! churn behind its schedule catches up within that bound (its lag is reported).
 //!
 //! [`pods`]: pods bound to the nodes and changes to them (and to the nodes' availability)
-//! at set rates, for the cost of `--block-pod-selector` (issue 21).
+//! at set rates, for the cost of `--block-pod-selector` (issue 21). [`plain`]: the plain
+//! client whose CPU per change is the floor kumaco's is compared with.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +38,7 @@ use tokio::time::Instant;
 
 use crate::fleet;
 
+pub mod plain;
 pub mod pods;
 
 /// The stand-in kubelet's field manager.

@@ -38,7 +38,10 @@
 //!    API server accepted; kumaco's CPU from the churn's start to 1 s before the edge
 //!    (churn only) and per 1,000 changes, and over the whole phase; its passes; its node
 //!    writes (0 before the edge, as many as transitions at it); the edge latency with
-//!    the churn in the background; RSS after it;
+//!    the churn in the background; RSS after it. The floor over the same windows: a
+//!    plain client, a process of its own watching every node into whole `Node`s and
+//!    doing nothing else ([`testkit::churn::plain`]): its CPU per 1,000 changes and
+//!    kumaco's over it;
 //! 7. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
 //!    condition to the same K nodes, as many in flight as kumaco (32). Edge latency can
 //!    be no better than this; the ratio says how much of it is kumaco's. With a churn
@@ -83,6 +86,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use testkit::agent::REBOOT_REQUIRED;
+use testkit::churn::plain::{self, PlainWatch};
 use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
 use testkit::churn::{self, Churn, ChurnSpec};
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, POOLS, ZONES, load_average};
@@ -167,6 +171,10 @@ struct Args {
     /// Ready or spec.unschedulable changes per second (0: no such phase).
     #[arg(long, default_value_t = 5.0)]
     availability_rate: f64,
+    /// Runs as the churn phase's plain client on the API server of this kubeconfig
+    /// ([`testkit::churn::plain`]), until killed; nothing else.
+    #[arg(long, hide = true)]
+    plain_watch: Option<PathBuf>,
     /// Seconds of each phase of the pods mode.
     #[arg(long, default_value_t = 60.0)]
     phase_seconds: f64,
@@ -188,6 +196,9 @@ impl Args {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = <Args as clap::Parser>::parse();
+    if let Some(kubeconfig) = &args.plain_watch {
+        return plain::watch(kubeconfig).await;
+    }
     fleet::check_kumaco_binary(&args.kumaco)?;
     if !(args.edge_nodes as usize).is_multiple_of(BATCH / RACKS) {
         bail!(
@@ -462,6 +473,8 @@ struct ChurnPhase<'a> {
 struct Snapshot {
     at: Instant,
     cpu: f64,
+    /// The plain client's CPU, read with kumaco's.
+    plain_cpu: f64,
     /// kumaco's node writes, as the API server counts them.
     writes: u64,
     /// Merge and strategic merge patches to nodes the API server accepted: the churn's.
@@ -472,9 +485,10 @@ struct Snapshot {
 }
 
 impl ChurnPhase<'_> {
-    async fn snapshot(&self) -> Result<Snapshot> {
+    async fn snapshot(&self, plain: &PlainWatch) -> Result<Snapshot> {
         let at = Instant::now();
         let cpu = self.kumaco.cpu_seconds()?;
+        let plain_cpu = plain.cpu_seconds()?;
         let server = apiserver_metrics(self.client).await?;
         let ours = self.kumaco.metrics().await?;
         let reconcile = |suffix: &str| {
@@ -487,6 +501,7 @@ impl ChurnPhase<'_> {
         Ok(Snapshot {
             at,
             cpu,
+            plain_cpu,
             writes: kumaco_writes_in(&server),
             foreign: metric_sum(
                 &server,
@@ -539,18 +554,25 @@ impl ChurnPhase<'_> {
         )
         .await?;
 
+        // The floor, measured over the same window (its first list done before).
+        let plain = PlainWatch::start(
+            &std::env::current_exe().context("kumaco-bench's own path")?,
+            self.server.kubeconfig(),
+        )?;
         sleep_until(churn_start).await;
-        let start = self.snapshot().await?;
+        let start = self.snapshot(&plain).await?;
         let churn = Churn::start(kubelet, labeler, names, spec);
         sleep_until(edge - SignedDuration::from_secs(1)).await;
-        let before_edge = self.snapshot().await?;
+        let before_edge = self.snapshot(&plain).await?;
         let before_edge_changes = churn.progress();
         let seen = watch.wait_for(edge_spec.count, TRANSITION_TIMEOUT).await;
         let transitions = watch.transitions();
         drop(watch);
         let changes = churn.finish().await;
         tokio::time::sleep(CHURN_DRAIN).await;
-        let end = self.snapshot().await?;
+        let end = self.snapshot(&plain).await?;
+        let plain_rss = plain.status_kib("VmHWM")? * 1024;
+        drop(plain);
         let rss = self.kumaco.status_kib("VmHWM")? * 1024;
         let rss_now = self.kumaco.status_kib("VmRSS")? * 1024;
         // kumaco's late writes, if any, are counted too.
@@ -568,6 +590,7 @@ impl ChurnPhase<'_> {
         );
         let segment = |from: &Snapshot, to: &Snapshot, accepted: u64| {
             let cpu = to.cpu - from.cpu;
+            let plain_cpu = to.plain_cpu - from.plain_cpu;
             let passes = to.passes - from.passes;
             json!({
                 "seconds": to.at.duration_since(from.at).as_secs_f64(),
@@ -583,6 +606,10 @@ impl ChurnPhase<'_> {
                 "changes_per_pass": (passes > 0.0).then(|| accepted as f64 / passes),
                 "cpu_ms_per_pass": (passes > 0.0).then(|| cpu / passes * 1000.0),
                 "kumaco_writes": to.writes - from.writes,
+                // A plain watch of whole Nodes over the same window: the floor.
+                "plain_watch_cpu_seconds": plain_cpu,
+                "plain_watch_cpu_seconds_per_1000_changes": per_1000(plain_cpu, accepted),
+                "kumaco_over_plain_watch": (plain_cpu > 0.0).then(|| cpu / plain_cpu),
             })
         };
         Ok(json!({
@@ -604,6 +631,7 @@ impl ChurnPhase<'_> {
             "edge_latency_ms": latency_summary(&seen, edge),
             "peak_rss_mib": rss as f64 / (1024.0 * 1024.0),
             "rss_at_end_mib": rss_now as f64 / (1024.0 * 1024.0),
+            "plain_watch_peak_rss_mib": plain_rss as f64 / (1024.0 * 1024.0),
         }))
     }
 }
@@ -692,6 +720,16 @@ fn print_spread(results: &[Value]) {
             "(g) CPU per 1000 changes",
             "/churn/before_edge/cpu_seconds_per_1000_changes",
             "s",
+        ),
+        (
+            "(g) plain watch CPU per 1000",
+            "/churn/before_edge/plain_watch_cpu_seconds_per_1000_changes",
+            "s",
+        ),
+        (
+            "(g) kumaco / plain watch CPU",
+            "/churn/before_edge/kumaco_over_plain_watch",
+            "",
         ),
         (
             "(g) mean pass under churn",
@@ -924,6 +962,19 @@ fn churn_rows(r: &Value) -> Vec<(String, String, &'static str)> {
         (
             "    CPU per 1,000 changes".into(),
             format!("{:.3} s", num(&before["cpu_seconds_per_1000_changes"])),
+            "",
+        ),
+        (
+            "    plain watch: CPU per 1,000 changes".into(),
+            format!(
+                "{:.3} s",
+                num(&before["plain_watch_cpu_seconds_per_1000_changes"])
+            ),
+            "",
+        ),
+        (
+            "    kumaco / plain watch".into(),
+            format!("{:.2}", num(&before["kumaco_over_plain_watch"])),
             "",
         ),
         (
