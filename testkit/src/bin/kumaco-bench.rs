@@ -1,5 +1,5 @@
-//! `kumaco-bench`: kumaco at scale against a private, real kube-apiserver + etcd on loopback
-//! (issue 7, item 1). Not a test: it runs only when asked.
+//! `kumaco-bench`: kumaco at scale against a private, real kube-apiserver + etcd on loopback,
+//! for the figures of docs/benchmarks.md. Not a test: it runs only when asked.
 //!
 //! ```sh
 //! cargo build --release --bin kumaco        # the binary under test
@@ -11,7 +11,7 @@
 //! #   --json FILE     results (default target/kumaco-bench.json)
 //! #   --churn-rate R  foreign changes per second in a churn phase (default 0: none)
 //! #   --churn-seconds S  length of the churn phase (default 60)
-//! #   --pods P        the pods mode instead (issue 21, below): P pods, of which
+//! #   --pods P        the pods mode instead (below): P pods, of which
 //! #     --matching-pods M (default 200) match kumaco's --block-pod-selector
 //! #     --other-pod-rate R (100) --matching-pod-rate R (10) --heartbeat-rate R (100)
 //! #     --availability-rate R (5) --phase-seconds S (60) --waiting-nodes W (20)
@@ -52,10 +52,10 @@
 //! at the edge, 0 when idle. The machine's load average is recorded at start and end,
 //! because the figures mean little without it.
 //!
-//! The pods mode (`--pods P`, issue 21: "cost stays proportional to change"): N nodes,
-//! the 200 windows, every 100th node NotReady and every 250th cordoned, and P pods bound
-//! to the nodes ([`testkit::churn::pods`]), M of them matching; kumaco with every rule of
-//! the brain (`--in-progress --require-condition kured.dev/RebootRequired
+//! The pods mode (`--pods P`: kumaco's cost stays proportional to change, not to
+//! pods): N nodes, the 200 windows, every 100th node NotReady and every 250th cordoned,
+//! and P pods bound to the nodes ([`testkit::churn::pods`]), M of them matching; kumaco
+//! with every rule of the brain (`--in-progress --require-condition kured.dev/RebootRequired
 //! --max-in-progress 10 --max-in-progress-per topology.kubernetes.io/zone=2
 //! --block-node-selector bench.kumaco.dev/rack=r13 --block-pod-selector
 //! bench.kumaco.dev/app=stateful-db --start-interval 15m`). Then phases of S seconds
@@ -1299,7 +1299,7 @@ impl Drop for EdgeWatch {
 }
 
 // ---------------------------------------------------------------------------------------
-// The pods mode (issue 21)
+// The pods mode: what watching pods costs
 
 /// Namespace of the pods.
 const POD_NAMESPACE: &str = "bench-pods";
