@@ -64,7 +64,7 @@ lint:
 	$(CARGO) check -q --manifest-path fuzz/Cargo.toml
 
 bench:
-	$(CARGO) bench --bench schedule --bench selector --bench windows --bench pass
+	$(CARGO) bench --bench schedule --bench selector --bench windows --bench pass --bench receive
 
 # The scale and soak harnesses, small and with debug builds: CI runs them so that they
 # keep working. Their real runs (release, 1,000-10,000 nodes) are in docs/benchmarks.md.

@@ -101,8 +101,6 @@ async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
         std::env::var("POD_NAMESPACE").ok(),
         std::env::var("POD_NAME").ok(),
     )?;
-    // Before any node is decoded: every decoder of the process reads these names.
-    let _ = kumaco::node::names::install(settings.condition_names.clone());
     let connection = kubeclient::connect(&args.client).await?;
     tracing::info!(server = %connection.server, from = %connection.from,
                    context = %connection.context.as_deref().unwrap_or("-"), "using the API server");

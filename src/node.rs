@@ -6,21 +6,25 @@
 //! reads none of it, and decoding it only to drop it again cost both the memory peak (a
 //! heap fragmented by thousands of short-lived strings) and the CPU of every watch event
 //! and every write's answer. Used as the object type of the node watch, cache and writes.
-//! Condition types are renamed at this edge ([`names`]: `--in-progress-condition`,
-//! `--under-maintenance-condition`), so the core knows only kumaco's own names.
+//! Decoded with the condition types as on the wire; whoever reads nodes renames them
+//! with the [`names`] it was configured with ([`SlimNode::rename`]:
+//! `--in-progress-condition`, `--under-maintenance-condition`), so the core knows only
+//! kumaco's own names.
 
 mod labels;
 pub mod names;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
+use std::fmt;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::IgnoredAny;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 pub use labels::NodeLabels;
+pub use names::Names;
 
 use crate::conditions::{Condition, Status};
 use crate::in_progress::{Availability, Lifecycle};
@@ -62,6 +66,33 @@ impl SlimNode {
         self.status_owners
             .iter()
             .find(|o| o.manager == field_manager)
+    }
+
+    /// Puts kumaco's own names on the conditions and the owned types decoded under the
+    /// names on the nodes (`names`), and drops those carrying kumaco's default name of
+    /// a condition it writes under another (someone else's). The availability reads no
+    /// renamed condition and stays as decoded.
+    pub fn rename(&mut self, names: &Names) {
+        if names.renames_nothing() {
+            return;
+        }
+        let conditions = std::mem::take(&mut self.conditions);
+        self.conditions = conditions
+            .into_iter()
+            .filter_map(|mut c| {
+                c.type_ = names.from_wire(c.type_)?;
+                Some(c)
+            })
+            .collect();
+        for o in &mut self.status_owners {
+            let types = std::mem::take(&mut o.types);
+            o.types = types
+                .into_iter()
+                .filter_map(|t| names.from_wire(t))
+                .collect();
+            o.types.sort();
+            o.types.dedup();
+        }
     }
 
     /// Forgets what the controller never asks about: the ownership of other field
@@ -165,12 +196,13 @@ impl kube::Resource for SlimNode {
 // allocating for them.
 
 #[derive(Deserialize)]
-struct Wire {
-    metadata: WireMeta,
+struct Wire<'a> {
+    #[serde(borrow)]
+    metadata: WireMeta<'a>,
     #[serde(default)]
     spec: Option<WireSpec>,
-    #[serde(default)]
-    status: Option<WireStatus>,
+    #[serde(default, borrow)]
+    status: Option<WireStatus<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -181,7 +213,7 @@ struct WireSpec {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireMeta {
+struct WireMeta<'a> {
     name: Option<String>,
     /// Names the node's events (`node_events`): a node re-created under the same name is
     /// another node.
@@ -190,18 +222,20 @@ struct WireMeta {
     #[serde(default)]
     labels: Option<NodeLabels>,
     resource_version: Option<String>,
-    #[serde(default)]
-    managed_fields: Option<Vec<WireManagedFields>>,
+    #[serde(default, borrow)]
+    managed_fields: Option<Vec<WireManagedFields<'a>>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireManagedFields {
-    manager: Option<String>,
-    subresource: Option<String>,
+struct WireManagedFields<'a> {
+    #[serde(borrow)]
+    manager: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    subresource: Option<Cow<'a, str>>,
     /// When the manager last changed a field it owns here.
-    #[serde(default)]
-    time: Option<String>,
+    #[serde(default, borrow)]
+    time: Option<Cow<'a, str>>,
     fields_v1: Option<WireFields>,
 }
 
@@ -215,7 +249,59 @@ struct WireFields {
 struct WireStatusFields {
     /// Keys like `k:{"type":"Ready"}`, each with the subfields owned.
     #[serde(rename = "f:conditions")]
-    conditions: Option<BTreeMap<String, WireConditionFields>>,
+    conditions: Option<OwnedTypes>,
+}
+
+/// The condition types whose `status` a manager owns, read from the keys of its
+/// `f:conditions` as they stream by: a key is looked at in place and only the type of an
+/// owned value is kept, where a map would own a copy of every key.
+#[derive(Default)]
+struct OwnedTypes(Vec<String>);
+
+impl<'de> Deserialize<'de> for OwnedTypes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TypesVisitor;
+        impl<'de> Visitor<'de> for TypesVisitor {
+            type Value = OwnedTypes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of managed condition keys")
+            }
+            fn visit_unit<E>(self) -> Result<OwnedTypes, E> {
+                Ok(OwnedTypes::default())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OwnedTypes, A::Error> {
+                let mut types = Vec::new();
+                while let Some(type_) = map.next_key_seed(TypeOfKey)? {
+                    let fields: WireConditionFields = map.next_value()?;
+                    if let (Some(t), Some(_)) = (type_, fields.status) {
+                        types.push(t);
+                    }
+                }
+                Ok(OwnedTypes(types))
+            }
+        }
+        deserializer.deserialize_map(TypesVisitor)
+    }
+}
+
+/// Reads the condition type out of a key of `f:conditions` without owning the key.
+struct TypeOfKey;
+
+impl<'de> DeserializeSeed<'de> for TypeOfKey {
+    type Value = Option<String>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TypeOfKey {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a managed field's key")
+    }
+    fn visit_str<E>(self, key: &str) -> Result<Option<String>, E> {
+        Ok(condition_type_of_key(key))
+    }
 }
 
 /// A manager owns a condition when it owns its `status`: the value. Owning only the
@@ -229,9 +315,9 @@ struct WireConditionFields {
 }
 
 #[derive(Deserialize)]
-struct WireStatus {
-    #[serde(default)]
-    conditions: Option<Vec<WireCondition>>,
+struct WireStatus<'a> {
+    #[serde(default, borrow)]
+    conditions: Option<Vec<WireCondition<'a>>>,
     #[serde(default, rename = "nodeInfo")]
     node_info: Option<WireNodeInfo>,
 }
@@ -244,31 +330,27 @@ struct WireNodeInfo {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WireCondition {
-    #[serde(rename = "type")]
+struct WireCondition<'a> {
+    /// Absent, an empty type (which kumaco reads under no name), as the API's own types
+    /// decode it: one malformed condition does not make the whole node unreadable.
+    #[serde(default, rename = "type")]
     type_: String,
-    status: String,
+    /// The status and the times are read in place: only their values are kept. Absent,
+    /// `Unknown`.
+    #[serde(default, borrow)]
+    status: Cow<'a, str>,
     #[serde(default)]
     reason: Option<String>,
     #[serde(default)]
     message: Option<String>,
-    #[serde(default)]
-    last_transition_time: Option<String>,
-    #[serde(default)]
-    last_heartbeat_time: Option<String>,
+    #[serde(default, borrow)]
+    last_transition_time: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    last_heartbeat_time: Option<Cow<'a, str>>,
 }
 
-impl WireCondition {
-    /// The condition as the core reads it, under kumaco's names (`names`); `None` for
-    /// one that carries a name kumaco does not read here.
-    fn decode(mut self) -> Option<Condition> {
-        self.type_ = names::get().from_wire(std::mem::take(&mut self.type_))?;
-        Some(Condition::from(self))
-    }
-}
-
-impl From<WireCondition> for Condition {
-    fn from(w: WireCondition) -> Condition {
+impl From<WireCondition<'_>> for Condition {
+    fn from(w: WireCondition<'_>) -> Condition {
         Condition {
             type_: w.type_,
             status: Status::from_api(&w.status),
@@ -285,16 +367,23 @@ impl From<WireCondition> for Condition {
     }
 }
 
-/// A condition from the API's JSON form, as the node cache decodes it.
-pub fn condition_from_json(v: serde_json::Value) -> Result<Option<Condition>, serde_json::Error> {
-    serde_json::from_value::<WireCondition>(v).map(WireCondition::decode)
+/// A condition from the API's JSON form, as the node cache decodes and renames it
+/// (`None`: it carries a name kumaco does not read under `names`).
+pub fn condition_from_json(
+    v: serde_json::Value,
+    names: &Names,
+) -> Result<Option<Condition>, serde_json::Error> {
+    let mut c = Condition::from(WireCondition::deserialize(&v)?);
+    Ok(names
+        .from_wire(std::mem::take(&mut c.type_))
+        .map(|type_| Condition { type_, ..c }))
 }
 
-/// The API's JSON form of a condition kumaco applies (`lastHeartbeatTime` is never
-/// written: kumaco writes nothing in steady state).
-pub fn condition_json(c: &Condition) -> serde_json::Value {
+/// The API's JSON form of a condition kumaco applies, under the name on the nodes
+/// (`lastHeartbeatTime` is never written: kumaco writes nothing in steady state).
+pub fn condition_json(c: &Condition, names: &Names) -> serde_json::Value {
     let mut v = serde_json::json!({
-        "type": names::get().to_wire(&c.type_),
+        "type": names.to_wire(&c.type_),
         "status": c.status.as_str(),
         "reason": c.reason,
         "message": c.message,
@@ -308,32 +397,37 @@ pub fn condition_json(c: &Condition) -> serde_json::Value {
 impl<'de> Deserialize<'de> for SlimNode {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let wire = Wire::deserialize(deserializer)?;
-        let mut owners: BTreeMap<String, Owner> = BTreeMap::new();
+        // A handful of managers: a list searched by name beats a map keyed by a copy of it.
+        let mut owners: Vec<Owner> = Vec::new();
         for entry in wire.metadata.managed_fields.into_iter().flatten() {
             let (Some(manager), Some("status")) = (entry.manager, entry.subresource.as_deref())
             else {
                 continue;
             };
-            let keys = entry
+            let types = entry
                 .fields_v1
                 .and_then(|f| f.status)
                 .and_then(|s| s.conditions)
                 .unwrap_or_default();
             let time = entry.time.and_then(|t| t.parse::<Timestamp>().ok());
-            let owner = owners.entry(manager.clone()).or_insert_with(|| Owner {
-                manager,
-                types: Vec::new(),
-                time: None,
-            });
+            let i = match owners.iter().position(|o| o.manager == manager) {
+                Some(i) => i,
+                None => {
+                    owners.push(Owner {
+                        manager: manager.into_owned(),
+                        types: Vec::new(),
+                        time: None,
+                    });
+                    owners.len() - 1
+                }
+            };
+            let owner = &mut owners[i];
             owner.time = owner.time.max(time);
-            owner.types.extend(
-                keys.into_iter()
-                    .filter(|(_, fields)| fields.status.is_some())
-                    .filter_map(|(k, _)| condition_type_of_key(&k)),
-            );
+            owner.types.extend(types.0);
             owner.types.sort();
             owner.types.dedup();
         }
+        owners.sort_by(|a, b| a.manager.cmp(&b.manager));
         let (conditions, node_info) = wire
             .status
             .map(|s| (s.conditions, s.node_info))
@@ -341,7 +435,7 @@ impl<'de> Deserialize<'de> for SlimNode {
         let conditions: Vec<Condition> = conditions
             .unwrap_or_default()
             .into_iter()
-            .filter_map(WireCondition::decode)
+            .map(Condition::from)
             .collect();
         let availability = Availability {
             ready: conditions
@@ -364,7 +458,7 @@ impl<'de> Deserialize<'de> for SlimNode {
             },
             labels: wire.metadata.labels.unwrap_or_default(),
             conditions,
-            status_owners: owners.into_values().collect(),
+            status_owners: owners,
             availability,
             boot_id: node_info
                 .and_then(|i| i.boot_id)
@@ -376,14 +470,22 @@ impl<'de> Deserialize<'de> for SlimNode {
 /// `k:{"type":"Ready"}` → `Ready`: the key server-side apply gives a list item merged
 /// by its `type`.
 fn condition_type_of_key(key: &str) -> Option<String> {
+    // The form the API server writes, read without a parser; anything else (an escape,
+    // spaces, more fields) goes through serde_json.
+    if let Some(t) = key
+        .strip_prefix(r#"k:{"type":""#)
+        .and_then(|rest| rest.strip_suffix(r#""}"#))
+        .filter(|t| !t.contains(['"', '\\']))
+    {
+        return Some(t.to_string());
+    }
     #[derive(Deserialize)]
     struct Key {
         #[serde(rename = "type")]
         type_: String,
     }
     let json = key.strip_prefix("k:")?;
-    let type_ = serde_json::from_str::<Key>(json).ok()?.type_;
-    names::get().from_wire(type_)
+    Some(serde_json::from_str::<Key>(json).ok()?.type_)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use kumaco::conditions::{self, Condition, Desired, UNDER_MAINTENANCE};
-use kumaco::node::{condition_from_json, condition_json};
+use kumaco::node::{Names, condition_from_json, condition_json};
 use testkit::nodes::{condition, create_node, set_condition};
 use testkit::time::ts;
 use testkit::{ApiServer, Scope};
@@ -19,7 +19,10 @@ const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
 
 /// Applies exactly `conds` as field manager `manager` (force: kumaco owns its types).
 async fn apply(api: &Api<Node>, node: &str, manager: &str, conds: &[Condition]) -> Node {
-    let conds: Vec<_> = conds.iter().map(condition_json).collect();
+    let conds: Vec<_> = conds
+        .iter()
+        .map(|c| condition_json(c, &Names::default()))
+        .collect();
     let body = json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -80,7 +83,7 @@ fn desired(status: bool, message: &str) -> Desired {
 
 /// The API's condition as kumaco's cache reads it.
 fn read(c: &NodeCondition) -> Condition {
-    condition_from_json(serde_json::to_value(c).unwrap())
+    condition_from_json(serde_json::to_value(c).unwrap(), &Names::default())
         .unwrap()
         .expect("one of kumaco's names")
 }
@@ -240,7 +243,7 @@ async fn an_apply_with_an_old_resource_version_is_refused() {
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": { "name": node, "resourceVersion": version },
-            "status": { "conditions": [condition_json(&um(status))] },
+            "status": { "conditions": [condition_json(&um(status), &Names::default())] },
         });
         let api = api.clone();
         let node = node.clone();

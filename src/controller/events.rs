@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 use super::writer::{self, Answer, Retry};
 use crate::announce::{Announcement, Severity, WindowSource};
 use crate::metrics::{Metrics, WriteResult};
+use crate::node::Names;
 use crate::node_events::{self, NodeEvent};
 use crate::window::{Window, WindowId};
 
@@ -32,6 +33,8 @@ pub struct Poster {
     metrics: Arc<Metrics>,
     /// `reportingInstance` of the events: the pod's name, else the host name.
     instance: String,
+    /// The names the nodes carry kumaco's conditions under: a node event's note says them.
+    names: Names,
     /// Names known to exist (created, answered AlreadyExists) or given up on.
     known: HashMap<String, Timestamp>,
     retry: Retry,
@@ -45,10 +48,11 @@ struct Creation {
 }
 
 impl Poster {
-    pub fn new(client: Client, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: Client, names: Names, metrics: Arc<Metrics>) -> Self {
         Poster {
             client,
             metrics,
+            names,
             instance: reporting_instance(),
             known: HashMap::new(),
             retry: Retry::default(),
@@ -175,7 +179,7 @@ impl Poster {
             reporting_instance: Some(self.instance.clone()),
             action: Some(if e.warning { "Contest" } else { "SetCondition" }.into()),
             reason: Some(e.reason.into()),
-            note: Some(on_the_wire(&e.condition, &e.note)),
+            note: Some(on_the_wire(&self.names, &e.condition, &e.note)),
             type_: Some(if e.warning { "Warning" } else { "Normal" }.into()),
             regarding: Some(ObjectReference {
                 api_version: Some("v1".into()),
@@ -237,8 +241,8 @@ fn reporting_instance() -> String {
 
 /// A node event's note names its condition first (`MaintenanceInProgress=True (...)`):
 /// under the name the node carries it (`--in-progress-condition`).
-fn on_the_wire(condition: &str, note: &str) -> String {
-    let wire = crate::node::names::get().to_wire(condition);
+fn on_the_wire(names: &Names, condition: &str, note: &str) -> String {
+    let wire = names.to_wire(condition);
     match note.strip_prefix(condition) {
         Some(rest) if wire != condition && !condition.is_empty() => format!("{wire}{rest}"),
         _ => note.to_string(),
@@ -253,7 +257,11 @@ mod tests {
     fn poster() -> Poster {
         // Building events needs no connection: a client that could reach nothing.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        Poster::new(Client::try_from(config).unwrap(), Arc::new(Metrics::new()))
+        Poster::new(
+            Client::try_from(config).unwrap(),
+            Names::default(),
+            Arc::new(Metrics::new()),
+        )
     }
 
     #[tokio::test]

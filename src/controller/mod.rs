@@ -284,12 +284,21 @@ pub async fn run(
         writer: NodeWriter::new(
             client.clone(),
             settings.field_manager.clone(),
+            settings.condition_names.clone(),
             metrics.clone(),
         ),
-        events: Poster::new(client.clone(), metrics.clone()),
-        node_events: settings
-            .node_events
-            .then(|| Poster::new(client.clone(), metrics.clone())),
+        events: Poster::new(
+            client.clone(),
+            settings.condition_names.clone(),
+            metrics.clone(),
+        ),
+        node_events: settings.node_events.then(|| {
+            Poster::new(
+                client.clone(),
+                settings.condition_names.clone(),
+                metrics.clone(),
+            )
+        }),
         peers: PeerLeases::start(client, wake.clone()),
         fence: Fence::new(lists),
         shadow: Shadow::default(),

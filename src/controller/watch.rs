@@ -74,14 +74,18 @@ pub fn spawn_nodes(
 ) -> (Store<SlimNode>, ListState) {
     let (store, cache) = reflector::store::<SlimNode>();
     let manager = settings.field_manager.clone();
+    let names = settings.condition_names.clone();
     let config = watcher::Config::default()
         .page_size(LIST_PAGE)
         .timeout(settings.watch_timeout_secs);
     let stream = move |client: Client| {
-        let (manager, read) = (manager.clone(), read.clone());
+        let (manager, read, names) = (manager.clone(), read.clone(), names.clone());
         watcher(Api::<SlimNode>::all(client), config.clone())
             .backoff(Backoff::default())
-            .modify(move |node| node.keep_only(&manager, &read))
+            .modify(move |node| {
+                node.rename(&names);
+                node.keep_only(&manager, &read);
+            })
     };
     let relevant = node_relevance(
         settings.node_selector.clone(),

@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, Status};
 use crate::leader::Leadership;
 use crate::metrics::{Metrics, WriteResult};
-use crate::node::{SlimNode, condition_json};
+use crate::node::{Names, SlimNode, condition_json};
 use crate::pass::{Pending, Write};
 use crate::reasons;
 
@@ -163,6 +163,8 @@ impl Retry {
 pub struct NodeWriter {
     api: Api<SlimNode>,
     manager: String,
+    /// The names the nodes carry kumaco's conditions under.
+    names: Names,
     metrics: Arc<Metrics>,
     /// Writes of this instance the node cache may not show yet, by node.
     pub pending: HashMap<String, Pending>,
@@ -173,10 +175,11 @@ pub struct NodeWriter {
 }
 
 impl NodeWriter {
-    pub fn new(client: Client, manager: String, metrics: Arc<Metrics>) -> Self {
+    pub fn new(client: Client, manager: String, names: Names, metrics: Arc<Metrics>) -> Self {
         NodeWriter {
             api: Api::all(client),
             manager,
+            names,
             metrics,
             pending: HashMap::new(),
             refused: HashMap::new(),
@@ -241,7 +244,11 @@ impl NodeWriter {
         if leadership.term() != Some(term) {
             return (w, Answer::Retry("not the leader any more".into()));
         }
-        let conditions: Vec<_> = w.conditions.iter().map(condition_json).collect();
+        let conditions: Vec<_> = w
+            .conditions
+            .iter()
+            .map(|c| condition_json(c, &self.names))
+            .collect();
         let mut metadata = json!({ "name": w.node });
         if let Some(version) = w.based_on {
             metadata["resourceVersion"] = version.to_string().into();
@@ -288,7 +295,7 @@ impl NodeWriter {
                         .observe(d.as_secs_f64());
                 }
                 for (ty, status) in &w.transitions {
-                    info!(node = %w.node, condition = %crate::node::names::get().to_wire(ty), status = status.as_str(), "condition changed");
+                    info!(node = %w.node, condition = %self.names.to_wire(ty), status = status.as_str(), "condition changed");
                     self.metrics.transition(ty, status.as_str());
                     if ty == MAINTENANCE_IN_PROGRESS && *status == Status::False {
                         let reason = w.conditions.iter().find(|c| &c.type_ == ty);

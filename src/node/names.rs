@@ -3,28 +3,26 @@
 //! prototype reads `kured.dev/under-maintenance-window` and
 //! `kured.dev/maintenance-in-progress`.
 //!
-//! Renamed at the edge, both ways: the node decoder gives the core a configured name as
-//! kumaco's own ([`from_wire`]), and the writer puts the configured name back
-//! ([`to_wire`]). The core, its decisions, events' names, ownership and contest detection
+//! Renamed at the edge, both ways: whoever reads nodes renames what was decoded
+//! (`SlimNode::rename`, with [`Names::from_wire`]) so that the core gets a configured name
+//! as kumaco's own, and the writer puts the configured name back ([`Names::to_wire`]). The core, its decisions, events' names, ownership and contest detection
 //! and the metrics' labels all speak of `kured.dev/UnderMaintenance` and
 //! `MaintenanceInProgress`, whatever the flags. A condition that carries kumaco's default
 //! name on a node where it is renamed is someone else's, and is not read.
 //!
-//! Process-wide and set once at start-up ([`install`]): the node watch decodes nodes
-//! through serde, which takes no context, and every decoder of one process must agree.
-
-use std::sync::OnceLock;
+//! Configuration, not process state: the controller takes its [`Names`] from its
+//! settings, each tool from its flags, and every reader and writer of conditions is given
+//! them by its caller, so two sets of names can live in one process (the tools' tests run
+//! in-process, side by side).
 
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 
-/// The names of one process: `(kumaco's name, the name on the nodes)` of each renamed
-/// condition.
+/// The names of one configuration: `(kumaco's name, the name on the nodes)` of each
+/// renamed condition.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Names {
     renamed: Vec<(&'static str, String)>,
 }
-
-static NAMES: OnceLock<Names> = OnceLock::new();
 
 /// Why a name given to `--under-maintenance-condition` or `--in-progress-condition` is
 /// refused.
@@ -107,6 +105,11 @@ impl Names {
         Ok(Names { renamed })
     }
 
+    /// Whether every condition carries kumaco's default name: nothing to rename.
+    pub fn renames_nothing(&self) -> bool {
+        self.renamed.is_empty()
+    }
+
     /// The name on the nodes of kumaco's condition `type_`.
     pub fn to_wire<'a>(&'a self, type_: &'a str) -> &'a str {
         self.renamed
@@ -129,17 +132,6 @@ impl Names {
         }
         Some(type_)
     }
-}
-
-/// Sets this process's names; the first call wins (a second one with other names is an
-/// error in the caller: one process, one set of names).
-pub fn install(names: Names) -> Result<(), Names> {
-    NAMES.set(names)
-}
-
-/// This process's names (the defaults until [`install`]).
-pub fn get() -> &'static Names {
-    NAMES.get_or_init(Names::default)
 }
 
 #[cfg(test)]

@@ -255,10 +255,11 @@ fn conditions_round_trip_through_the_api_form() {
         last_transition_time: Some("2026-01-01T00:00:00Z".parse().unwrap()),
         last_heartbeat_time: None,
     };
-    let wire: WireCondition = serde_json::from_value(condition_json(&c)).unwrap();
+    let json = condition_json(&c, &Names::default());
+    let wire = WireCondition::deserialize(&json).unwrap();
     assert_eq!(Condition::from(wire), c);
     let api: k8s_openapi::api::core::v1::NodeCondition =
-        serde_json::from_value(condition_json(&c)).unwrap();
+        serde_json::from_value(condition_json(&c, &Names::default())).unwrap();
     assert_eq!(api.status, "False");
 }
 
@@ -323,4 +324,326 @@ fn heartbeats_matter_only_after_a_reboot_and_boot_ids_always() {
     let mut other_boot = reboot(t1, "WaitingForSlot");
     other_boot.boot_id = Some("b-2".into());
     assert!(reboot(t1, "WaitingForSlot").differs_for_pass(&other_boot, &keys));
+}
+
+#[test]
+fn two_sets_of_names_in_one_process_read_one_node_each_their_way() {
+    const KURED_MIP: &str = "kured.dev/maintenance-in-progress";
+    const KURED_UM: &str = "kured.dev/under-maintenance-window";
+    let mip = crate::conditions::MAINTENANCE_IN_PROGRESS;
+    let text = json!({
+        "metadata": { "name": "n", "managedFields": [
+            { "manager": "kumaco", "subresource": "status", "fieldsV1": { "f:status": {
+                "f:conditions": {
+                    format!("k:{{\"type\":\"{KURED_MIP}\"}}"): { "f:status": {} },
+                    format!("k:{{\"type\":\"{mip}\"}}"): { "f:status": {} } } } } }
+        ] },
+        "status": { "conditions": [
+            { "type": KURED_MIP, "status": "True" },
+            { "type": mip, "status": "False" },
+            { "type": "Ready", "status": "True" }
+        ] }
+    })
+    .to_string();
+    let kured = Names::new(KURED_UM, KURED_MIP, &[]).unwrap();
+    let defaults = Names::default();
+    let read = |names: &Names| {
+        let mut node: SlimNode = serde_json::from_str(&text).unwrap();
+        node.rename(names);
+        node
+    };
+    let (as_kured, as_default) = (read(&kured), read(&defaults));
+    let types = |n: &SlimNode| -> Vec<(String, Status)> {
+        n.conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status))
+            .collect()
+    };
+    // Under kured's names the node is in progress, and the default-named condition is
+    // someone else's; under the defaults it is not, and kured's is a foreign condition.
+    assert_eq!(
+        types(&as_kured),
+        [
+            (mip.to_string(), Status::True),
+            ("Ready".into(), Status::True)
+        ]
+    );
+    assert_eq!(as_kured.owned_by("kumaco"), [mip.to_string()]);
+    assert_eq!(
+        types(&as_default),
+        [
+            (KURED_MIP.to_string(), Status::True),
+            (mip.to_string(), Status::False),
+            ("Ready".into(), Status::True)
+        ]
+    );
+    assert_eq!(
+        as_default.owned_by("kumaco"),
+        [mip.to_string(), KURED_MIP.to_string()]
+    );
+    // And back on the wire each under its own.
+    let c = &as_kured.conditions[0];
+    assert_eq!(condition_json(c, &kured)["type"], KURED_MIP);
+    assert_eq!(condition_json(c, &defaults)["type"], mip);
+}
+
+mod lean_decode {
+    //! The lean decoder against the API's own types: a node decoded from the watch's text
+    //! is what a plain client's whole `Node` says of it, field by field, on generated
+    //! nodes with fields kumaco does not read, escapes and odd managedFields keys.
+
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use proptest::prelude::*;
+    use serde_json::{Map, Value};
+    use std::collections::BTreeMap;
+
+    /// What kumaco reads of a whole `Node`, written out from the API's types.
+    fn from_full(node: &Node) -> SlimNode {
+        let m = &node.metadata;
+        let mut owners: BTreeMap<String, Owner> = BTreeMap::new();
+        for e in m.managed_fields.iter().flatten() {
+            let (Some(manager), Some("status")) = (&e.manager, e.subresource.as_deref()) else {
+                continue;
+            };
+            let o = owners.entry(manager.clone()).or_insert_with(|| Owner {
+                manager: manager.clone(),
+                types: Vec::new(),
+                time: None,
+            });
+            o.time = o.time.max(e.time.as_ref().map(|t| t.0));
+            let keys = e
+                .fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:status")?.get("f:conditions")?.as_object());
+            for (k, v) in keys.into_iter().flatten() {
+                if v.get("f:status").is_none() {
+                    continue;
+                }
+                let key = k
+                    .strip_prefix("k:")
+                    .and_then(|j| serde_json::from_str::<Value>(j).ok());
+                if let Some(t) = key.as_ref().and_then(|j| j.get("type")?.as_str()) {
+                    o.types.push(t.to_string());
+                }
+            }
+            o.types.sort();
+            o.types.dedup();
+        }
+        let status = node.status.as_ref();
+        let conditions: Vec<Condition> = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|c| Condition {
+                type_: c.type_.clone(),
+                status: Status::from_api(&c.status),
+                reason: c.reason.clone().unwrap_or_default(),
+                message: c.message.clone().unwrap_or_default(),
+                last_transition_time: c.last_transition_time.as_ref().map(|t| t.0),
+                last_heartbeat_time: c.last_heartbeat_time.as_ref().map(|t| t.0),
+            })
+            .collect();
+        let true_ = |t: &str| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == t && c.status == Status::True)
+        };
+        SlimNode {
+            metadata: ObjectMeta {
+                name: m.name.clone(),
+                uid: m.uid.clone(),
+                resource_version: m.resource_version.clone(),
+                ..ObjectMeta::default()
+            },
+            labels: m
+                .labels
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+            availability: Availability {
+                ready: conditions
+                    .iter()
+                    .find(|c| c.type_ == READY)
+                    .map(|c| c.status),
+                unschedulable: node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false),
+                disrupted_by: Lifecycle::of(true_),
+            },
+            conditions,
+            status_owners: owners.into_values().collect(),
+            boot_id: status
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.boot_id.clone())
+                .filter(|id| !id.is_empty()),
+        }
+    }
+
+    /// Text with what makes a decoder work: escapes, a quote, non-ASCII.
+    fn text() -> impl Strategy<Value = String> {
+        prop::string::string_regex("[a-zA-Z0-9./\"\\\\é -]{0,12}").unwrap()
+    }
+
+    fn time() -> impl Strategy<Value = Option<String>> {
+        prop::option::of(
+            (0u32..3, 0u32..60).prop_map(|(d, s)| format!("2026-01-0{}T00:00:{s:02}Z", d + 1)),
+        )
+    }
+
+    fn type_() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("Ready".to_string()),
+            Just("kured.dev/RebootRequired".to_string()),
+            Just("MaintenanceInProgress".to_string()),
+            Just("kured.dev/UnderMaintenance".to_string()),
+            Just("MemoryPressure".to_string()),
+            Just("GracefulShutdownInProgress".to_string()),
+            text(),
+        ]
+    }
+
+    /// A managedFields key: the API server's form, and others a decoder must not misread.
+    fn key() -> impl Strategy<Value = String> {
+        prop_oneof![
+            4 => type_().prop_map(|t| format!("k:{}", serde_json::json!({ "type": t }))),
+            1 => type_().prop_map(|t| format!(r#"k:{{"type": {}, "x": 1}}"#, Value::from(t))),
+            1 => text().prop_map(|t| format!("f:{t}")),
+            1 => text().prop_map(|t| format!(r#"k:{{"type":"{t}"}}"#)),
+        ]
+    }
+
+    fn unknown() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            text().prop_map(Value::from),
+            prop::collection::vec(text(), 0..3)
+                .prop_map(|v| serde_json::json!({ "names": v, "n": 1.5 })),
+        ]
+    }
+
+    fn managed_fields() -> impl Strategy<Value = Value> {
+        let manager = prop_oneof![
+            Just("kubelet".to_string()),
+            Just("kumaco/kube-system/kumaco".to_string()),
+            Just("agent".to_string()),
+            text()
+        ];
+        let subresource = prop::option::of(prop_oneof![Just("status"), Just("scale")]);
+        let conditions = prop::collection::btree_map(key(), any::<bool>(), 0..4);
+        (
+            prop::option::of(manager),
+            subresource,
+            time(),
+            conditions,
+            unknown(),
+        )
+            .prop_map(|(manager, subresource, time, conditions, extra)| {
+                let conditions: Map<String, Value> = conditions
+                    .into_iter()
+                    .map(|(k, owns)| {
+                        let v = if owns {
+                            serde_json::json!({ ".": {}, "f:status": {}, "f:reason": {} })
+                        } else {
+                            serde_json::json!({ ".": {}, "f:type": {} })
+                        };
+                        (k, v)
+                    })
+                    .collect();
+                let mut e = serde_json::json!({
+                    "operation": "Apply", "fieldsType": "FieldsV1", "extra": extra,
+                    "fieldsV1": { "f:metadata": { "f:labels": {} },
+                                  "f:status": { "f:conditions": conditions, "f:images": {} } },
+                });
+                for (k, v) in [
+                    ("manager", manager),
+                    ("subresource", subresource.map(String::from)),
+                    ("time", time),
+                ] {
+                    if let Some(v) = v {
+                        e[k] = v.into();
+                    }
+                }
+                e
+            })
+    }
+
+    fn condition() -> impl Strategy<Value = Value> {
+        let status = prop_oneof![Just("True"), Just("False"), Just("Unknown"), Just("")];
+        (
+            type_(),
+            status,
+            prop::option::of(text()),
+            prop::option::of(text()),
+            time(),
+            time(),
+            unknown(),
+        )
+            .prop_map(|(t, s, reason, message, ltt, lht, extra)| {
+                let mut c = serde_json::json!({ "type": t, "status": s, "extra": extra });
+                for (k, v) in [
+                    ("reason", reason),
+                    ("message", message),
+                    ("lastTransitionTime", ltt),
+                    ("lastHeartbeatTime", lht),
+                ] {
+                    if let Some(v) = v {
+                        c[k] = v.into();
+                    }
+                }
+                c
+            })
+    }
+
+    prop_compose! {
+        fn node()(
+            name in prop::option::of(text()),
+            uid in prop::option::of(text()),
+            rv in prop::option::of(0u64..1_000_000),
+            labels in prop::collection::btree_map(text(), text(), 0..5),
+            annotations in prop::collection::btree_map(text(), text(), 0..3),
+            managed in prop::collection::vec(managed_fields(), 0..5),
+            unschedulable in prop::option::of(any::<bool>()),
+            conditions in prop::collection::vec(condition(), 0..6),
+            boot_id in prop::option::of(prop_oneof![Just(String::new()), text()]),
+            images in prop::collection::vec((prop::collection::vec(text(), 0..3), unknown()), 0..4),
+        ) -> Value {
+            let mut metadata = serde_json::json!({
+                "labels": labels, "annotations": annotations, "managedFields": managed,
+                "creationTimestamp": "2026-01-01T00:00:00Z",
+            });
+            if let Some(n) = name { metadata["name"] = n.into(); }
+            if let Some(u) = uid { metadata["uid"] = u.into(); }
+            if let Some(rv) = rv { metadata["resourceVersion"] = rv.to_string().into(); }
+            let mut spec = serde_json::json!({ "podCIDR": "10.0.0.0/24" });
+            if let Some(u) = unschedulable { spec["unschedulable"] = u.into(); }
+            let images: Vec<Value> = images
+                .into_iter()
+                .map(|(names, extra)| serde_json::json!({ "names": names, "sizeBytes": 1, "extra": extra }))
+                .collect();
+            let mut status = serde_json::json!({ "conditions": conditions, "images": images });
+            if let Some(b) = boot_id {
+                status["nodeInfo"] = serde_json::json!({ "bootID": b, "kubeletVersion": "v1.37.2" });
+            }
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": metadata, "spec": spec, "status": status,
+            })
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn decodes_what_the_whole_node_says(node in node()) {
+            let text = serde_json::to_string(&node).unwrap();
+            let lean: SlimNode = serde_json::from_str(&text).unwrap();
+            let full: Node = serde_json::from_str(&text).unwrap();
+            prop_assert_eq!(&lean, &from_full(&full));
+            // The tools' way (through a JSON value, where nothing borrows) agrees.
+            prop_assert_eq!(&lean, &crate::tools::nodes::slim(&full, &Names::default()));
+        }
+    }
 }

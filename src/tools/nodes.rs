@@ -8,7 +8,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Node;
 
 use super::ToolError;
-use crate::node::SlimNode;
+use crate::node::{Names, SlimNode};
 use crate::selector::Selector;
 
 /// A node as the tools see it: only its name and labels matter.
@@ -54,10 +54,13 @@ pub fn from_api(node: Node) -> ListedNode {
     }
 }
 
-/// A Node as kumaco's controller decodes it: its conditions under kumaco's names, its
-/// availability and boot ID, the ownership of its status from managedFields.
-pub fn slim(node: &Node) -> SlimNode {
-    serde_json::to_value(node)
+/// A Node as kumaco's controller decodes it: its conditions under kumaco's names (read
+/// with `names`), its availability and boot ID, the ownership of its status from
+/// managedFields.
+pub fn slim(node: &Node, names: &Names) -> SlimNode {
+    let mut slim: SlimNode = serde_json::to_value(node)
         .and_then(serde_json::from_value)
-        .unwrap_or_default()
+        .unwrap_or_default();
+    slim.rename(names);
+    slim
 }

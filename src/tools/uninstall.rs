@@ -224,8 +224,7 @@ pub struct Removal {
 
 /// What removing `manager`'s conditions would take off each of `nodes` (the nodes where
 /// it owns nothing are left out), in the nodes' order.
-pub fn removals(nodes: &[SlimNode], manager: &str) -> Vec<Removal> {
-    let names = crate::node::names::get();
+pub fn removals(nodes: &[SlimNode], manager: &str, names: &Names) -> Vec<Removal> {
     nodes
         .iter()
         .filter_map(|node| {
@@ -345,12 +344,20 @@ async fn refuse_if_writer_runs(
     }
 }
 
-async fn list_nodes(client: &kube::Client, server: &str) -> Result<Vec<SlimNode>, ToolError> {
+async fn list_nodes(
+    client: &kube::Client,
+    server: &str,
+    names: &Names,
+) -> Result<Vec<SlimNode>, ToolError> {
     let list = Api::<Node>::all(client.clone())
         .list(&ListParams::default())
         .await
         .map_err(|e| api_error(server, "list nodes".into(), e))?;
-    Ok(list.items.iter().map(super::nodes::slim).collect())
+    Ok(list
+        .items
+        .iter()
+        .map(|n| super::nodes::slim(n, names))
+        .collect())
 }
 
 /// Runs `kumaco uninstall`; the report on `out`. Returns the exit status.
@@ -361,7 +368,6 @@ pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<
         &[],
     )
     .map_err(|e| super::flag_err(e.flag(), e))?;
-    let _ = crate::node::names::install(names);
     let wait = crate::duration::parse(&args.wait)
         .map_err(|e| super::flag_err("wait", e))?
         .as_nanos();
@@ -437,8 +443,8 @@ pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<
         }
     }
 
-    let nodes = list_nodes(client, server).await?;
-    let plan = removals(&nodes, manager);
+    let nodes = list_nodes(client, server, &names).await?;
+    let plan = removals(&nodes, manager, &names);
     // Without --yes the Lease is only read for what is said: one this identity may not
     // read counts as found, and its holder goes unsaid.
     let own = if args.yes {
@@ -481,7 +487,7 @@ pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<
                 "warning: {} is in maintenance ({}=True): without it, an executor takes the \
                  maintenance for ended and may uncordon the node\n",
                 r.node,
-                crate::node::names::get().to_wire(IN_PROGRESS)
+                names.to_wire(IN_PROGRESS)
             ))?;
         }
     }
@@ -531,7 +537,7 @@ pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<
             }
         }
     }
-    let left = removals(&list_nodes(client, server).await?, manager);
+    let left = removals(&list_nodes(client, server, &names).await?, manager, &names);
     if let Some(r) = left.iter().find(|r| !r.removed.is_empty()) {
         return Err(UninstallError::ConditionsCameBack {
             manager: manager.clone(),
@@ -609,7 +615,7 @@ mod tests {
                 ],
             ),
         ];
-        let plan = removals(&nodes, ME);
+        let plan = removals(&nodes, ME, &Names::default());
         assert_eq!(plan.len(), 2, "{plan:?}");
         assert_eq!(plan[0].node, "a");
         assert_eq!(plan[0].removed.len(), 2);
@@ -635,7 +641,7 @@ mod tests {
             &[(IN_PROGRESS, Status::True)],
             &[("kumaco/kumaco/other", &[IN_PROGRESS])],
         )];
-        assert!(removals(&nodes, ME).is_empty());
+        assert!(removals(&nodes, ME, &Names::default()).is_empty());
     }
 
     fn lease_ref(namespace: &str, name: &str) -> LeaseRef {

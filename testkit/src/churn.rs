@@ -1,4 +1,4 @@
-//! Foreign changes to nodes (issue 14, item 1): what a real cluster does to its nodes all
+//! Foreign changes to nodes: what a real cluster does to its nodes all
 //! the time, none of which is kumaco's business. kumaco must not write because of them,
 //! and what they cost it is what the scale harnesses measure.
 //!
@@ -21,7 +21,9 @@
 //! churn behind its schedule catches up within that bound (its lag is reported).
 //!
 //! [`pods`]: pods bound to the nodes and changes to them (and to the nodes' availability)
-//! at set rates, for the cost of `--block-pod-selector` (issue 21).
+//! at set rates, for the cost of `--block-pod-selector` (watching pods, whose cost must
+//! follow the changes that matter, not the number of pods). [`plain`]: the plain
+//! client whose CPU per change is the floor kumaco's is compared with.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +39,7 @@ use tokio::time::Instant;
 
 use crate::fleet;
 
+pub mod plain;
 pub mod pods;
 
 /// The stand-in kubelet's field manager.

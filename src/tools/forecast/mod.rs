@@ -115,11 +115,13 @@ pub struct Settings {
     pub policy: Policy,
     pub maintenance: Option<SignedDuration>,
     pub recovery: Option<SignedDuration>,
+    /// The names the nodes carry kumaco's conditions under.
+    pub names: Names,
 }
 
 impl Settings {
     /// The settings with `--forecast`; `None` without it, where a forecast flag is refused
-    /// rather than ignored. Installs the condition names the nodes are read with.
+    /// rather than ignored, with the condition names the nodes are read with.
     pub fn from_args(
         args: &ForecastArgs,
         names: &ConditionNameArgs,
@@ -154,8 +156,6 @@ impl Settings {
             &reads,
         )
         .map_err(|e| flag_err(e.flag(), e))?;
-        // One process, one set of names: the first wins (tests run the tools in-process).
-        let _ = crate::node::names::install(names);
         let duration = |flag: &'static str, v: &Option<String>| {
             v.as_deref()
                 .map(|s| {
@@ -176,6 +176,7 @@ impl Settings {
             policy,
             maintenance: duration("maintenance-duration", &args.maintenance_duration)?,
             recovery: duration("recovery-duration", &args.recovery_duration)?,
+            names,
         }))
     }
 

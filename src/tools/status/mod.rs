@@ -72,8 +72,6 @@ pub async fn run(
         flag: e.flag(),
         message: e.to_string(),
     })?;
-    // One process, one set of names: the first wins (tests run status in-process).
-    let _ = crate::node::names::install(names);
     let connection = crate::kubeclient::connect(&args.client).await?;
     let api_error = |action: String, error: kube::Error, hint: &str| {
         super::api_error(&connection, action, error, hint)
@@ -136,7 +134,7 @@ pub async fn run(
     let owners = match &nodes {
         Some(nodes) => {
             let peers = read_leases(&connection.client, nodes).await;
-            kumaco_owners(nodes, &peers, now)
+            kumaco_owners(nodes, &peers, now, &names)
         }
         None => Owners::new(),
     };
@@ -154,7 +152,7 @@ pub async fn run(
                 )
                 .await?
             };
-            let slim: Vec<_> = nodes.iter().map(slim).collect();
+            let slim: Vec<_> = nodes.iter().map(|n| slim(n, &names)).collect();
             let owned: Vec<Window> = windows.iter().map(|w| (*w).clone()).collect();
             Some(settings.forecast(&owned, &slim, &pods, now, FORECAST_HORIZON))
         }
@@ -166,7 +164,7 @@ pub async fn run(
     };
     let wide = args.output == StatusOutput::Wide;
     let text = if args.output == StatusOutput::Json {
-        let mut report = json_report(&reports, nodes.as_deref(), &owners, &windows, now);
+        let mut report = json_report(&reports, nodes.as_deref(), &owners, &windows, now, &names);
         match &forecast {
             Some(Ok(f)) => report["forecast"] = super::forecast::json(f),
             Some(Err(e)) => report["forecast"] = serde_json::json!({ "error": e.to_string() }),
@@ -187,9 +185,9 @@ pub async fn run(
                 text.push_str(&format!(
                     "\nNODES ({})\n{}",
                     nodes.len(),
-                    nodes_table(nodes, &windows, now, wide, expected.as_ref())
+                    nodes_table(nodes, &windows, now, wide, expected.as_ref(), &names)
                 ));
-                let (all, groups) = report::disruption(nodes, &args.group_by);
+                let (all, groups) = report::disruption(nodes, &args.group_by, &names);
                 text.push_str(&format!(
                     "\nDISRUPTED: in progress or unavailable (NotReady, Ready Unknown, cordoned), as \
                      --max-in-progress counts them\n{}",
@@ -229,7 +227,8 @@ async fn read_leases(client: &kube::Client, nodes: &[Node]) -> Peers {
     use k8s_openapi::api::coordination::v1::Lease;
     let leases: std::collections::BTreeSet<_> = nodes
         .iter()
-        .flat_map(|n| slim(n).status_owners)
+        // Only the managers are read: no condition's name matters.
+        .flat_map(|n| slim(n, &Names::default()).status_owners)
         .filter_map(|o| peers::lease_of(&o.manager))
         .collect();
     let mut peers = Peers::default();

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::report::{Disruption, Owners, WindowReport, availability, contested, next_maintenance};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
-use crate::node::names;
+use crate::node::Names;
 use crate::tools::{format_time, render_table};
 use crate::window::Window;
 
@@ -157,6 +157,7 @@ pub fn nodes_table(
     now: Timestamp,
     wide: bool,
     expected: Option<&BTreeMap<String, String>>,
+    names: &Names,
 ) -> String {
     let mut nodes: Vec<&Node> = nodes.iter().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -169,10 +170,7 @@ pub fn nodes_table(
                 MAINTENANCE_IN_PROGRESS,
                 MAINTENANCE_PLANNED,
             ] {
-                row.extend(condition_cells(
-                    condition(n, names::get().to_wire(type_)),
-                    now,
-                ));
+                row.extend(condition_cells(condition(n, names.to_wire(type_)), now));
             }
             let next = next_maintenance(windows, labels(n), now);
             row.push(match &next {
@@ -195,7 +193,7 @@ pub fn nodes_table(
                 // Why a node does not start (or why it did): kumaco's own message,
                 // bounded where it is written.
                 row.push(
-                    condition(n, names::get().to_wire(MAINTENANCE_IN_PROGRESS))
+                    condition(n, names.to_wire(MAINTENANCE_IN_PROGRESS))
                         .and_then(|c| c.message.clone())
                         .filter(|m| !m.is_empty())
                         .unwrap_or_else(|| "-".into()),
@@ -249,6 +247,7 @@ pub fn json_report(
     owners: &Owners,
     windows: &[&Window],
     now: Timestamp,
+    names: &Names,
 ) -> serde_json::Value {
     let time = |t: Timestamp| serde_json::Value::from(format_time(t, &TimeZone::UTC));
     let windows_json: Vec<serde_json::Value> = reports
@@ -296,7 +295,7 @@ pub fn json_report(
                     MAINTENANCE_PLANNED,
                 ]
                 .iter()
-                .filter_map(|t| condition(n, names::get().to_wire(t)))
+                .filter_map(|t| condition(n, names.to_wire(t)))
                 .map(|c| {
                     json!({
                         "type": c.type_,

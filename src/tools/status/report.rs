@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 
 use crate::in_progress::{Availability, Usage};
+use crate::node::Names;
 use crate::peers::{self, Liveness, Peers};
 use crate::tools::WindowRules;
 use crate::tools::nodes::{ListedNode, slim};
@@ -118,11 +119,11 @@ pub fn contested(owners: &[KumacoOwner]) -> bool {
 }
 
 /// The kumaco owners of each node, judged with `peers` (the Leases their managers name).
-pub fn kumaco_owners(nodes: &[Node], peers: &Peers, now: Timestamp) -> Owners {
+pub fn kumaco_owners(nodes: &[Node], peers: &Peers, now: Timestamp, names: &Names) -> Owners {
     nodes
         .iter()
         .map(|n| {
-            let owners = slim(n)
+            let owners = slim(n, names)
                 .status_owners
                 .into_iter()
                 .filter(|o| peers::is_kumaco(&o.manager))
@@ -149,7 +150,8 @@ pub fn kumaco_owners(nodes: &[Node], peers: &Peers, now: Timestamp) -> Owners {
 
 /// What a node shows of its availability, as kumaco reads it.
 pub fn availability(node: &Node) -> Availability {
-    slim(node).availability
+    // The availability reads no condition kumaco writes: no names needed.
+    slim(node, &Names::default()).availability
 }
 
 /// The nodes taking `MaintenanceInProgress` slots, counted by the decision's own rule
@@ -163,9 +165,9 @@ pub struct Disruption {
 }
 
 impl Disruption {
-    fn count(&mut self, node: &Node) {
+    fn count(&mut self, node: &Node, names: &Names) {
         self.nodes += 1;
-        let slim = slim(node);
+        let slim = slim(node, names);
         let name = node.metadata.name.as_deref().unwrap_or_default();
         self.usage
             .count_node(name, &slim.conditions, slim.availability, true);
@@ -173,17 +175,18 @@ impl Disruption {
 }
 
 /// The disruption overall, and per value of each label key in `group_by` (`None`: the
-/// nodes without the label), sorted.
+/// nodes without the label), sorted; kumaco's conditions read under `names`.
 pub fn disruption(
     nodes: &[Node],
     group_by: &[String],
+    names: &Names,
 ) -> (Disruption, Vec<(String, Option<String>, Disruption)>) {
     let mut all = Disruption::default();
     let mut groups: BTreeMap<(String, Option<String>), Disruption> = BTreeMap::new();
     let mut sorted: Vec<&Node> = nodes.iter().collect();
     sorted.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for node in sorted {
-        all.count(node);
+        all.count(node, names);
         for key in group_by {
             let value = node
                 .metadata
@@ -191,7 +194,10 @@ pub fn disruption(
                 .as_ref()
                 .and_then(|l| l.get(key))
                 .cloned();
-            groups.entry((key.clone(), value)).or_default().count(node);
+            groups
+                .entry((key.clone(), value))
+                .or_default()
+                .count(node, names);
         }
     }
     let groups = groups.into_iter().map(|((k, v), d)| (k, v, d)).collect();

@@ -1,5 +1,6 @@
 use super::*;
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use crate::node::Names;
 use crate::peers::LeaseRead;
 use crate::tools::nodes::ListedNode;
 use jiff::SignedDuration;
@@ -105,6 +106,7 @@ fn nodes_table_shows_conditions_and_ages() {
         ts("2026-01-01T02:05:30Z"),
         true,
         None,
+        &Names::default(),
     );
     let expected = [
         "NODE   UNDER-MAINTENANCE   REASON   AGE   IN-PROGRESS   REASON           AGE   PLANNED   REASON   AGE   NEXT-MAINTENANCE   UNTIL   WINDOW   AVAILABLE   IN-PROGRESS-MESSAGE",
@@ -118,6 +120,7 @@ fn nodes_table_shows_conditions_and_ages() {
         ts("2026-01-01T02:05:30Z"),
         false,
         None,
+        &Names::default(),
     );
     let expected = [
         "NODE   UNDER-MAINTENANCE   REASON              AGE     IN-PROGRESS   REASON   AGE   PLANNED   REASON                 AGE   NEXT-MAINTENANCE   AVAILABLE",
@@ -137,7 +140,7 @@ fn nodes_table_shows_conditions_and_ages() {
         zoned(node, Some("a")),
         zoned(planned, None),
     ];
-    let (all, groups) = super::report::disruption(&nodes, &[ZONE.to_string()]);
+    let (all, groups) = super::report::disruption(&nodes, &[ZONE.to_string()], &Names::default());
     let t = super::render::disruption_table(&all, &groups);
     let expected = [
         "GROUP                            NODES   IN-PROGRESS   DISRUPTED   UNAVAILABLE",
@@ -170,7 +173,7 @@ fn disruption_counts_a_node_in_progress_and_unavailable_once() {
         node("down", false, json!([{"type": "Ready", "status": "False"}])),
         node("idle", false, json!([{"type": "Ready", "status": "True"}])),
     ];
-    let (all, _) = super::report::disruption(&nodes, &[]);
+    let (all, _) = super::report::disruption(&nodes, &[], &Names::default());
     assert_eq!((all.usage.in_progress, all.usage.unavailable), (1, 1));
     let t = super::render::disruption_table(&all, &[]);
     let expected = [
@@ -249,7 +252,14 @@ fn names_are_cut_in_tables_and_whole_in_json() {
         .iter()
         .filter_map(|r| r.window.as_ref().ok())
         .collect();
-    let v = json_report(&reports, Some(&[]), &Owners::new(), &windows, now);
+    let v = json_report(
+        &reports,
+        Some(&[]),
+        &Owners::new(),
+        &windows,
+        now,
+        &Names::default(),
+    );
     assert_eq!(
         v["windows"][0]["selectedNodes"],
         json!(["n0", "n1", "n2", "n3", "n4"])
@@ -326,7 +336,7 @@ fn two_live_kumaco_owners_make_a_node_contested() {
             ),
         );
     }
-    let owners = kumaco_owners(&nodes, &peers, now);
+    let owners = kumaco_owners(&nodes, &peers, now, &Names::default());
     assert!(contested(&owners["moving"]));
     assert!(
         !contested(&owners["stale-peer"]),
@@ -343,7 +353,7 @@ fn two_live_kumaco_owners_make_a_node_contested() {
     assert!(
         table.contains("moving") && table.contains("kumaco/b/b (live: kured.dev/UnderMaintenance)")
     );
-    let v = json_report(&[], Some(&nodes), &owners, &[], now);
+    let v = json_report(&[], Some(&nodes), &owners, &[], now, &Names::default());
     assert_eq!(v["nodes"][1]["contested"], json!(true));
     assert_eq!(
         v["nodes"][1]["kumacoFieldManagers"][1]["name"],

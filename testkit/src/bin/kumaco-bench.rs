@@ -1,5 +1,5 @@
-//! `kumaco-bench`: kumaco at scale against a private, real kube-apiserver + etcd on loopback
-//! (issue 7, item 1). Not a test: it runs only when asked.
+//! `kumaco-bench`: kumaco at scale against a private, real kube-apiserver + etcd on loopback,
+//! for the figures of docs/benchmarks.md. Not a test: it runs only when asked.
 //!
 //! ```sh
 //! cargo build --release --bin kumaco        # the binary under test
@@ -11,7 +11,7 @@
 //! #   --json FILE     results (default target/kumaco-bench.json)
 //! #   --churn-rate R  foreign changes per second in a churn phase (default 0: none)
 //! #   --churn-seconds S  length of the churn phase (default 60)
-//! #   --pods P        the pods mode instead (issue 21, below): P pods, of which
+//! #   --pods P        the pods mode instead (below): P pods, of which
 //! #     --matching-pods M (default 200) match kumaco's --block-pod-selector
 //! #     --other-pod-rate R (100) --matching-pod-rate R (10) --heartbeat-rate R (100)
 //! #     --availability-rate R (5) --phase-seconds S (60) --waiting-nodes W (20)
@@ -38,7 +38,10 @@
 //!    API server accepted; kumaco's CPU from the churn's start to 1 s before the edge
 //!    (churn only) and per 1,000 changes, and over the whole phase; its passes; its node
 //!    writes (0 before the edge, as many as transitions at it); the edge latency with
-//!    the churn in the background; RSS after it;
+//!    the churn in the background; RSS after it. The floor over the same windows: a
+//!    plain client, a process of its own watching every node into whole `Node`s and
+//!    doing nothing else ([`testkit::churn::plain`]): its CPU per 1,000 changes and
+//!    kumaco's over it;
 //! 7. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
 //!    condition to the same K nodes, as many in flight as kumaco (32). Edge latency can
 //!    be no better than this; the ratio says how much of it is kumaco's. With a churn
@@ -49,10 +52,10 @@
 //! at the edge, 0 when idle. The machine's load average is recorded at start and end,
 //! because the figures mean little without it.
 //!
-//! The pods mode (`--pods P`, issue 21: "cost stays proportional to change"): N nodes,
-//! the 200 windows, every 100th node NotReady and every 250th cordoned, and P pods bound
-//! to the nodes ([`testkit::churn::pods`]), M of them matching; kumaco with every rule of
-//! the brain (`--in-progress --require-condition kured.dev/RebootRequired
+//! The pods mode (`--pods P`: kumaco's cost stays proportional to change, not to
+//! pods): N nodes, the 200 windows, every 100th node NotReady and every 250th cordoned,
+//! and P pods bound to the nodes ([`testkit::churn::pods`]), M of them matching; kumaco
+//! with every rule of the brain (`--in-progress --require-condition kured.dev/RebootRequired
 //! --max-in-progress 10 --max-in-progress-per topology.kubernetes.io/zone=2
 //! --block-node-selector bench.kumaco.dev/rack=r13 --block-pod-selector
 //! bench.kumaco.dev/app=stateful-db --start-interval 15m`). Then phases of S seconds
@@ -85,6 +88,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use testkit::agent::REBOOT_REQUIRED;
+use testkit::churn::plain::{self, PlainWatch};
 use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
 use testkit::churn::{self, Churn, ChurnSpec};
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, POOLS, ZONES, load_average};
@@ -173,6 +177,10 @@ struct Args {
     /// by default and watches them all).
     #[arg(long, default_value_t = 0)]
     budgets: usize,
+    /// Runs as the churn phase's plain client on the API server of this kubeconfig
+    /// ([`testkit::churn::plain`]), until killed; nothing else.
+    #[arg(long, hide = true)]
+    plain_watch: Option<PathBuf>,
     /// Seconds of each phase of the pods mode.
     #[arg(long, default_value_t = 60.0)]
     phase_seconds: f64,
@@ -194,6 +202,9 @@ impl Args {
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = <Args as clap::Parser>::parse();
+    if let Some(kubeconfig) = &args.plain_watch {
+        return plain::watch(kubeconfig).await;
+    }
     fleet::check_kumaco_binary(&args.kumaco)?;
     if !(args.edge_nodes as usize).is_multiple_of(BATCH / RACKS) {
         bail!(
@@ -468,6 +479,8 @@ struct ChurnPhase<'a> {
 struct Snapshot {
     at: Instant,
     cpu: f64,
+    /// The plain client's CPU, read with kumaco's.
+    plain_cpu: f64,
     /// kumaco's node writes, as the API server counts them.
     writes: u64,
     /// Merge and strategic merge patches to nodes the API server accepted: the churn's.
@@ -478,9 +491,10 @@ struct Snapshot {
 }
 
 impl ChurnPhase<'_> {
-    async fn snapshot(&self) -> Result<Snapshot> {
+    async fn snapshot(&self, plain: &PlainWatch) -> Result<Snapshot> {
         let at = Instant::now();
         let cpu = self.kumaco.cpu_seconds()?;
+        let plain_cpu = plain.cpu_seconds()?;
         let server = apiserver_metrics(self.client).await?;
         let ours = self.kumaco.metrics().await?;
         let reconcile = |suffix: &str| {
@@ -493,6 +507,7 @@ impl ChurnPhase<'_> {
         Ok(Snapshot {
             at,
             cpu,
+            plain_cpu,
             writes: kumaco_writes_in(&server),
             foreign: metric_sum(
                 &server,
@@ -545,18 +560,25 @@ impl ChurnPhase<'_> {
         )
         .await?;
 
+        // The floor, measured over the same window (its first list done before).
+        let plain = PlainWatch::start(
+            &std::env::current_exe().context("kumaco-bench's own path")?,
+            self.server.kubeconfig(),
+        )?;
         sleep_until(churn_start).await;
-        let start = self.snapshot().await?;
+        let start = self.snapshot(&plain).await?;
         let churn = Churn::start(kubelet, labeler, names, spec);
         sleep_until(edge - SignedDuration::from_secs(1)).await;
-        let before_edge = self.snapshot().await?;
+        let before_edge = self.snapshot(&plain).await?;
         let before_edge_changes = churn.progress();
         let seen = watch.wait_for(edge_spec.count, TRANSITION_TIMEOUT).await;
         let transitions = watch.transitions();
         drop(watch);
         let changes = churn.finish().await;
         tokio::time::sleep(CHURN_DRAIN).await;
-        let end = self.snapshot().await?;
+        let end = self.snapshot(&plain).await?;
+        let plain_rss = plain.status_kib("VmHWM")? * 1024;
+        drop(plain);
         let rss = self.kumaco.status_kib("VmHWM")? * 1024;
         let rss_now = self.kumaco.status_kib("VmRSS")? * 1024;
         // kumaco's late writes, if any, are counted too.
@@ -574,6 +596,7 @@ impl ChurnPhase<'_> {
         );
         let segment = |from: &Snapshot, to: &Snapshot, accepted: u64| {
             let cpu = to.cpu - from.cpu;
+            let plain_cpu = to.plain_cpu - from.plain_cpu;
             let passes = to.passes - from.passes;
             json!({
                 "seconds": to.at.duration_since(from.at).as_secs_f64(),
@@ -589,6 +612,10 @@ impl ChurnPhase<'_> {
                 "changes_per_pass": (passes > 0.0).then(|| accepted as f64 / passes),
                 "cpu_ms_per_pass": (passes > 0.0).then(|| cpu / passes * 1000.0),
                 "kumaco_writes": to.writes - from.writes,
+                // A plain watch of whole Nodes over the same window: the floor.
+                "plain_watch_cpu_seconds": plain_cpu,
+                "plain_watch_cpu_seconds_per_1000_changes": per_1000(plain_cpu, accepted),
+                "kumaco_over_plain_watch": (plain_cpu > 0.0).then(|| cpu / plain_cpu),
             })
         };
         Ok(json!({
@@ -610,6 +637,7 @@ impl ChurnPhase<'_> {
             "edge_latency_ms": latency_summary(&seen, edge),
             "peak_rss_mib": rss as f64 / (1024.0 * 1024.0),
             "rss_at_end_mib": rss_now as f64 / (1024.0 * 1024.0),
+            "plain_watch_peak_rss_mib": plain_rss as f64 / (1024.0 * 1024.0),
         }))
     }
 }
@@ -698,6 +726,16 @@ fn print_spread(results: &[Value]) {
             "(g) CPU per 1000 changes",
             "/churn/before_edge/cpu_seconds_per_1000_changes",
             "s",
+        ),
+        (
+            "(g) plain watch CPU per 1000",
+            "/churn/before_edge/plain_watch_cpu_seconds_per_1000_changes",
+            "s",
+        ),
+        (
+            "(g) kumaco / plain watch CPU",
+            "/churn/before_edge/kumaco_over_plain_watch",
+            "",
         ),
         (
             "(g) mean pass under churn",
@@ -930,6 +968,19 @@ fn churn_rows(r: &Value) -> Vec<(String, String, &'static str)> {
         (
             "    CPU per 1,000 changes".into(),
             format!("{:.3} s", num(&before["cpu_seconds_per_1000_changes"])),
+            "",
+        ),
+        (
+            "    plain watch: CPU per 1,000 changes".into(),
+            format!(
+                "{:.3} s",
+                num(&before["plain_watch_cpu_seconds_per_1000_changes"])
+            ),
+            "",
+        ),
+        (
+            "    kumaco / plain watch".into(),
+            format!("{:.2}", num(&before["kumaco_over_plain_watch"])),
             "",
         ),
         (
@@ -1254,7 +1305,7 @@ impl Drop for EdgeWatch {
 }
 
 // ---------------------------------------------------------------------------------------
-// The pods mode (issue 21)
+// The pods mode: what watching pods costs
 
 /// Namespace of the pods.
 const POD_NAMESPACE: &str = "bench-pods";
