@@ -31,16 +31,18 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
 use crate::agent::REBOOT_REQUIRED;
 use crate::nodes::condition;
+pub use crate::workloads::drain_leaves;
+use crate::workloads::evict_all;
 
 /// The field manager of the detector's writes.
 pub const DETECTOR: &str = "kured-reboot-required-detector";
@@ -342,53 +344,14 @@ impl Shared {
 
     /// Drains the node: evicts each of its pods but those a drain leaves (DaemonSet and
     /// mirror pods), retrying the evictions the API server refuses until none is left.
-    /// The pods go at once (grace period 0: no kubelet here waits for their containers).
     async fn evict(&self, node: &str) -> Result<()> {
-        let pods: Api<Pod> = Api::all(self.client.clone());
-        let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
         loop {
-            let mut left = 0;
-            for pod in pods.list(&on_node).await?.items {
-                if drain_leaves(&pod) || pod.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
-                    continue;
-                };
-                // The Eviction by hand: kube's `Api::evict` spells the body's field
-                // `delete_options`, which the API server ignores (the pod would then wait
-                // for a kubelet for its grace period).
-                let eviction = json!({
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": { "name": name, "namespace": ns },
-                    "deleteOptions": { "gracePeriodSeconds": 0 },
-                });
-                match Api::<Pod>::namespaced(self.client.clone(), &ns)
-                    .create_subresource::<_, serde_json::Value>(
-                        "eviction",
-                        &name,
-                        &PostParams::default(),
-                        &eviction,
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(kube::Error::Api(e)) if e.code == 429 || e.code == 500 => {
-                        left += 1;
-                        self.happened(
-                            node,
-                            Happened::EvictionRefused {
-                                pod: format!("{ns}/{name}"),
-                            },
-                        );
-                    }
-                    Err(e) => return Err(e).with_context(|| format!("evicting {ns}/{name}")),
-                }
-            }
-            if left == 0 {
+            let refused = evict_all(&self.client, node).await?;
+            if refused.is_empty() {
                 return Ok(());
+            }
+            for r in refused {
+                self.happened(node, Happened::EvictionRefused { pod: r.pod });
             }
             // The drain's retry: the scenario, not synchronisation.
             tokio::time::sleep(DRAIN_RETRY).await;
@@ -564,23 +527,6 @@ impl Draws {
     pub fn daemon_delay(&self, node: &str, boot: u32) -> Duration {
         self.daemon_delay.draw(self.seed, node, boot, 2)
     }
-}
-
-/// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
-/// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
-pub fn drain_leaves(pod: &Pod) -> bool {
-    let daemon = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    let mirror = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    daemon || mirror
 }
 
 #[cfg(test)]

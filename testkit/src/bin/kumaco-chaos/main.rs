@@ -11,6 +11,8 @@
 //! #   --replicas R      kumaco replicas (default 3)
 //! #   --ceiling C       kumaco's --max-in-progress (default 8)
 //! #   --zone-ceiling Z  kumaco's --max-in-progress-per topology.kubernetes.io/zone (default 3)
+//! #   --budgets         pods and PodDisruptionBudgets, drains through the eviction API
+//! #   --kumaco-arg ARG  one more argument for every kumaco replica (repeatable)
 //! #   --kumaco PATH     kumaco binary (default target/release/kumaco)
 //! #   --json FILE       figures (default target/kumaco-chaos.json)
 //! ```
@@ -48,6 +50,14 @@
 //! is read at moments when nothing moves, so the tail starts no new reboot: the reporter
 //! stops and the agent holds every node (those in progress stay so, the drainer's nodes
 //! stay down); only window edges, and kumaco's writes for them, go on.
+//!
+//! With `--budgets`, the real kube-controller-manager (disruption and StatefulSet
+//! controllers) runs on the same API server, started again if an API server crash stops
+//! it; StatefulSets, DaemonSet and finished pods live on a fraction of the nodes under
+//! PodDisruptionBudgets ([`testkit::chaos::workload`]), one of which allows nothing
+//! for the first half of the fault phase; the drainer drains as kured does, through the
+//! eviction API, and the checker holds kumaco to one more promise: no eviction of the
+//! drain of a node it started is refused.
 //!
 //! On the first violation it prints it, the seed and the command that replays the run,
 //! and exits 1.
@@ -163,6 +173,14 @@ struct Args {
     /// nodes (a run that must fail).
     #[arg(long)]
     kumaco_ignores_unavailable: bool,
+    /// Pods and PodDisruptionBudgets on the nodes, drains through the eviction API, and
+    /// the promise that no drain of a node kumaco started is refused (module docs).
+    #[arg(long)]
+    budgets: bool,
+    /// One more argument for every kumaco replica, after the harness's (e.g.
+    /// `--kumaco-arg=--pod-disruption-budgets=false`, a `--budgets` run that must fail).
+    #[arg(long, allow_hyphen_values = true)]
+    kumaco_arg: Vec<String>,
     /// The kumaco binary.
     #[arg(long, default_value = fleet::DEFAULT_KUMACO)]
     kumaco: PathBuf,
@@ -229,6 +247,12 @@ impl Args {
         }
         if self.kumaco_ignores_unavailable {
             kinds.push_str(" --kumaco-ignores-unavailable");
+        }
+        if self.budgets {
+            kinds.push_str(" --budgets");
+        }
+        for arg in &self.kumaco_arg {
+            kinds.push_str(&format!(" --kumaco-arg={arg}"));
         }
         format!(
             "cargo run --release -p testkit --bin kumaco-chaos -- --seed {seed} --minutes {} \
