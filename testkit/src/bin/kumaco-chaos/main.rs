@@ -55,7 +55,8 @@
 //! controllers) runs on the same API server, started again if an API server crash stops
 //! it; StatefulSets, DaemonSet and finished pods live on a fraction of the nodes under
 //! PodDisruptionBudgets ([`testkit::chaos::workload`]), one of which allows nothing
-//! for the first half of the fault phase; the drainer drains as kured does, through the
+//! for the first half of the fault phase; a reporter of their own marks those nodes for
+//! a reboot about every 90 s; the drainer drains as kured does, through the
 //! eviction API, and the checker holds kumaco to one more promise: no eviction of the
 //! drain of a node it started is refused.
 //!
@@ -101,6 +102,13 @@ const LEASE_ARGS: [&str; 3] = [
 ];
 const REPORTER_SPEC: ReporterSpec = ReporterSpec {
     reboot_every: Duration::from_secs(600),
+    mark_every: Duration::from_secs(5),
+    cooldown: Duration::from_secs(60),
+};
+/// `--budgets`: the nodes under budgets each need a reboot about every 90 s, so that
+/// nodes sharing a budget often wait in their windows together.
+const BUDGET_REPORTER_SPEC: ReporterSpec = ReporterSpec {
+    reboot_every: Duration::from_secs(90),
     mark_every: Duration::from_secs(5),
     cooldown: Duration::from_secs(60),
 };

@@ -25,7 +25,7 @@ use testkit::{ApiServer, Scope};
 use crate::replicas::{Replica, Signal};
 use crate::windows::{compute_plan, edit, initial_windows, put};
 use crate::{
-    Args, DRAIN, EDGE_BOUND, GRACE, LEASE, LEASE_ARGS, LEASE_DURATION, MANAGER, NAMESPACE, Outcome,
+    Args, BUDGET_REPORTER_SPEC, DRAIN, EDGE_BOUND, GRACE, LEASE, LEASE_ARGS, LEASE_DURATION, MANAGER, NAMESPACE, Outcome,
     REBOOT_PAUSE, REPORTER_SPEC, ZONE_KEY,
 };
 
@@ -109,7 +109,7 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     } else {
         None
     };
-    let budget_nodes = if args.budgets {
+    let budget_nodes: std::collections::BTreeSet<String> = if args.budgets {
         layout
             .budgeted()
             .iter()
@@ -118,6 +118,10 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     } else {
         Default::default()
     };
+    // The nodes under budgets need reboots more often than the others (their own
+    // reporter): with their few pods, that is what puts their budgets to the test.
+    let (budgeted, unbudgeted): (Vec<String>, Vec<String>) =
+        names.iter().cloned().partition(|n| budget_nodes.contains(n));
     let cfg = CheckerConfig {
         ceiling: args.ceiling,
         group_ceiling: Some((ZONE_KEY.into(), args.zone_ceiling as usize)),
@@ -138,7 +142,11 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         on_refused: checker.on_refused(),
     });
     let drainer = Drainer::start(&client, &selector, DRAIN, evicting).await?;
-    let mut reporter = RebootSource::start(client.clone(), names, agent.clone(), REPORTER_SPEC);
+    let mut reporter =
+        RebootSource::start(client.clone(), unbudgeted, agent.clone(), REPORTER_SPEC);
+    let mut budget_reporter = args.budgets.then(|| {
+        RebootSource::start(client.clone(), budgeted, agent.clone(), BUDGET_REPORTER_SPEC)
+    });
 
     let upstream = upstream_of(&server)?;
     let mut replicas = Vec::new();
@@ -247,6 +255,9 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         }
     }
     reporter.stop(&agent).await;
+    if let Some(r) = &mut budget_reporter {
+        r.stop(&agent).await;
+    }
     let (tail, tail_violation) = if violated {
         (json!(null), None)
     } else {
@@ -276,7 +287,8 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         "faults": driver.tally,
         "kills": driver.tally.sigkill + driver.tally.sigterm,
         "reboots": agent.reboots(),
-        "reboots_marked": reporter_state.marks,
+        "reboots_marked": reporter_state.marks
+            + budget_reporter.as_ref().map_or(0, |r| r.state().marks),
         "drainer": drainer.counts(),
         "budgets": driver.workload.as_ref().map(|w| json!({
             "kumaco_args": args.kumaco_arg,
@@ -295,6 +307,7 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     drop(reporter_state);
     // The helpers first: they must not retry against an API server that is going away.
     drop(reporter);
+    drop(budget_reporter);
     drop(agent);
     drop(drainer);
     drop(driver);
