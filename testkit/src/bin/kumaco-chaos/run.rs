@@ -25,8 +25,8 @@ use testkit::{ApiServer, Scope};
 use crate::replicas::{Replica, Signal};
 use crate::windows::{compute_plan, edit, initial_windows, put};
 use crate::{
-    Args, BUDGET_REPORTER_SPEC, DRAIN, EDGE_BOUND, GRACE, LEASE, LEASE_ARGS, LEASE_DURATION, MANAGER, NAMESPACE, Outcome,
-    REBOOT_PAUSE, REPORTER_SPEC, ZONE_KEY,
+    Args, BUDGET_REPORTER_SPEC, DRAIN, EDGE_BOUND, GRACE, LEASE, LEASE_ARGS, LEASE_DURATION,
+    MANAGER, NAMESPACE, Outcome, REBOOT_PAUSE, REPORTER_SPEC, ZONE_KEY,
 };
 
 #[derive(Default, serde::Serialize)]
@@ -120,8 +120,10 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     };
     // The nodes under budgets need reboots more often than the others (their own
     // reporter): with their few pods, that is what puts their budgets to the test.
-    let (budgeted, unbudgeted): (Vec<String>, Vec<String>) =
-        names.iter().cloned().partition(|n| budget_nodes.contains(n));
+    let (budgeted, unbudgeted): (Vec<String>, Vec<String>) = names
+        .iter()
+        .cloned()
+        .partition(|n| budget_nodes.contains(n));
     let cfg = CheckerConfig {
         ceiling: args.ceiling,
         group_ceiling: Some((ZONE_KEY.into(), args.zone_ceiling as usize)),
@@ -145,7 +147,12 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     let mut reporter =
         RebootSource::start(client.clone(), unbudgeted, agent.clone(), REPORTER_SPEC);
     let mut budget_reporter = args.budgets.then(|| {
-        RebootSource::start(client.clone(), budgeted, agent.clone(), BUDGET_REPORTER_SPEC)
+        RebootSource::start(
+            client.clone(),
+            budgeted,
+            agent.clone(),
+            BUDGET_REPORTER_SPEC,
+        )
     });
 
     let upstream = upstream_of(&server)?;
