@@ -89,6 +89,8 @@ pub const DRAIN_RETRY: Duration = Duration::from_millis(500);
 
 struct Shared {
     client: kube::Client,
+    /// The drain's client ([`Kured::start_evicting`]).
+    evictions: kube::Client,
     spec: KuredSpec,
     /// Per-node durations instead of the spec's `reboot` and `daemon_delay`.
     draws: Option<Draws>,
@@ -112,7 +114,20 @@ impl Kured {
         nodes: &[(String, u32)],
         spec: KuredSpec,
     ) -> Result<Kured> {
-        Self::start_with(client, nodes, spec, None).await
+        Self::start_with(client, client, nodes, spec, None).await
+    }
+
+    /// [`Kured::start`], the drain's evictions through `evictions`, a client without
+    /// kube's retries of 429 ([`crate::ApiServer::client_without_retries`]): with the
+    /// default client, an eviction a PodDisruptionBudget refuses is retried inside the
+    /// client for minutes before the drain sees the refusal.
+    pub async fn start_evicting(
+        client: &kube::Client,
+        evictions: &kube::Client,
+        nodes: &[(String, u32)],
+        spec: KuredSpec,
+    ) -> Result<Kured> {
+        Self::start_with(client, evictions, nodes, spec, None).await
     }
 
     /// [`Kured::start`], each reboot's downtime and each restart of the daemons after it
@@ -123,17 +138,19 @@ impl Kured {
         spec: KuredSpec,
         draws: Draws,
     ) -> Result<Kured> {
-        Self::start_with(client, nodes, spec, Some(draws)).await
+        Self::start_with(client, client, nodes, spec, Some(draws)).await
     }
 
     async fn start_with(
         client: &kube::Client,
+        evictions: &kube::Client,
         nodes: &[(String, u32)],
         spec: KuredSpec,
         draws: Option<Draws>,
     ) -> Result<Kured> {
         let shared = Arc::new(Shared {
             client: client.clone(),
+            evictions: evictions.clone(),
             spec,
             draws,
             needs: Mutex::new(nodes.iter().cloned().collect()),
@@ -346,7 +363,7 @@ impl Shared {
     /// mirror pods), retrying the evictions the API server refuses until none is left.
     async fn evict(&self, node: &str) -> Result<()> {
         loop {
-            let refused = evict_all(&self.client, node).await?;
+            let refused = evict_all(&self.evictions, node).await?;
             if refused.is_empty() {
                 return Ok(());
             }

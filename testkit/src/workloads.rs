@@ -264,7 +264,9 @@ pub struct Refused {
 /// One round of a drain of `node`: every pod on it that a drain does not leave
 /// ([`drain_leaves`]) and that is not terminating already is evicted through the eviction
 /// API, with grace period 0 (no kubelet here waits for containers). Returns the
-/// evictions the API server refused; the caller retries them as a drain does.
+/// evictions the API server refused; the caller retries them as a drain does. `client`
+/// must not retry 429s itself ([`ApiServer::client_without_retries`]), or a refusal
+/// takes minutes to come back.
 pub async fn evict_all(client: &kube::Client, node: &str) -> Result<Vec<Refused>> {
     let pods: Api<Pod> = Api::all(client.clone());
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));

@@ -257,6 +257,9 @@ pub type OnRefused = Arc<dyn Fn(&str, &Refused) + Send + Sync>;
 /// The drain through the eviction API (module docs).
 #[derive(Clone)]
 pub struct Evicting {
+    /// The evictions' client, without kube's retries of 429
+    /// ([`crate::ApiServer::client_without_retries`]).
+    pub client: kube::Client,
     /// Holds each node's reboot until its drain is done.
     pub agent: Arc<RebootAgent>,
     pub on_refused: OnRefused,
@@ -434,7 +437,7 @@ impl DrainShared {
     /// (the API server may be down: a failed round is retried too).
     async fn drain(&self, node: &str, evicting: &Evicting) {
         loop {
-            match evict_all(&self.client, node).await {
+            match evict_all(&evicting.client, node).await {
                 Ok(refused) if refused.is_empty() => break,
                 Ok(refused) => {
                     self.counts.lock().unwrap().evictions_refused += refused.len() as u64;

@@ -139,10 +139,14 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     let checker = Checker::start(&client, &selector, cfg, plan).await?;
     let startup = checker.fault_started("startup");
     let agent = Arc::new(RebootAgent::start(&client, &selector, REBOOT_PAUSE).await?);
-    let evicting = args.budgets.then(|| Evicting {
-        agent: agent.clone(),
-        on_refused: checker.on_refused(),
-    });
+    let evicting = match args.budgets {
+        true => Some(Evicting {
+            client: server.client_without_retries().await?,
+            agent: agent.clone(),
+            on_refused: checker.on_refused(),
+        }),
+        false => None,
+    };
     let drainer = Drainer::start(&client, &selector, DRAIN, evicting).await?;
     let mut reporter =
         RebootSource::start(client.clone(), unbudgeted, agent.clone(), REPORTER_SPEC);
