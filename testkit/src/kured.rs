@@ -1,4 +1,5 @@
-//! kured v2's node daemons as they behave, not as a brain would wish (issue 27): the
+//! kured v2's node daemons as they behave, not as a brain would wish (timings, drains and
+//! failures as kured's code has them, so that kumaco is tested against the real thing): the
 //! reboot-required detector and the reboot daemon of kured's public v2 prototype, one
 //! pair per node, against a real API server.
 //!

@@ -160,7 +160,7 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     settle: u64,
     /// The checker's allowance for its own watch delay, in milliseconds, on top of the
-    /// contract's 1 s.
+    /// 1 s within which kumaco must act on a window edge or an edit.
     #[arg(long, default_value_t = 2000)]
     slack_ms: u64,
     /// Length of the quiet tail after the faults, in seconds.
