@@ -410,7 +410,7 @@ fn a_node_under_a_budget_may_wait_while_a_slot_is_free() {
         c.state.lock().unwrap().last_relist = Some(now - SignedDuration::from_hours(1));
         c.tick();
         for since in c.state.lock().unwrap().starved.values_mut() {
-            *since = *since - SignedDuration::from_secs(60);
+            *since -= SignedDuration::from_secs(60);
         }
         c.tick();
         violations(&c)
