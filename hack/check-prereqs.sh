@@ -8,8 +8,8 @@
 #                                      .ci/run, which installs them), exit 0
 #
 # TARGETs: the Makefile's demo, demo-node, test, image, dist, testenv, lint, bench, smoke,
-# chaos, diff-long, and ci (everything .ci/run does). The Makefile runs it for the goals
-# it is given; `ENGINE=docker` checks docker instead of podman for `make image`.
+# chaos, chaos-budgets, diff-long, and ci (everything .ci/run does). The Makefile runs it
+# for the goals it is given; `ENGINE=docker` checks docker instead of podman for `make image`.
 #
 # Only bash builtins and the programs checked are used, so that it runs on a machine
 # that lacks anything else (tests/prereqs.rs runs it with a PATH of its choosing).
@@ -47,7 +47,7 @@ for target in "$@"; do
     image) add rust make binutils libc engine ca-certificates ;;
     dist) add rust go make binutils libc engine ca-certificates cross qemu ;;
     testenv) add rust go make libc engine runc ;;
-    smoke | chaos) add rust go make faketime ;;
+    smoke | chaos | chaos-budgets) add rust go make faketime ;;
     demo-node) add rust go make binutils libc engine runc ca-certificates root iptables iproute2 cni ;;
     test | ci) add rust go make binutils libc engine runc ca-certificates root iptables iproute2 cni faketime script
       [ "$target" = ci ] && add rustfmt clippy cross qemu ;;

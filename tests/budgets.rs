@@ -238,7 +238,8 @@ async fn a_node_whose_budget_allows_no_eviction_waits_while_the_others_complete(
 
     let observer = c.observer().await;
     let needs: Vec<(String, u32)> = nodes.iter().map(|n| (n.clone(), 1)).collect();
-    let kured = Kured::start(&c.client, &needs, kured_spec())
+    let evictions = ApiServer::shared().client_without_retries().await.unwrap();
+    let kured = Kured::start_evicting(&c.client, &evictions, &needs, kured_spec())
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let _kumaco = c.kumaco(&[]).await;
@@ -308,7 +309,8 @@ async fn two_nodes_sharing_a_budget_that_allows_one_go_in_turn() {
         .collect();
     // The nodes booted (Ready) first: the stand-in binds pods only to Ready nodes.
     let needs: Vec<(String, u32)> = nodes.iter().map(|n| (n.clone(), 1)).collect();
-    let kured = Kured::start(&c.client, &needs, kured_spec())
+    let evictions = ApiServer::shared().client_without_retries().await.unwrap();
+    let kured = Kured::start_evicting(&c.client, &evictions, &needs, kured_spec())
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let _runner = PodRunner::start(&c.client, &c.ns, move |pod| homes.get(pod).cloned());

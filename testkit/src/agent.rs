@@ -70,8 +70,9 @@ struct AgentShared {
     client: kube::Client,
     pause: (Duration, Duration),
     /// Nodes whose reboot must wait for [`RebootAgent::release`] (a maintenance the test
-    /// wants to keep in progress for a while).
-    held: Mutex<BTreeSet<String>>,
+    /// wants to keep in progress for a while, a drain not done yet), with how many holds
+    /// each: every hold has its release.
+    held: Mutex<BTreeMap<String, usize>>,
     held_changed: watch::Sender<()>,
     /// (node, lastTransitionTime of MaintenanceInProgress=True): periods already handled.
     handled: Mutex<BTreeSet<(String, String)>>,
@@ -90,7 +91,7 @@ impl RebootAgent {
         let shared = Arc::new(AgentShared {
             client: client.clone(),
             pause,
-            held: Mutex::new(BTreeSet::new()),
+            held: Mutex::new(BTreeMap::new()),
             held_changed: watch::channel(()).0,
             handled: Mutex::new(BTreeSet::new()),
             rebooted: Mutex::new(Vec::new()),
@@ -104,15 +105,31 @@ impl RebootAgent {
         Ok(RebootAgent { shared, task })
     }
 
-    /// Keeps `node` in maintenance: its reboot waits until [`RebootAgent::release`].
+    /// Keeps `node` in maintenance: its reboot waits until [`RebootAgent::release`] (as
+    /// many releases as holds: the drainer's hold during a drain and a test's are
+    /// independent).
     pub fn hold(&self, node: &str) {
-        self.shared.held.lock().unwrap().insert(node.to_string());
+        *self
+            .shared
+            .held
+            .lock()
+            .unwrap()
+            .entry(node.to_string())
+            .or_default() += 1;
         self.shared.held_changed.send_replace(());
     }
 
-    /// Lets a held node's reboot finish.
+    /// Lets a held node's reboot finish, once each of its holds is released.
     pub fn release(&self, node: &str) {
-        self.shared.held.lock().unwrap().remove(node);
+        {
+            let mut held = self.shared.held.lock().unwrap();
+            if let Some(n) = held.get_mut(node) {
+                *n -= 1;
+                if *n == 0 {
+                    held.remove(node);
+                }
+            }
+        }
         self.shared.held_changed.send_replace(());
     }
 
@@ -150,7 +167,7 @@ impl AgentShared {
             // The drain and reboot: the scenario, not synchronisation.
             tokio::time::sleep(random_duration(shared.pause.0, shared.pause.1)).await;
             let mut held_changed = shared.held_changed.subscribe();
-            while shared.held.lock().unwrap().contains(&name) {
+            while shared.held.lock().unwrap().contains_key(&name) {
                 if held_changed.changed().await.is_err() {
                     return;
                 }

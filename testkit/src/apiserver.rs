@@ -157,6 +157,19 @@ impl ApiServer {
         client_from_kubeconfig(&self.kubeconfig).await
     }
 
+    /// A client that returns every answer as the API server gave it: kube's default
+    /// retry of 429, 503 and 504 (up to 15 times, backing off to minutes) off. A drain
+    /// needs it: an eviction a PodDisruptionBudget refuses is a 429, which the default
+    /// client would retry for minutes before saying so.
+    pub async fn client_without_retries(&self) -> Result<kube::Client> {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
+        let mut config =
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?;
+        config.default_retry = false;
+        Ok(kube::Client::try_from(config)?)
+    }
+
     /// Writes a kubeconfig for `user` in `groups` (client certificate auth) and returns
     /// its path, for tests of what a given identity may do under RBAC.
     pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<PathBuf> {

@@ -1,4 +1,5 @@
-//! kured v2's node daemons as they behave, not as a brain would wish (issue 27): the
+//! kured v2's node daemons as they behave, not as a brain would wish (timings, drains and
+//! failures as kured's code has them, so that kumaco is tested against the real thing): the
 //! reboot-required detector and the reboot daemon of kured's public v2 prototype, one
 //! pair per node, against a real API server.
 //!
@@ -31,16 +32,18 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::task::JoinHandle;
 
 use crate::agent::REBOOT_REQUIRED;
 use crate::nodes::condition;
+pub use crate::workloads::drain_leaves;
+use crate::workloads::evict_all;
 
 /// The field manager of the detector's writes.
 pub const DETECTOR: &str = "kured-reboot-required-detector";
@@ -87,6 +90,8 @@ pub const DRAIN_RETRY: Duration = Duration::from_millis(500);
 
 struct Shared {
     client: kube::Client,
+    /// The drain's client ([`Kured::start_evicting`]).
+    evictions: kube::Client,
     spec: KuredSpec,
     /// Per-node durations instead of the spec's `reboot` and `daemon_delay`.
     draws: Option<Draws>,
@@ -110,7 +115,20 @@ impl Kured {
         nodes: &[(String, u32)],
         spec: KuredSpec,
     ) -> Result<Kured> {
-        Self::start_with(client, nodes, spec, None).await
+        Self::start_with(client, client, nodes, spec, None).await
+    }
+
+    /// [`Kured::start`], the drain's evictions through `evictions`, a client without
+    /// kube's retries of 429 ([`crate::ApiServer::client_without_retries`]): with the
+    /// default client, an eviction a PodDisruptionBudget refuses is retried inside the
+    /// client for minutes before the drain sees the refusal.
+    pub async fn start_evicting(
+        client: &kube::Client,
+        evictions: &kube::Client,
+        nodes: &[(String, u32)],
+        spec: KuredSpec,
+    ) -> Result<Kured> {
+        Self::start_with(client, evictions, nodes, spec, None).await
     }
 
     /// [`Kured::start`], each reboot's downtime and each restart of the daemons after it
@@ -121,17 +139,19 @@ impl Kured {
         spec: KuredSpec,
         draws: Draws,
     ) -> Result<Kured> {
-        Self::start_with(client, nodes, spec, Some(draws)).await
+        Self::start_with(client, client, nodes, spec, Some(draws)).await
     }
 
     async fn start_with(
         client: &kube::Client,
+        evictions: &kube::Client,
         nodes: &[(String, u32)],
         spec: KuredSpec,
         draws: Option<Draws>,
     ) -> Result<Kured> {
         let shared = Arc::new(Shared {
             client: client.clone(),
+            evictions: evictions.clone(),
             spec,
             draws,
             needs: Mutex::new(nodes.iter().cloned().collect()),
@@ -342,53 +362,14 @@ impl Shared {
 
     /// Drains the node: evicts each of its pods but those a drain leaves (DaemonSet and
     /// mirror pods), retrying the evictions the API server refuses until none is left.
-    /// The pods go at once (grace period 0: no kubelet here waits for their containers).
     async fn evict(&self, node: &str) -> Result<()> {
-        let pods: Api<Pod> = Api::all(self.client.clone());
-        let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
         loop {
-            let mut left = 0;
-            for pod in pods.list(&on_node).await?.items {
-                if drain_leaves(&pod) || pod.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
-                    continue;
-                };
-                // The Eviction by hand: kube's `Api::evict` spells the body's field
-                // `delete_options`, which the API server ignores (the pod would then wait
-                // for a kubelet for its grace period).
-                let eviction = json!({
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": { "name": name, "namespace": ns },
-                    "deleteOptions": { "gracePeriodSeconds": 0 },
-                });
-                match Api::<Pod>::namespaced(self.client.clone(), &ns)
-                    .create_subresource::<_, serde_json::Value>(
-                        "eviction",
-                        &name,
-                        &PostParams::default(),
-                        &eviction,
-                    )
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(kube::Error::Api(e)) if e.code == 429 || e.code == 500 => {
-                        left += 1;
-                        self.happened(
-                            node,
-                            Happened::EvictionRefused {
-                                pod: format!("{ns}/{name}"),
-                            },
-                        );
-                    }
-                    Err(e) => return Err(e).with_context(|| format!("evicting {ns}/{name}")),
-                }
-            }
-            if left == 0 {
+            let refused = evict_all(&self.evictions, node).await?;
+            if refused.is_empty() {
                 return Ok(());
+            }
+            for r in refused {
+                self.happened(node, Happened::EvictionRefused { pod: r.pod });
             }
             // The drain's retry: the scenario, not synchronisation.
             tokio::time::sleep(DRAIN_RETRY).await;
@@ -564,23 +545,6 @@ impl Draws {
     pub fn daemon_delay(&self, node: &str, boot: u32) -> Duration {
         self.daemon_delay.draw(self.seed, node, boot, 2)
     }
-}
-
-/// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
-/// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
-pub fn drain_leaves(pod: &Pod) -> bool {
-    let daemon = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
-    let mirror = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
-    daemon || mirror
 }
 
 #[cfg(test)]

@@ -8,6 +8,11 @@
 //! `Ready` as a kubelet reports once the containers start. A pod evicted from a node in
 //! maintenance therefore comes back healthy only when its node does, as a local-volume
 //! pod does.
+//!
+//! The drain's eviction round ([`evict_all`]), shared by kured's stand-in
+//! ([`crate::kured`]) and kumaco-chaos's drainer ([`crate::chaos::lifecycle::Drainer`]):
+//! every pod of a node but those a drain leaves ([`drain_leaves`]) evicted through the
+//! eviction API, the refusals returned with the budgets that select the pod.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -17,6 +22,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -69,6 +75,20 @@ impl ControllerManager {
             child: Mutex::new(child),
             log,
         })
+    }
+
+    /// Starts it again if it has exited (it may give up while its API server is down);
+    /// true when it did.
+    pub fn ensure_running(&self, server: &ApiServer) -> Result<bool> {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        if child.try_wait()?.is_none() {
+            return Ok(false);
+        }
+        let fresh = ControllerManager::start(server)?;
+        let mut fresh_child = fresh.child.lock().unwrap_or_else(|e| e.into_inner());
+        std::mem::swap(&mut *child, &mut *fresh_child);
+        // `fresh` now holds the exited child: its drop reaps it.
+        Ok(true)
     }
 
     /// The end of its log, for a failure's message.
@@ -226,4 +246,133 @@ pub async fn set_phase(pods: &Api<Pod>, pod: &str, phase: &str, ready: bool) -> 
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(e).with_context(|| format!("reporting {pod} {phase}")),
     }
+}
+
+/// An eviction the API server refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// `namespace/name`.
+    pub pod: String,
+    /// 429 (a budget allows no disruption now) or 500 (the pod is under two budgets).
+    pub code: u16,
+    pub message: String,
+    /// The budgets of the pod's namespace whose `matchLabels` select it, as read just
+    /// after the refusal: `namespace/name` and what their status said.
+    pub budgets: Vec<String>,
+}
+
+/// One round of a drain of `node`: every pod on it that a drain does not leave
+/// ([`drain_leaves`]) and that is not terminating already is evicted through the eviction
+/// API, with grace period 0 (no kubelet here waits for containers). Returns the
+/// evictions the API server refused; the caller retries them as a drain does. `client`
+/// must not retry 429s itself ([`ApiServer::client_without_retries`]), or a refusal
+/// takes minutes to come back.
+pub async fn evict_all(client: &kube::Client, node: &str) -> Result<Vec<Refused>> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let mut refused = Vec::new();
+    for pod in pods
+        .list(&on_node)
+        .await
+        .with_context(|| format!("listing the pods of {node}"))?
+        .items
+    {
+        if drain_leaves(&pod) || pod.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        let (Some(ns), Some(name)) = (pod.metadata.namespace, pod.metadata.name) else {
+            continue;
+        };
+        if let Some((code, message)) = evict(client, &ns, &name).await? {
+            let budgets = budgets_of(client, &ns, &labels)
+                .await
+                .unwrap_or_else(|e| vec![format!("(the budgets could not be read: {e:#})")]);
+            refused.push(Refused {
+                pod: format!("{ns}/{name}"),
+                code,
+                message,
+                budgets,
+            });
+        }
+    }
+    Ok(refused)
+}
+
+/// Evicts one pod; `Some((code, message))` when the API server refuses (429 or 500),
+/// `None` when it goes (or is gone already).
+pub async fn evict(client: &kube::Client, ns: &str, name: &str) -> Result<Option<(u16, String)>> {
+    // The Eviction by hand: kube's `Api::evict` spells the body's field
+    // `delete_options`, which the API server ignores (the pod would then wait for a
+    // kubelet for its grace period).
+    let eviction = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": { "name": name, "namespace": ns },
+        "deleteOptions": { "gracePeriodSeconds": 0 },
+    });
+    match Api::<Pod>::namespaced(client.clone(), ns)
+        .create_subresource::<_, serde_json::Value>(
+            "eviction",
+            name,
+            &PostParams::default(),
+            &eviction,
+        )
+        .await
+    {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+        Err(kube::Error::Api(e)) if e.code == 429 || e.code == 500 => Ok(Some((e.code, e.message))),
+        Err(e) => Err(e).with_context(|| format!("evicting {ns}/{name}")),
+    }
+}
+
+/// The budgets of `ns` whose `matchLabels` select `labels` (the workloads here use no
+/// expressions), each with its status.
+async fn budgets_of(
+    client: &kube::Client,
+    ns: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<Vec<String>> {
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    let mut found = Vec::new();
+    for b in api.list(&ListParams::default()).await?.items {
+        let wanted = b
+            .spec
+            .as_ref()
+            .and_then(|s| s.selector.as_ref())
+            .and_then(|s| s.match_labels.clone());
+        let Some(wanted) = wanted else { continue };
+        if wanted.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+            let status = b.status.clone().unwrap_or_default();
+            found.push(format!(
+                "{ns}/{} (disruptionsAllowed {}, currentHealthy {}, desiredHealthy {}, \
+                 observedGeneration {} of generation {})",
+                b.metadata.name.unwrap_or_default(),
+                status.disruptions_allowed.unwrap_or_default(),
+                status.current_healthy.unwrap_or_default(),
+                status.desired_healthy.unwrap_or_default(),
+                status.observed_generation.unwrap_or_default(),
+                b.metadata.generation.unwrap_or_default(),
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// Whether kubectl's drain leaves `pod` on the node: a DaemonSet's (with
+/// `--ignore-daemonsets`, as kured drains) or a static pod's mirror.
+pub fn drain_leaves(pod: &Pod) -> bool {
+    let daemon = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true));
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    daemon || mirror
 }

@@ -15,12 +15,15 @@
 //!   says, no node waits while a slot is free, none stays in progress once its
 //!   requirement cleared;
 //! - [`leadership`]: a Lease holder is replaced only after its term, and every write of
-//!   kumaco's lands in the term of a live holder.
+//!   kumaco's lands in the term of a live holder;
+//! - [`budgets`] (`--budgets`): no eviction of the drain of a node kumaco started is
+//!   refused ([`Checker::on_refused`] is where the drainer reports them).
 //!
 //! Writes: [`Checker::counts`] gives the node versions in which kumaco's conditions
 //! changed; the harness compares them with the API server's count of applies over a
 //! quiet tail (every apply must change something).
 
+mod budgets;
 mod ceiling;
 mod leadership;
 mod quiet;
@@ -28,7 +31,7 @@ mod quiet;
 mod tests;
 mod versions;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -42,6 +45,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::lifecycle::OnRefused;
 use super::plan::Plan;
 use leadership::{LeaseVersion, Write};
 use versions::NodeState;
@@ -69,6 +73,9 @@ pub struct CheckerConfig {
     pub lease_namespace: String,
     pub lease_name: String,
     pub lease_duration: Duration,
+    /// Nodes whose pods are under budgets that may refuse for a while (`--budgets`):
+    /// kumaco may hold them while slots are free, so they are not checked for waiting.
+    pub budget_nodes: BTreeSet<String>,
 }
 
 /// What the checker counted, for the summary.
@@ -115,6 +122,8 @@ pub struct Counts {
     pub max_disrupted_in_group: usize,
     /// Node events after which the disrupted nodes exceeded a ceiling.
     pub events_above_ceiling: u64,
+    /// Evictions refused in the drains of nodes kumaco started (each a violation).
+    pub evictions_refused: u64,
 }
 
 #[derive(Default)]
@@ -150,6 +159,7 @@ struct State {
 /// The checker, running. Dropping it stops its watches.
 pub struct Checker {
     cfg: CheckerConfig,
+    ctx: Ctx,
     state: Arc<Mutex<State>>,
     violation: watch::Receiver<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -218,6 +228,7 @@ impl Checker {
             .map_err(|_| anyhow::anyhow!("the checker's watch did not list the nodes in time"))??;
         Ok(Checker {
             cfg,
+            ctx,
             state,
             violation,
             tasks: vec![node_task, lease_task, tick_task],
@@ -314,6 +325,13 @@ impl Checker {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         false
+    }
+
+    /// Where the drainer reports the evictions refused in a drain of a node kumaco
+    /// started ([`budgets`]).
+    pub fn on_refused(&self) -> OnRefused {
+        let ctx = self.ctx.clone();
+        std::sync::Arc::new(move |node, refused| ctx.eviction_refused(node, refused))
     }
 
     pub fn config(&self) -> &CheckerConfig {

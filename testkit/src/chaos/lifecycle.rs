@@ -12,6 +12,11 @@
 //!   time), and once the agent has set `RebootRequired=False` makes it Ready and, after
 //!   a while, uncordons it. kumaco ends the maintenance when `RebootRequired` goes False,
 //!   so a node that completed holds its slot while it recovers: the realistic case.
+//!   With [`Evicting`] (kumaco-chaos `--budgets`) the drain is kured's: after the cordon
+//!   every pod of the node that a drain does not leave is evicted through the eviction
+//!   API ([`crate::workloads::evict_all`]), refused evictions retried every
+//!   [`DRAIN_RETRY`] until they go, with no timeout, and the agent's reboot waits for the
+//!   drain; each refusal is reported.
 //!
 //! No kubelet runs: the test API server has no node controller either, so a status
 //! written here stays until written again.
@@ -32,8 +37,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use super::Rng;
-use crate::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED, random_duration};
+use crate::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED, RebootAgent, random_duration};
 use crate::nodes::{condition, watch_nodes};
+use crate::workloads::{Refused, evict_all};
 
 /// The field manager of the harness's outages.
 pub const OUTAGE_MANAGER: &str = "chaos-node-lifecycle";
@@ -241,10 +247,33 @@ pub struct DrainSpec {
     pub unknown_share: f64,
 }
 
+/// How often a drain asks again for the evictions a budget refused (kured's drain with
+/// no timeout).
+pub const DRAIN_RETRY: Duration = Duration::from_secs(1);
+
+/// Where a refused eviction is reported: the node drained and the refusal.
+pub type OnRefused = Arc<dyn Fn(&str, &Refused) + Send + Sync>;
+
+/// The drain through the eviction API (module docs).
+#[derive(Clone)]
+pub struct Evicting {
+    /// The evictions' client, without kube's retries of 429
+    /// ([`crate::ApiServer::client_without_retries`]).
+    pub client: kube::Client,
+    /// Holds each node's reboot until its drain is done.
+    pub agent: Arc<RebootAgent>,
+    pub on_refused: OnRefused,
+}
+
 /// What the drainer did, for the figures.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct DrainCounts {
     pub drained: u64,
+    /// Drains through the eviction API done, evictions refused, and drain rounds that
+    /// failed (the API server down: retried).
+    pub evicting_drains_done: u64,
+    pub evictions_refused: u64,
+    pub eviction_round_errors: u64,
     pub not_ready: u64,
     pub unknown: u64,
     pub uncordoned: u64,
@@ -261,6 +290,7 @@ pub struct Drainer {
 struct DrainShared {
     client: kube::Client,
     spec: DrainSpec,
+    evicting: Option<Evicting>,
     /// Whether each node is `RebootRequired=True`, as last seen.
     reboot_required: Mutex<HashMap<String, bool>>,
     changed: Notify,
@@ -273,10 +303,17 @@ struct DrainShared {
 
 impl Drainer {
     /// Starts on the nodes matching `selector`; returns once its watch has listed them.
-    pub async fn start(client: &kube::Client, selector: &str, spec: DrainSpec) -> Result<Drainer> {
+    /// With `evicting`, drains through the eviction API (module docs).
+    pub async fn start(
+        client: &kube::Client,
+        selector: &str,
+        spec: DrainSpec,
+        evicting: Option<Evicting>,
+    ) -> Result<Drainer> {
         let shared = Arc::new(DrainShared {
             client: client.clone(),
             spec,
+            evicting,
             reboot_required: Mutex::new(HashMap::new()),
             changed: Notify::new(),
             handled: Mutex::new(BTreeSet::new()),
@@ -327,6 +364,10 @@ impl DrainShared {
         if !self.handled.lock().unwrap().insert((name.clone(), period)) {
             return;
         }
+        if let Some(e) = &self.evicting {
+            // Before the agent's pause can end: its reboot waits for the drain.
+            e.agent.hold(&name);
+        }
         let shared = self.clone();
         let handle = tokio::spawn(async move {
             if let Err(e) = shared.reboot(&name).await {
@@ -345,6 +386,10 @@ impl DrainShared {
         tokio::time::sleep(pause(spec.to_cordon)).await;
         set_cordoned(&self.client, node, true, DRAINER_MANAGER).await?;
         self.counts.lock().unwrap().drained += 1;
+        if let Some(evicting) = &self.evicting {
+            self.drain(node, evicting).await;
+            evicting.agent.release(node);
+        }
         tokio::time::sleep(pause(spec.drain)).await;
         let draw = self.unknown_draws.fetch_add(1, Ordering::Relaxed);
         // Every so many reboots the node controller gets to say Unknown first.
@@ -384,6 +429,28 @@ impl DrainShared {
         set_cordoned(&self.client, node, false, DRAINER_MANAGER).await?;
         self.counts.lock().unwrap().uncordoned += 1;
         Ok(())
+    }
+}
+
+impl DrainShared {
+    /// kured's drain: eviction rounds until none is refused, for as long as it takes
+    /// (the API server may be down: a failed round is retried too).
+    async fn drain(&self, node: &str, evicting: &Evicting) {
+        loop {
+            match evict_all(&evicting.client, node).await {
+                Ok(refused) if refused.is_empty() => break,
+                Ok(refused) => {
+                    self.counts.lock().unwrap().evictions_refused += refused.len() as u64;
+                    for r in &refused {
+                        (evicting.on_refused)(node, r);
+                    }
+                }
+                Err(_) => self.counts.lock().unwrap().eviction_round_errors += 1,
+            }
+            // The drain's retry: the scenario, not synchronisation.
+            tokio::time::sleep(DRAIN_RETRY).await;
+        }
+        self.counts.lock().unwrap().evicting_drains_done += 1;
     }
 }
 

@@ -2,12 +2,14 @@
 //! schedule, a wall clock that one kumaco replica sees shifted ([`clock`]), kumaco's own
 //! offline planner as the reference for `UnderMaintenance` ([`plan`]), nodes going down
 //! and coming back ([`lifecycle`]: the harness's outages, kured's drain around a reboot),
-//! and the independent checker ([`checker`]).
+//! the independent checker ([`checker`]), and the `--budgets` mode's pods and
+//! PodDisruptionBudgets ([`workload`]).
 
 pub mod checker;
 pub mod clock;
 pub mod lifecycle;
 pub mod plan;
+pub mod workload;
 
 /// A small seeded generator (SplitMix64): the whole fault schedule is drawn from it, so
 /// a seed replays the same faults in the same order. Not for cryptography.

@@ -216,6 +216,7 @@ impl Driver<'_> {
         // Killed replicas come back after a pod's restart delay.
         tokio::time::sleep(Duration::from_secs(2)).await;
         self.restart_down().await;
+        self.restart_controller_manager();
         self.checker.fault_ended(fault);
         self.tally.fault_seconds += began.elapsed().as_secs_f64();
         self.say(&format!(

@@ -11,6 +11,8 @@
 //! #   --replicas R      kumaco replicas (default 3)
 //! #   --ceiling C       kumaco's --max-in-progress (default 8)
 //! #   --zone-ceiling Z  kumaco's --max-in-progress-per topology.kubernetes.io/zone (default 3)
+//! #   --budgets         pods and PodDisruptionBudgets, drains through the eviction API
+//! #   --kumaco-arg ARG  one more argument for every kumaco replica (repeatable)
 //! #   --kumaco PATH     kumaco binary (default target/release/kumaco)
 //! #   --json FILE       figures (default target/kumaco-chaos.json)
 //! ```
@@ -48,6 +50,15 @@
 //! is read at moments when nothing moves, so the tail starts no new reboot: the reporter
 //! stops and the agent holds every node (those in progress stay so, the drainer's nodes
 //! stay down); only window edges, and kumaco's writes for them, go on.
+//!
+//! With `--budgets`, the real kube-controller-manager (disruption and StatefulSet
+//! controllers) runs on the same API server, started again if an API server crash stops
+//! it; StatefulSets, DaemonSet and finished pods live on a fraction of the nodes under
+//! PodDisruptionBudgets ([`testkit::chaos::workload`]), one of which allows nothing for
+//! the first half of the fault phase; a reporter of their own marks those nodes for a
+//! reboot again a minute after each (the others: about every 10 minutes); the drainer
+//! drains as kured does, through the eviction API, and the checker holds kumaco to one
+//! more promise: no eviction of the drain of a node it started is refused.
 //!
 //! On the first violation it prints it, the seed and the command that replays the run,
 //! and exits 1.
@@ -91,6 +102,14 @@ const LEASE_ARGS: [&str; 3] = [
 ];
 const REPORTER_SPEC: ReporterSpec = ReporterSpec {
     reboot_every: Duration::from_secs(600),
+    mark_every: Duration::from_secs(5),
+    cooldown: Duration::from_secs(60),
+};
+/// `--budgets`: the nodes under budgets need a reboot again as soon as the cooldown
+/// after their last one allows (the rate alone would mark each every 30 s), so that
+/// nodes sharing a budget wait in their windows together most of the time.
+const BUDGET_REPORTER_SPEC: ReporterSpec = ReporterSpec {
+    reboot_every: Duration::from_secs(30),
     mark_every: Duration::from_secs(5),
     cooldown: Duration::from_secs(60),
 };
@@ -141,7 +160,7 @@ struct Args {
     #[arg(long, default_value_t = 20)]
     settle: u64,
     /// The checker's allowance for its own watch delay, in milliseconds, on top of the
-    /// contract's 1 s.
+    /// 1 s within which kumaco must act on a window edge or an edit.
     #[arg(long, default_value_t = 2000)]
     slack_ms: u64,
     /// Length of the quiet tail after the faults, in seconds.
@@ -163,6 +182,14 @@ struct Args {
     /// nodes (a run that must fail).
     #[arg(long)]
     kumaco_ignores_unavailable: bool,
+    /// Pods and PodDisruptionBudgets on the nodes, drains through the eviction API, and
+    /// the promise that no drain of a node kumaco started is refused (module docs).
+    #[arg(long)]
+    budgets: bool,
+    /// One more argument for every kumaco replica, after the harness's (e.g.
+    /// `--kumaco-arg=--pod-disruption-budgets=false`, a `--budgets` run that must fail).
+    #[arg(long, allow_hyphen_values = true)]
+    kumaco_arg: Vec<String>,
     /// The kumaco binary.
     #[arg(long, default_value = fleet::DEFAULT_KUMACO)]
     kumaco: PathBuf,
@@ -229,6 +256,12 @@ impl Args {
         }
         if self.kumaco_ignores_unavailable {
             kinds.push_str(" --kumaco-ignores-unavailable");
+        }
+        if self.budgets {
+            kinds.push_str(" --budgets");
+        }
+        for arg in &self.kumaco_arg {
+            kinds.push_str(&format!(" --kumaco-arg={arg}"));
         }
         format!(
             "cargo run --release -p testkit --bin kumaco-chaos -- --seed {seed} --minutes {} \

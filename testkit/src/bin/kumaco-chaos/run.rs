@@ -14,8 +14,9 @@ use testkit::agent::{REBOOT_REQUIRED, RebootAgent};
 use testkit::chaos::Rng;
 use testkit::chaos::checker::{Checker, CheckerConfig};
 use testkit::chaos::clock::FakeClock;
-use testkit::chaos::lifecycle::Drainer;
+use testkit::chaos::lifecycle::{Drainer, Evicting};
 use testkit::chaos::plan::WindowSpec;
+use testkit::chaos::workload::{Layout, Workload};
 use testkit::faultproxy::{FaultProxy, kubeconfig_via, upstream_of};
 use testkit::fleet::{create_namespace, create_nodes, node_labels, node_name};
 use testkit::reporter::RebootSource;
@@ -24,8 +25,8 @@ use testkit::{ApiServer, Scope};
 use crate::replicas::{Replica, Signal};
 use crate::windows::{compute_plan, edit, initial_windows, put};
 use crate::{
-    Args, DRAIN, EDGE_BOUND, GRACE, LEASE, LEASE_ARGS, LEASE_DURATION, MANAGER, NAMESPACE, Outcome,
-    REBOOT_PAUSE, REPORTER_SPEC, ZONE_KEY,
+    Args, BUDGET_REPORTER_SPEC, DRAIN, EDGE_BOUND, GRACE, LEASE, LEASE_ARGS, LEASE_DURATION,
+    MANAGER, NAMESPACE, Outcome, REBOOT_PAUSE, REPORTER_SPEC, ZONE_KEY,
 };
 
 #[derive(Default, serde::Serialize)]
@@ -65,6 +66,8 @@ pub(crate) struct Driver<'a> {
     pub(crate) started: Instant,
     /// The outages running in the background.
     pub(crate) outages: Vec<tokio::task::JoinHandle<()>>,
+    /// `--budgets`: the pods, budgets and controller-manager.
+    pub(crate) workload: Option<Workload>,
 }
 
 pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
@@ -92,6 +95,35 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         })
         .collect();
     let plan = compute_plan(args, &dir, &initial, &nodes)?;
+    let names: Vec<String> = nodes.iter().map(|(name, _)| name.clone()).collect();
+    let layout = Layout::new(n);
+    let workload = if args.budgets {
+        let w = Workload::start(&server, &client, &layout, &names).await?;
+        println!(
+            "kumaco-chaos: --budgets: {} StatefulSets and {} pinned pods under budgets, on {} nodes",
+            layout.sets.len(),
+            layout.daemon_pods.len() + layout.finished_pods.len(),
+            layout.budgeted().len() + layout.daemon_pods.len() + layout.finished_pods.len()
+        );
+        Some(w)
+    } else {
+        None
+    };
+    let budget_nodes: std::collections::BTreeSet<String> = if args.budgets {
+        layout
+            .budgeted()
+            .iter()
+            .map(|&i| names[i].clone())
+            .collect()
+    } else {
+        Default::default()
+    };
+    // The nodes under budgets need reboots more often than the others (their own
+    // reporter): with their few pods, that is what puts their budgets to the test.
+    let (budgeted, unbudgeted): (Vec<String>, Vec<String>) = names
+        .iter()
+        .cloned()
+        .partition(|n| budget_nodes.contains(n));
     let cfg = CheckerConfig {
         ceiling: args.ceiling,
         group_ceiling: Some((ZONE_KEY.into(), args.zone_ceiling as usize)),
@@ -101,14 +133,31 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         lease_namespace: NAMESPACE.into(),
         lease_name: LEASE.into(),
         lease_duration: LEASE_DURATION,
+        budget_nodes,
     };
     let selector = scope.selector();
     let checker = Checker::start(&client, &selector, cfg, plan).await?;
     let startup = checker.fault_started("startup");
     let agent = Arc::new(RebootAgent::start(&client, &selector, REBOOT_PAUSE).await?);
-    let drainer = Drainer::start(&client, &selector, DRAIN).await?;
-    let names: Vec<String> = nodes.iter().map(|(name, _)| name.clone()).collect();
-    let mut reporter = RebootSource::start(client.clone(), names, agent.clone(), REPORTER_SPEC);
+    let evicting = match args.budgets {
+        true => Some(Evicting {
+            client: server.client_without_retries().await?,
+            agent: agent.clone(),
+            on_refused: checker.on_refused(),
+        }),
+        false => None,
+    };
+    let drainer = Drainer::start(&client, &selector, DRAIN, evicting).await?;
+    let mut reporter =
+        RebootSource::start(client.clone(), unbudgeted, agent.clone(), REPORTER_SPEC);
+    let mut budget_reporter = args.budgets.then(|| {
+        RebootSource::start(
+            client.clone(),
+            budgeted,
+            agent.clone(),
+            BUDGET_REPORTER_SPEC,
+        )
+    });
 
     let upstream = upstream_of(&server)?;
     let mut replicas = Vec::new();
@@ -155,6 +204,7 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     ]
     .into_iter()
     .chain(LEASE_ARGS.iter().map(|s| s.to_string()))
+    .chain(args.kumaco_arg.iter().cloned())
     .collect();
     let mut driver = Driver {
         args,
@@ -171,6 +221,7 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         tally: Tally::default(),
         started: Instant::now(),
         outages: Vec::new(),
+        workload,
     };
     for i in 0..driver.replicas.len() {
         driver.start_replica(i).await?;
@@ -189,7 +240,18 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
 
     let fault_phase = Duration::from_secs_f64(args.minutes * 60.0);
     let mut violated = false;
+    let mut relaxed_at = None;
     while driver.started.elapsed() < fault_phase {
+        // The frozen budget allows one from the middle of the fault phase: its nodes
+        // waited, now they complete.
+        if relaxed_at.is_none()
+            && driver.started.elapsed() >= fault_phase / 2
+            && let Some(w) = &driver.workload
+        {
+            w.relax().await?;
+            relaxed_at = Some(driver.started.elapsed().as_secs_f64() / 60.0);
+            driver.say("the frozen budget now allows one disruption");
+        }
         let violation = driver.checker.violated();
         tokio::select! {
             biased;
@@ -204,6 +266,9 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         }
     }
     reporter.stop(&agent).await;
+    if let Some(r) = &mut budget_reporter {
+        r.stop(&agent).await;
+    }
     let (tail, tail_violation) = if violated {
         (json!(null), None)
     } else {
@@ -233,8 +298,15 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
         "faults": driver.tally,
         "kills": driver.tally.sigkill + driver.tally.sigterm,
         "reboots": agent.reboots(),
-        "reboots_marked": reporter_state.marks,
+        "reboots_marked": reporter_state.marks
+            + budget_reporter.as_ref().map_or(0, |r| r.state().marks),
         "drainer": drainer.counts(),
+        "budgets": driver.workload.as_ref().map(|w| json!({
+            "kumaco_args": args.kumaco_arg,
+            "controller_manager_restarts": w.kcm_restarts,
+            "frozen_relaxed_at_minute": relaxed_at,
+            "evictions_refused": counts.evictions_refused,
+        })),
         "max_in_progress": counts.max_in_progress,
         "checker": counts,
         "tail": tail,
@@ -246,6 +318,7 @@ pub(crate) async fn run(args: &Args, seed: u64) -> Result<Outcome> {
     drop(reporter_state);
     // The helpers first: they must not retry against an API server that is going away.
     drop(reporter);
+    drop(budget_reporter);
     drop(agent);
     drop(drainer);
     drop(driver);
@@ -256,6 +329,8 @@ impl Drop for Driver<'_> {
     /// The replicas and their proxies go before the API server: it would wait for their
     /// connections to drain (up to a minute) before it stops.
     fn drop(&mut self) {
+        // The controller-manager and the stand-in go first too.
+        self.workload = None;
         for outage in self.outages.drain(..) {
             outage.abort();
         }
@@ -282,6 +357,19 @@ impl Driver<'_> {
     pub(crate) async fn start_replica(&mut self, i: usize) -> Result<()> {
         let (kumaco, args) = (&self.args.kumaco, &self.kumaco_args);
         self.replicas[i].start(kumaco, &self.server, args).await
+    }
+
+    /// Starts the controller-manager again if it stopped (`--budgets`).
+    pub(crate) fn restart_controller_manager(&mut self) {
+        if let Some(w) = &mut self.workload {
+            match w.ensure_running(&self.server) {
+                Ok(true) => self.say("the controller-manager had stopped: started again"),
+                Ok(false) => {}
+                Err(e) => self.say(&format!(
+                    "the controller-manager did not start again: {e:#}"
+                )),
+            }
+        }
     }
 
     /// Starts a killed replica again; a failure (the API server still down, a slow

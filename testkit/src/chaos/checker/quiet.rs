@@ -98,6 +98,7 @@ impl Ctx {
             .filter(|(_, n)| {
                 Cond::is_true(&n.um) && n.rr && !Cond::is_true(&n.mip) && n.down.is_none()
             })
+            .filter(|(name, _)| !self.cfg.budget_nodes.contains(*name))
             .filter_map(|(name, n)| {
                 let in_group = in_groups.get(&n.group.as_deref()).copied().unwrap_or(0);
                 let free = disrupted < self.cfg.ceiling

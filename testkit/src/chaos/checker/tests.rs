@@ -67,6 +67,7 @@ fn ctx(ceiling: usize, group: usize) -> Ctx {
             lease_namespace: "ns".into(),
             lease_name: "lease".into(),
             lease_duration: Duration::from_secs(8),
+            budget_nodes: Default::default(),
         },
         state: Arc::new(Mutex::new(State::default())),
         violation: Arc::new(watch::channel(false).0),
@@ -351,4 +352,74 @@ fn after_a_relist_a_node_down_counts_from_its_listed_version() {
     // x's foreign revision is still 3 (from the first list): b's 20 is after it.
     assert_eq!(violations(&ctx), Vec::<String>::new());
     assert_eq!(counts(&ctx).starts_raced, 1);
+}
+
+#[test]
+fn a_refused_eviction_in_the_drain_of_a_started_node_is_a_violation_naming_the_budget() {
+    let ctx = ctx(2, 5);
+    cluster(&ctx);
+    assert!(violations(&ctx).is_empty());
+    let refused = crate::workloads::Refused {
+        pod: "chaos-apps/spread-0-1".into(),
+        code: 429,
+        message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+        budgets: vec!["chaos-apps/spread-0 (disruptionsAllowed 0, ...)".into()],
+    };
+    ctx.eviction_refused("a", &refused);
+    let found = violations(&ctx);
+    assert_eq!(found.len(), 1, "{found:?}");
+    for part in [
+        "drain a PodDisruptionBudget refuses",
+        "node a (MaintenanceInProgress=True since",
+        "pod chaos-apps/spread-0-1",
+        "429",
+        "budgets: chaos-apps/spread-0",
+    ] {
+        assert!(found[0].contains(part), "{part:?} not in {found:?}");
+    }
+    assert_eq!(counts(&ctx).evictions_refused, 1);
+}
+
+#[test]
+fn a_node_under_a_budget_may_wait_while_a_slot_is_free() {
+    // Only a in progress, ceilings 2 and 5: b, x and y wait with a slot free, for a
+    // minute of quiet time.
+    let waited = |budget_nodes: &[&str]| {
+        let mut c = ctx(2, 5);
+        c.cfg.budget_nodes = budget_nodes.iter().map(|n| n.to_string()).collect();
+        let now = Timestamp::now();
+        c.state.lock().unwrap().plan = Plan {
+            segments: vec![super::super::plan::Segment {
+                start: now - SignedDuration::from_hours(1),
+                end: now + SignedDuration::from_hours(1),
+                nodes: ["a", "b", "x", "y"].iter().map(|n| n.to_string()).collect(),
+            }],
+        };
+        list(
+            &c,
+            &[
+                V {
+                    mip: Some("True"),
+                    ..v("a", 1, "z1")
+                },
+                v("b", 2, "z1"),
+                v("x", 3, "z2"),
+                v("y", 4, "z2"),
+            ],
+        );
+        c.state.lock().unwrap().last_relist = Some(now - SignedDuration::from_hours(1));
+        c.tick();
+        for since in c.state.lock().unwrap().starved.values_mut() {
+            *since -= SignedDuration::from_secs(60);
+        }
+        c.tick();
+        violations(&c)
+    };
+    let found = waited(&[]);
+    assert!(
+        found.iter().any(|v| v.contains("waits for maintenance")),
+        "{found:?}"
+    );
+    let found = waited(&["b", "x", "y"]);
+    assert!(found.is_empty(), "{found:?}");
 }
