@@ -1,4 +1,4 @@
-//! What a forecast costs (`kumaco_core::forecast`, issue 28): 500 and 5,000 nodes
+//! What a forecast costs (`kumaco_core::forecast`): 500, 1,000 and 5,000 nodes
 //! against 200 windows, 30 days ahead, every node needing a reboot, at the median and
 //! the 90th percentile durations, and the expected completion over durations drawn from
 //! 500 records (two simulations per forecast, and 15 more where the rollout completes).
@@ -213,7 +213,7 @@ fn bench(c: &mut Criterion) {
         ("every rule", &every_rule),
         ("10%, 25 per zone", &wide),
     ] {
-        for n in [500, 5000] {
+        for n in [500, 1000, 5000] {
             let fleet = nodes(n, now);
             let views = views(&fleet, policy);
             let f = forecast::forecast(&windows, policy, &views, &durations, now, horizon);
