@@ -63,16 +63,21 @@ mod model;
 mod node;
 mod outcome;
 mod queue;
+mod runs;
 mod simulation;
 
+#[cfg(test)]
 use drawn::{Lengths, Pool};
 pub use drawn::{RUNS as EXPECTED_RUNS, WORK_BUDGET as EXPECTED_WORK_BUDGET};
-use fleet::{Fleet, Role};
-use model::rank;
+use fleet::Fleet;
 pub use model::{Durations, Learned, Quantiles, Recorded, Sampled, learn};
 pub use outcome::{
     Expected, Forecast, NodeForecast, OccurrenceLoad, Placement, Plan, Rollout, WindowOccurrence,
 };
+use runs::Tally;
+pub use runs::{Drawing, Quantile, Runs};
+pub use simulation::Played;
+#[cfg(test)]
 use simulation::Run;
 
 /// Most occurrences of one window the forecast follows: a window that occurs more often
@@ -80,7 +85,8 @@ use simulation::Run;
 pub const MAX_OCCURRENCES: usize = 10_000;
 
 /// Forecasts the maintenance of `nodes`, the nodes in scope, from `now` to `now +
-/// horizon`, with the valid `windows` (blackouts included) and the brain's `policy`.
+/// horizon`, with the valid `windows` (blackouts included) and the brain's `policy`: every
+/// run one after another ([`Runs`] to play them elsewhere).
 pub fn forecast(
     windows: &[&Window],
     policy: &Policy,
@@ -89,101 +95,44 @@ pub fn forecast(
     now: Timestamp,
     horizon: SignedDuration,
 ) -> Forecast {
-    let fleet = Fleet::new(windows, policy, nodes, now, horizon);
-    let at = |q: fn(&Quantiles) -> SignedDuration| {
-        let d = |q2: &Quantiles, recorded: &[SignedDuration]| {
-            Pool::fixed(q(q2).max(SignedDuration::ZERO), !recorded.is_empty())
-        };
-        let lengths = Lengths::fixed(
-            d(&durations.maintenance, &durations.recorded.maintenance),
-            d(&durations.recovery, &durations.recorded.recovery),
-        );
-        Run::new(&fleet, lengths).play()
-    };
-    // The two runs are independent: on two cores, side by side.
-    let (median, p90) = std::thread::scope(|s| {
-        let p90 = s.spawn(|| at(|q| q.p90));
-        (
-            at(|q| q.median),
-            p90.join().expect("the 90th percentile's run"),
-        )
-    });
-    // The drawn runs get what the two runs above left of the budget.
-    let left = drawn::WORK_BUDGET.saturating_sub(median.work + p90.work);
-    let expected = median
-        .rollout
-        .completion
-        .and_then(|_| expected(&fleet, durations, left, median.work));
-    let mut out: Vec<NodeForecast> = Vec::new();
-    for &i in &fleet.shown {
-        let plan = match &fleet.roles[i] {
-            Role::Held { reason, message } => Plan::Held {
-                reason: reason.clone(),
-                message: message.clone(),
-            },
-            _ => Plan::Forecast {
-                median: median.placements[i].clone().expect("forecast"),
-                p90: p90.placements[i].clone().expect("forecast"),
-            },
-        };
-        out.push(NodeForecast {
-            name: nodes[i].name.to_string(),
-            plan,
-        });
+    let runs = Runs::new(windows, policy, nodes, durations, now, horizon);
+    let median = runs.play(Quantile::Median);
+    let p90 = runs.play(Quantile::P90);
+    let expected = runs
+        .drawing(&median, &p90)
+        .and_then(|drawing| played_in_turn(&runs.fleet, &drawing));
+    runs.combine(median, p90, expected)
+}
+
+/// The expected completion, the drawn runs played one after another, each within what
+/// the ones before it left.
+fn played_in_turn(fleet: &Fleet, drawing: &Drawing) -> Option<Expected> {
+    let mut tally = Tally::new(drawing);
+    for run in 0..drawn::RUNS {
+        let Some(left) = tally.left() else { break };
+        if !tally.count(runs::play_drawn(fleet, drawing, run, left).as_ref()) {
+            break;
+        }
     }
-    Forecast {
-        nodes: out,
-        median: median.rollout,
-        p90: p90.rollout,
-        expected,
-        horizon_end: fleet.horizon_end,
-    }
+    tally.expected()
 }
 
 /// The completion over up to [`drawn::RUNS`] runs with drawn durations, as many as
 /// decide at most `work_budget` node states in all (a run is not begun with less left
-/// than `typical`, what the median run decided, nor finished past the budget); `None`
+/// than `typical`, what the median run decided, nor counted past the budget); `None`
 /// when no recorded duration varies (every run would be the median's) or not one run
 /// fits in the budget.
+#[cfg(test)]
 fn expected(
     fleet: &Fleet,
     durations: &Durations,
     work_budget: u64,
     typical: u64,
 ) -> Option<Expected> {
-    let maintenance = Pool::of(&durations.recorded.maintenance, &durations.maintenance);
-    let recovery = Pool::of(&durations.recorded.recovery, &durations.recovery);
-    if !drawn::varies(maintenance) && !drawn::varies(recovery) {
-        return None;
-    }
-    // Beyond the horizon sorts last.
-    let mut ends: Vec<Timestamp> = Vec::with_capacity(drawn::RUNS);
-    let mut budget = work_budget;
-    for run in 0..drawn::RUNS as u64 {
-        if budget < typical {
-            break;
-        }
-        let lengths = Lengths {
-            maintenance,
-            recovery,
-            run,
-        };
-        let Some(played) = Run::new(fleet, lengths).play_within(budget) else {
-            break;
-        };
-        budget -= played.work.min(budget);
-        ends.push(played.rollout.completion.unwrap_or(Timestamp::MAX));
-    }
-    if ends.is_empty() {
-        return None;
-    }
-    ends.sort_unstable();
-    let within = |t: Timestamp| (t != Timestamp::MAX).then_some(t);
-    Some(Expected {
-        runs: ends.len(),
-        completion: within(ends[rank(ends.len(), 50)]),
-        p90: within(ends[rank(ends.len(), 90)]),
-    })
+    played_in_turn(
+        fleet,
+        &runs::drawing_within(durations, work_budget, typical)?,
+    )
 }
 
 #[cfg(test)]

@@ -47,6 +47,9 @@ pub(super) struct Standing {
     pub(super) needs: bool,
     /// In [`Run::busy`], [`Run::recent`].
     pub(super) busy: bool,
+    /// Busy, but left out of the decisions until something it shows changes
+    /// ([`Run::settle`](super::simulation::Run)).
+    pub(super) settled: bool,
     pub(super) recent: bool,
     /// Active maintenance windows and blackouts selecting it.
     pub(super) windows_on: u16,

@@ -26,11 +26,19 @@ use crate::window::Span;
 const MAX_PASSES: usize = 10;
 
 /// What a run leaves: each node's placement, and the rollout.
-pub(super) struct Played {
+#[derive(Debug)]
+pub struct Played {
     pub(super) placements: Vec<Option<Placement>>,
     pub(super) rollout: Rollout,
     /// The node states it decided.
     pub(super) work: u64,
+}
+
+impl Played {
+    /// The node states it decided: what it cost, counted the same on every machine.
+    pub fn work(&self) -> u64 {
+        self.work
+    }
 }
 
 /// One simulation, at one pair of durations or with durations drawn.
@@ -50,6 +58,8 @@ pub(super) struct Run<'f, 'a> {
     pub(super) cursors: Vec<Vec<usize>>,
     pub(super) happens: BinaryHeap<Reverse<Event>>,
     /// Nodes decided at every instant: in progress, working or recovering.
+    /// Those of the nodes in progress or recovering whose decision may change at the
+    /// next pass (see [`Run::settle`]); the others are left out of the scope.
     pub(super) busy: BTreeSet<usize>,
     /// The other nodes whose start or end paces the next start: decided at every instant
     /// too, since the brain may replace that end (with a reason why the node waits), and
@@ -205,6 +215,7 @@ impl<'f, 'a> Run<'f, 'a> {
                     // The pass writes UnderMaintenance with its decisions: the next pass
                     // reads it.
                     for i in std::mem::take(&mut self.windows_changed) {
+                        self.wake(i);
                         let standing = &mut self.standing[i];
                         if under_maintenance(standing, t) {
                             // What the brain reads of it changed.
@@ -246,6 +257,7 @@ impl<'f, 'a> Run<'f, 'a> {
     pub(super) fn apply_edge(&mut self, edge: &Edge, t: Timestamp) {
         let fleet = self.fleet;
         let (standing, changed) = (&mut self.standing, &mut self.windows_changed);
+        let mut woken = Vec::new();
         for &SpanChange { window: w, span } in &edge.changes {
             let was = self.spans[w].is_some();
             self.spans[w] = span;
@@ -258,6 +270,9 @@ impl<'f, 'a> Run<'f, 'a> {
                         return false;
                     }
                     standing.version += 1;
+                    if standing.settled {
+                        woken.push(i);
+                    }
                     if was != span.is_some() {
                         let count = if blackout {
                             &mut standing.blackouts_on
@@ -276,6 +291,9 @@ impl<'f, 'a> Run<'f, 'a> {
             }
             self.cursors[w].fill(0);
         }
+        for i in woken {
+            self.wake(i);
+        }
         self.active = ActiveWindows::from_spans(t, active_spans(&fleet.windows, &self.spans));
         self.open = (0..fleet.windows.len())
             .filter(|&w| self.spans[w].is_some() && !fleet.windows[w].blackout)
@@ -283,6 +301,8 @@ impl<'f, 'a> Run<'f, 'a> {
     }
 
     pub(super) fn happen(&mut self, what: Happens, i: usize, t: Timestamp) {
+        // Taken back into the scope as it was left out, before it changes.
+        self.wake(i);
         let policy = self.fleet.policy;
         let sim = &mut self.nodes[i];
         match what {
@@ -409,6 +429,49 @@ impl<'f, 'a> Run<'f, 'a> {
             taken: Vec::new(),
             done: false,
         }
+    }
+
+    /// Leaves node `i`, in progress or recovering and just decided, out of the decisions
+    /// until something it shows changes (its work done, its recovery over, a window
+    /// opening or closing on it): until then the brain's answer for it stays the same.
+    /// What it answers for a node in progress reads only what the node shows (its
+    /// requirements, its boot ID, whether its window is active), and a node unavailable is
+    /// never a candidate; neither reads the other nodes or, but for `--start-interval`,
+    /// the time. So a node whose start or end paces the next start is not left out: the
+    /// interval counts from the latest, among the nodes decided.
+    fn settle(&mut self, i: usize, t: Timestamp) {
+        let sim = &self.nodes[i];
+        let in_progress = is_true(&sim.conditions, MAINTENANCE_IN_PROGRESS);
+        let settled = (in_progress && sim.working)
+            || (!in_progress && sim.recovering && sim.availability.unavailable().is_some());
+        if !settled || paces(self.fleet.policy, &sim.conditions, t) {
+            return;
+        }
+        self.busy.remove(&i);
+        self.standing[i].settled = true;
+        let mut scope = std::mem::take(&mut self.scope);
+        let state = NodeState {
+            window: None,
+            ..self.state(i)
+        };
+        scope.leave_out(self.fleet.policy, &state);
+        self.scope = scope;
+    }
+
+    /// Node `i`, left out by [`Run::settle`], is decided again from now on.
+    fn wake(&mut self, i: usize) {
+        if !self.standing[i].settled {
+            return;
+        }
+        self.standing[i].settled = false;
+        self.busy.insert(i);
+        let mut scope = std::mem::take(&mut self.scope);
+        let state = NodeState {
+            window: None,
+            ..self.state(i)
+        };
+        scope.take_back(self.fleet.policy, &state);
+        self.scope = scope;
     }
 
     pub(super) fn set_busy(&mut self, i: usize, on: bool) {
@@ -540,6 +603,7 @@ impl<'f, 'a> Run<'f, 'a> {
         decided: in_progress::Decisions,
     ) -> bool {
         let mut changed = false;
+        let mut unchanged_busy: Vec<usize> = Vec::new();
         for (j, (&i, d)) in chosen.iter().zip(decided.conditions).enumerate() {
             let sim = &mut self.nodes[i];
             let was = is_true(&sim.conditions, MAINTENANCE_IN_PROGRESS);
@@ -549,6 +613,8 @@ impl<'f, 'a> Run<'f, 'a> {
             }) {
                 set(&mut sim.conditions, d, t);
                 changed = true;
+            } else if j < busy && self.standing[i].busy {
+                unchanged_busy.push(i);
             }
             let is = is_true(&sim.conditions, MAINTENANCE_IN_PROGRESS);
             if is && !was {
@@ -603,6 +669,9 @@ impl<'f, 'a> Run<'f, 'a> {
         for &i in chosen {
             let pacing = paces(self.fleet.policy, &self.nodes[i].conditions, t);
             self.set_recent(i, !self.standing[i].busy && pacing);
+        }
+        for i in unchanged_busy {
+            self.settle(i, t);
         }
         changed
     }
