@@ -95,7 +95,7 @@ pub fn forecast(
     now: Timestamp,
     horizon: SignedDuration,
 ) -> Forecast {
-    let runs = Runs::new(windows, policy, nodes, durations, now, horizon);
+    let runs = Runs::new(windows, policy, nodes, &[], durations, now, horizon);
     let median = runs.play(Quantile::Median);
     let p90 = runs.play(Quantile::P90);
     let expected = runs

@@ -9,7 +9,7 @@ use jiff::{SignedDuration, Timestamp};
 use super::MAX_OCCURRENCES;
 use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, find, is_true};
 use crate::decision;
-use crate::gates::Gates;
+use crate::gates::{Gates, Hold};
 use crate::in_progress::{self, NodeState, Policy, Scope};
 use crate::pass::NodeView;
 use crate::reasons;
@@ -74,6 +74,8 @@ pub(super) struct SpanChange {
 /// each window selects.
 pub(super) struct Fleet<'a> {
     pub(super) policy: &'a Policy,
+    /// The gates' holds on every start: every node that would start is held.
+    pub(super) cluster: &'a [Hold],
     pub(super) windows: Vec<&'a Window>,
     pub(super) nodes: &'a [NodeView<'a>],
     pub(super) now: Timestamp,
@@ -110,10 +112,24 @@ pub(super) struct Fleet<'a> {
 }
 
 impl<'a> Fleet<'a> {
+    /// [`Fleet::gated`] without a hold on every start.
+    #[cfg(test)]
     pub(super) fn new(
         windows: &[&'a Window],
         policy: &'a Policy,
         nodes: &'a [NodeView<'a>],
+        now: Timestamp,
+        horizon: SignedDuration,
+    ) -> Fleet<'a> {
+        Fleet::gated(windows, policy, nodes, &[], now, horizon)
+    }
+
+    /// What the runs over `nodes` share, `cluster` the gates' holds on every start.
+    pub(super) fn gated(
+        windows: &[&'a Window],
+        policy: &'a Policy,
+        nodes: &'a [NodeView<'a>],
+        cluster: &'a [Hold],
         now: Timestamp,
         horizon: SignedDuration,
     ) -> Fleet<'a> {
@@ -231,7 +247,7 @@ impl<'a> Fleet<'a> {
             let role = if in_progress || (needs && recovering) {
                 Role::Forecast
             } else if needs {
-                held(policy, node, &plain[i], now).unwrap_or(Role::Forecast)
+                held(policy, node, &plain[i], cluster, now).unwrap_or(Role::Forecast)
             } else if recovering || pacing {
                 Role::Background
             } else {
@@ -270,6 +286,7 @@ impl<'a> Fleet<'a> {
         }
         Fleet {
             policy,
+            cluster,
             nodes,
             now,
             horizon_end,
@@ -321,11 +338,14 @@ pub(super) fn address(w: &Window) -> usize {
 
 /// The role of a node that needs maintenance: `Held` when the brain, given a window and a
 /// free slot, would still not start it for a reason the simulation never changes (a
-/// blocker, the node down for another reason); `None` when it is forecast.
+/// blocker, the node down for another reason, a health gate's hold on it or on every
+/// start: the forecast reads the gates' verdicts as they are now); `None` when it is
+/// forecast.
 pub(super) fn held(
     policy: &Policy,
     node: &NodeView,
     plain: &NodeState,
+    cluster: &[Hold],
     now: Timestamp,
 ) -> Option<Role> {
     if let Some(why) = node.availability.unavailable() {
@@ -337,15 +357,27 @@ pub(super) fn held(
     let in_window = NodeState {
         window: Some(("", None)),
         window_active: true,
+        holds: node.holds,
         ..*plain
     };
     let d = in_progress::decide(policy, &[in_window], &Gates::NONE, now)
         .conditions
         .pop()
         .flatten()?;
-    (d.reason == reasons::BLOCKED).then_some(Role::Held {
-        reason: d.reason,
-        message: d.message,
+    if d.reason == reasons::BLOCKED || reasons::is_gate(&d.reason) {
+        return Some(Role::Held {
+            reason: d.reason,
+            message: d.message,
+        });
+    }
+    // It would start, or wait for a slot or the interval: a hold on every start comes
+    // before its start.
+    let would_start =
+        d.status || d.reason == reasons::WAITING_FOR_SLOT || d.reason == reasons::START_INTERVAL;
+    let hold = cluster.first().filter(|_| would_start)?;
+    Some(Role::Held {
+        reason: hold.reason.to_string(),
+        message: hold.message.clone(),
     })
 }
 

@@ -10,6 +10,7 @@ use super::fleet::{Fleet, Role};
 use super::model::{Durations, Quantiles, rank};
 use super::outcome::{Expected, Forecast, NodeForecast, Plan};
 use super::simulation::{Played, Run};
+use crate::gates::Hold;
 use crate::in_progress::Policy;
 use crate::pass::NodeView;
 use crate::window::Window;
@@ -40,17 +41,19 @@ pub struct Drawing<'d> {
 
 impl<'a> Runs<'a> {
     /// The runs forecasting `nodes`, the nodes in scope, from `now` to `now + horizon`,
-    /// with the valid `windows` (blackouts included) and the brain's `policy`.
+    /// with the valid `windows` (blackouts included), the brain's `policy` and the gates'
+    /// holds on every start (`cluster`; each node's own are in its view).
     pub fn new(
         windows: &[&'a Window],
         policy: &'a Policy,
         nodes: &'a [NodeView<'a>],
+        cluster: &'a [Hold],
         durations: &'a Durations,
         now: Timestamp,
         horizon: SignedDuration,
     ) -> Runs<'a> {
         Runs {
-            fleet: Fleet::new(windows, policy, nodes, now, horizon),
+            fleet: Fleet::gated(windows, policy, nodes, cluster, now, horizon),
             durations,
         }
     }

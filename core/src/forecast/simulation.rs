@@ -346,6 +346,10 @@ impl<'f, 'a> Run<'f, 'a> {
     /// One decision at `t`, as one pass makes it; whether it wrote anything (the
     /// controller then passes again).
     pub(super) fn pass(&mut self, t: Timestamp) -> bool {
+        let gates = Gates {
+            cluster: self.fleet.cluster,
+            budgets: None,
+        };
         let policy = self.fleet.policy;
         let stale: Vec<usize> = (self.recent.iter().copied())
             .filter(|&i| !paces(policy, &self.nodes[i].conditions, t))
@@ -372,7 +376,7 @@ impl<'f, 'a> Run<'f, 'a> {
             self.work += chosen.len() as u64;
             let states: Vec<NodeState> = chosen.iter().map(|&i| self.state(i)).collect();
             let decided =
-                in_progress::decide_among(self.fleet.policy, &states, &self.scope, &Gates::NONE, t);
+                in_progress::decide_among(self.fleet.policy, &states, &self.scope, &gates, t);
             drop(states);
             // A group is decided as over every waiting node once one of its nodes is held:
             // the nodes after it would be held too.
@@ -588,7 +592,7 @@ impl<'f, 'a> Run<'f, 'a> {
             availability: sim.availability,
             pods: view.pods,
             boot_id: sim.boot_id.as_deref(),
-            holds: &[],
+            holds: view.holds,
             drain: None,
         }
     }

@@ -8,7 +8,7 @@ use super::*;
 use crate::announce::WindowSource;
 use crate::conditions::Status;
 use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, UNDER_MAINTENANCE, find, is_true};
-use crate::gates::Gates;
+use crate::gates::{Gates, Hold};
 use crate::in_progress::{self, Availability};
 use crate::in_progress::{BlockingPod, Ceiling, GroupCeiling};
 use crate::pass::{self, Rules};
@@ -539,6 +539,125 @@ fn blocked_nodes_are_listed_with_the_brains_reason() {
     assert_eq!(held("c").1, r#"blocked by --block-node-selector "zone=a""#);
     assert_eq!(at_median(&f, "d"), pair("02:00:00", "02:20:00"));
     assert_eq!(f.median.completion, Some(ts("2026-01-05T02:20:00Z")));
+}
+
+/// The forecast of `nodes` with the gates' holds: `holds` on the nodes named, `cluster`
+/// on every start; the runs played in turn.
+fn gated(
+    nodes: &[Node],
+    holds: &[(&str, Hold)],
+    cluster: &[Hold],
+    durations: &Durations,
+) -> Forecast {
+    let windows = [nightly("")];
+    let windows: Vec<&Window> = windows.iter().collect();
+    let on: Vec<Vec<Hold>> = nodes
+        .iter()
+        .map(|n| {
+            (holds.iter())
+                .filter(|(name, _)| *name == n.name)
+                .map(|(_, h)| h.clone())
+                .collect()
+        })
+        .collect();
+    let views: Vec<NodeView> = nodes
+        .iter()
+        .zip(&on)
+        .map(|(n, holds)| NodeView { holds, ..n.view() })
+        .collect();
+    let p = policy(1);
+    let horizon = SignedDuration::from_hours(24 * 30);
+    let runs = Runs::new(&windows, &p, &views, cluster, durations, monday(), horizon);
+    let (median, p90) = (runs.play(Quantile::Median), runs.play(Quantile::P90));
+    let expected = runs
+        .drawing(&median, &p90)
+        .and_then(|d| d.expected((0..Drawing::RUNS).map(|r| runs.play_drawn(&d, r, d.budget()))));
+    runs.combine(median, p90, expected)
+}
+
+fn held_for(f: &Forecast, name: &str) -> (String, String) {
+    match plan(f, name) {
+        Plan::Held { reason, message } => (reason.clone(), message.clone()),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_node_a_gate_holds_is_held_with_the_gates_reason() {
+    let nodes = vec![
+        Node::needing("a", None, 30),
+        Node::needing("b", None, 20),
+        Node::needing("c", None, 10),
+    ];
+    let pdb = Hold {
+        reason: reasons::POD_DISRUPTION_BUDGET,
+        message: "would take db/pg below its minimum".into(),
+    };
+    let f = gated(
+        &nodes,
+        &[("a", pdb.clone())],
+        &[],
+        &durations(mins(20), mins(5)),
+    );
+    assert_eq!(
+        held_for(&f, "a"),
+        (reasons::POD_DISRUPTION_BUDGET.into(), pdb.message.clone())
+    );
+    // The others take its turn: b first, then c.
+    assert_eq!(at_median(&f, "b"), pair("02:00:00", "02:20:00"));
+    assert_eq!(at_median(&f, "c"), pair("02:25:00", "02:45:00"));
+    // Without the hold, a would go first.
+    let free = gated(&nodes, &[], &[], &durations(mins(20), mins(5)));
+    assert_eq!(at_median(&free, "a"), pair("02:00:00", "02:20:00"));
+    assert_eq!(
+        free,
+        run(
+            &[nightly("")],
+            &policy(1),
+            &nodes,
+            &durations(mins(20), mins(5)),
+            monday()
+        )
+    );
+}
+
+#[test]
+fn a_hold_on_every_start_holds_every_waiting_node_and_no_node_in_progress() {
+    let mut nodes = vec![
+        Node::needing("a", None, 30),
+        Node::needing("b", None, 20),
+        Node::needing("c", None, 10),
+    ];
+    // In progress since 01:50: its maintenance goes on to its end.
+    nodes[2].conditions.push(condition(
+        MAINTENANCE_IN_PROGRESS,
+        true,
+        ts("2026-01-05T01:50:00Z"),
+    ));
+    let alert = Hold {
+        reason: reasons::ALERT_FIRING,
+        message: "alert NodeDown is firing".into(),
+    };
+    let now = monday();
+    let f = gated(&nodes, &[], &[alert.clone()], &durations(mins(20), mins(5)));
+    for name in ["a", "b"] {
+        assert_eq!(
+            held_for(&f, name),
+            (reasons::ALERT_FIRING.into(), alert.message.clone()),
+            "{now}"
+        );
+    }
+    match plan(&f, "c") {
+        Plan::Forecast {
+            median: Placement::InProgress { since, end },
+            ..
+        } => {
+            assert_eq!(*since, ts("2026-01-05T01:50:00Z"));
+            assert_eq!(*end, Some(ts("2026-01-05T02:10:00Z")));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.median.completion, Some(ts("2026-01-05T02:10:00Z")));
 }
 
 #[test]
