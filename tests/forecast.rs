@@ -1,4 +1,4 @@
-//! The forecast on the real API server (issue 28): kumaco records how long a maintenance
+//! The forecast on the real API server: kumaco records how long a maintenance
 //! took and how long its node took to come back, observes both in its histograms,
 //! forecasts from them what `kumaco plan --forecast` forecasts against the same cluster,
 //! and a restarted kumaco exports the same forecast (nothing is kept in memory only).

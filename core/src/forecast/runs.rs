@@ -168,6 +168,16 @@ impl Drawing<'_> {
         self.budget
     }
 
+    /// The same drawn runs with `budget` decisions left for them (a test's budget).
+    pub fn with_budget(&self, budget: u64) -> Self {
+        Drawing { budget, ..*self }
+    }
+
+    /// What the median run decided: a drawn run begun with less left would not count.
+    pub fn typical(&self) -> u64 {
+        self.typical
+    }
+
     /// The completion over the drawn runs `plays`, in the runs' order (`None`: given up):
     /// each counts while the ones before it leave at least what the median run decided,
     /// and it decides no more than they leave; the first that does not ends the count.

@@ -104,7 +104,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
                 }
                 _ => HashMap::new(),
             };
-            let slim: Vec<SlimNode> = nodes.iter().map(super::status::slim_node).collect();
+            let slim: Vec<SlimNode> = nodes.iter().map(crate::tools::nodes::slim).collect();
             let f = settings.forecast(&windows, &slim, &pods, from, length)?;
             match args.output {
                 PlanOutput::Table => forecast::table(&f, &rules.default_zone),

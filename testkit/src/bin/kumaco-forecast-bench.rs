@@ -1,5 +1,5 @@
 //! `kumaco-forecast-bench`: how well `kumaco plan --forecast` predicts a real rollout
-//! (issue 28, item 4, "Measured honestly"), against a private, real kube-apiserver + etcd
+//! (docs/benchmarks.md, "Forecast accuracy"), against a private, real kube-apiserver + etcd
 //! on loopback. Not a test and not in CI: it runs only when asked.
 //!
 //! ```sh
