@@ -149,9 +149,9 @@ fn bench(c: &mut Criterion) {
         required: vec![REBOOT_REQUIRED.into()],
         ..Policy::with_ceiling(Ceiling::Count(2))
     };
-    // Every rule of the brain at once (issue 21): a blocking label, blocking pods, a
-    // ceiling per zone, pacing, and nodes down (every 100th NotReady, every 250th
-    // cordoned) counted against the ceilings.
+    // Every rule of the brain at once, as a large cluster sets them: a blocking label,
+    // blocking pods, a ceiling per zone, pacing, and nodes down (every 100th NotReady,
+    // every 250th cordoned) counted against the ceilings.
     let every_rule = Policy {
         block_node_selectors: vec![selector::parse("bench.kumaco.dev/rack=r13").unwrap()],
         block_pod_selectors: vec![selector::parse("app=postgres").unwrap()],

@@ -48,8 +48,8 @@
 //! edges and the maintenances within the horizon, not with the nodes waiting at each
 //! instant (with a start cutoff, each is decided once near each occurrence's end). A window
 //! occurring more than [`MAX_OCCURRENCES`] times within the horizon shortens it
-//! ([`Forecast::horizon_end`]). 5,000 nodes and 200 windows, 30 days ahead: 114-656 ms
-//! (`benches/forecast.rs`, docs/benchmarks.md).
+//! ([`Forecast::horizon_end`]). What it costs at up to 5,000 nodes and 200 windows:
+//! `benches/forecast.rs`, docs/benchmarks.md, "Forecast".
 
 use jiff::{SignedDuration, Timestamp};
 
