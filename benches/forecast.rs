@@ -1,7 +1,8 @@
-//! What a forecast costs (`kumaco_core::forecast`, issue 28): 500 and 5,000 nodes
+//! What a forecast costs (`kumaco_core::forecast`): 500, 1,000 and 5,000 nodes
 //! against 200 windows, 30 days ahead, every node needing a reboot, at the median and
 //! the 90th percentile durations, and the expected completion over durations drawn from
-//! 500 records (two simulations per forecast, and 15 more where the rollout completes).
+//! 500 records (two simulations per forecast, and 15 more where the rollout completes);
+//! at 5,000 nodes also as the controller plays them, side by side on two threads.
 //!
 //! The nodes carry the scale harness's labels (`testkit::fleet`: 20 labels, four zones,
 //! fifty racks); the windows are `benches/pass.rs`'s (30 minutes each: weekly, daily,
@@ -21,8 +22,9 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
+use kumaco::forecasting;
 use kumaco_core::conditions::{Condition, Status};
-use kumaco_core::forecast::{self, Durations, Plan, Quantiles, Recorded};
+use kumaco_core::forecast::{self, Durations, Plan, Quantiles, Recorded, Runs};
 use kumaco_core::in_progress::{Availability, BlockingPod, Ceiling, GroupCeiling, Policy};
 use kumaco_core::pass::NodeView;
 use kumaco_core::selector;
@@ -213,7 +215,7 @@ fn bench(c: &mut Criterion) {
         ("every rule", &every_rule),
         ("10%, 25 per zone", &wide),
     ] {
-        for n in [500, 5000] {
+        for n in [500, 1000, 5000] {
             let fleet = nodes(n, now);
             let views = views(&fleet, policy);
             let f = forecast::forecast(&windows, policy, &views, &durations, now, horizon);
@@ -250,6 +252,15 @@ fn bench(c: &mut Criterion) {
                     })
                 },
             );
+            // The controller's way: the same runs, side by side on two threads.
+            if n == 5000 {
+                let runs = Runs::new(&windows, policy, &views, &[], &durations, now, horizon);
+                assert_eq!(forecasting::play(&runs, 2), f);
+                g.bench_function(
+                    BenchmarkId::new(format!("{rules}, 200 windows, 30 days, 2 threads"), n),
+                    |b| b.iter(|| forecasting::play(black_box(&runs), 2)),
+                );
+            }
         }
     }
     g.finish();

@@ -26,6 +26,9 @@
 //!   (`--block-query`); [`http_client`]: the HTTP client both use.
 //!
 //! For people: [`tools`]: `kumaco validate`, `plan` and `status`.
+//!
+//! Below both the controller and the tools: [`forecasting`], the forecast as the shell
+//! makes it (its inputs read from the cluster, its durations, its runs on the cores).
 
 pub mod alertmanager;
 pub mod cli;
@@ -33,6 +36,7 @@ pub mod clock;
 pub mod config;
 pub mod configmap;
 pub mod controller;
+pub mod forecasting;
 pub mod http_client;
 pub mod intern;
 pub mod kubeclient;

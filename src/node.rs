@@ -27,7 +27,8 @@ pub use labels::NodeLabels;
 pub use names::Names;
 
 use crate::conditions::{Condition, Status};
-use crate::in_progress::{Availability, Lifecycle};
+use crate::in_progress::{Availability, BlockingPod, Lifecycle};
+use crate::pass::NodeView;
 
 /// The kubelet's condition: whether the node is ready for pods.
 pub const READY: &str = "Ready";
@@ -486,6 +487,25 @@ fn condition_type_of_key(key: &str) -> Option<String> {
     }
     let json = key.strip_prefix("k:")?;
     Some(serde_json::from_str::<Key>(json).ok()?.type_)
+}
+
+/// A cached node as the pass reads it.
+pub fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) -> NodeView<'a> {
+    NodeView {
+        name: n.metadata.name.as_deref().unwrap_or_default(),
+        uid: n.metadata.uid.as_deref().unwrap_or_default(),
+        labels: &n.labels,
+        resource_version: n.resource_version(),
+        conditions: &n.conditions,
+        owned: n.owned_by(manager),
+        owned_since: n.owner(manager).and_then(|o| o.time),
+        owners: &n.status_owners,
+        availability: n.availability,
+        pods,
+        boot_id: n.boot_id.as_deref(),
+        holds: &[],
+        drain: None,
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The forecast on the real API server (issue 28): kumaco records how long a maintenance
+//! The forecast on the real API server: kumaco records how long a maintenance
 //! took and how long its node took to come back, observes both in its histograms,
 //! forecasts from them what `kumaco plan --forecast` forecasts against the same cluster,
 //! and a restarted kumaco exports the same forecast (nothing is kept in memory only).
@@ -114,19 +114,21 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
 
     // a's maintenance: started, then its reporter clears the requirement.
     wait_in_progress(&c, &a, "started", |s, _| s == "True").await;
-    tokio::time::sleep(Duration::from_secs(2)).await; // a maintenance that lasts a while
+    // A maintenance longer than the forecast's error (below): a forecast starting b1 and b2
+    // together, as if without --max-in-progress, ends a whole maintenance early and fails.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     c.set(&a, REBOOT, "False").await;
     let message = wait_in_progress(&c, &a, "completed and recovered", |s, m| {
         s == "False" && m.contains("completed after") && m.contains("recovered after")
     })
     .await;
     let took = kumaco::in_progress::recorded_duration(&message).expect("a recorded duration");
-    assert!(took >= SignedDuration::from_secs(2), "{message}");
+    assert!(took >= SignedDuration::from_secs(5), "{message}");
     // Never unavailable: back the moment it ended.
     assert!(message.contains("recovered after 0s"), "{message}");
     // a2's, longer: two records that differ, which the expected completion draws from.
     wait_in_progress(&c, &a2, "started", |s, _| s == "True").await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
     c.set(&a2, REBOOT, "False").await;
     let message = wait_in_progress(&c, &a2, "completed", |s, m| {
         s == "False" && m.contains("recovered after")
@@ -178,10 +180,12 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         &[("durations", "median")],
     );
     let expected = later.as_second() as f64 + 2.0 * took.as_secs_f64();
-    // Whole seconds in the gauge, the recorded duration to the millisecond, each of the
-    // two maintenances spread over its record's second.
+    // Whole seconds in the gauge (less than one off), each of the two maintenances
+    // spread by less than a second either way around its record: less than three off. A
+    // forecast without the ceiling (b1 and b2 at once) ends after one maintenance: more
+    // than `took` less two off, so at least three, since `took` is at least five seconds.
     assert!(
-        (completion - expected).abs() < 4.0,
+        (completion - expected).abs() < 3.0,
         "{completion} != {expected}"
     );
     // Expected: b1 and b2 each draw a's or a2's duration, over 15 runs.

@@ -1,7 +1,9 @@
 //! The forecast behind the `kumaco_forecast_*` gauges (with `--in-progress`): at most
-//! once a minute, on a blocking thread so that no pass waits for it, from the caches as
-//! the pass reads them. Nothing is kept but the gauges, and each forecast is made from
-//! what the cluster shows then: a restarted or newly elected replica exports the same.
+//! once a minute, on a blocking thread so that no pass waits for it (its runs side by
+//! side on up to the available cores: [`forecasting::play`]), from the caches as the pass
+//! reads them, the health gates' holds included. Nothing is kept but the gauges, and each
+//! forecast is made from what the cluster shows then: a restarted or newly elected
+//! replica exports the same.
 //! Every replica computes it, leader or not, so the gauges do not move with leadership.
 
 use std::collections::HashMap;
@@ -11,19 +13,20 @@ use std::time::{Duration, Instant};
 use jiff::{SignedDuration, Timestamp};
 use tokio::task::JoinHandle;
 
+use super::gates::Holds;
 use super::windows::WindowCache;
+use crate::forecasting::{self, Beside};
 use crate::in_progress::{BlockingPod, Policy};
 use crate::metrics::Metrics;
 use crate::node::SlimNode;
 use crate::selector::Selector;
-use crate::tools::forecast as tool;
 use crate::window::Window;
 
 /// How far ahead the gauges look.
 pub const HORIZON: SignedDuration = SignedDuration::from_hours(7 * 24);
 
-/// `--forecast-interval` apart at least: at its default (1m) and 0.1-0.7 s of one core
-/// per forecast at 5,000 nodes and 200 windows (docs/benchmarks.md), about 1% of a core.
+/// `--forecast-interval` apart at least: at its default (1m), a small share of a core
+/// even at 5,000 nodes and 200 windows (docs/benchmarks.md, Forecast).
 pub struct Forecaster {
     interval: Option<Duration>,
     last: Option<Instant>,
@@ -47,6 +50,7 @@ impl Forecaster {
         selector: &Selector,
         cached: &[Arc<SlimNode>],
         pods: &HashMap<String, Vec<BlockingPod>>,
+        holds: &Holds,
         windows: &WindowCache,
         metrics: &Arc<Metrics>,
         now: Timestamp,
@@ -71,9 +75,15 @@ impl Forecaster {
             .filter_map(|s| s.window.as_ref().ok().cloned())
             .collect();
         let (policy, pods, metrics) = (policy.clone(), pods.clone(), metrics.clone());
+        let holds = holds.clone();
         self.running = Some(tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            run(&windows, &policy, &nodes, &pods, &metrics, now);
+            let beside = Beside {
+                pods: Some(&pods),
+                holds: Some(&holds.nodes),
+                cluster: &holds.cluster,
+            };
+            run(&windows, &policy, &nodes, beside, &metrics, now);
             let m = &metrics.forecast;
             m.runs.inc();
             m.run_seconds.observe(started.elapsed().as_secs_f64());
@@ -85,14 +95,14 @@ fn run(
     windows: &[Window],
     policy: &Policy,
     nodes: &[Arc<SlimNode>],
-    pods: &HashMap<String, Vec<BlockingPod>>,
+    beside: Beside,
     metrics: &Metrics,
     now: Timestamp,
 ) {
     let m = &metrics.forecast;
-    match tool::estimate(&tool::learn(nodes), None, None) {
+    match forecasting::estimate(&forecasting::learn(nodes), None, None) {
         Ok(estimate) => {
-            let f = tool::compute(windows, policy, nodes, pods, estimate, now, HORIZON);
+            let f = forecasting::compute(windows, policy, nodes, beside, estimate, now, HORIZON);
             m.set(&f.forecast, &f.estimate);
         }
         // No durations recorded yet (a cluster's first rollout under kumaco): nothing to

@@ -53,7 +53,7 @@ use crate::gates::{Gates, Hold};
 use crate::in_progress::BlockingPod;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
-use crate::node::SlimNode;
+use crate::node::{SlimNode, view};
 use crate::node_events;
 use crate::pass::{self, NodeView, Rules};
 use crate::peer_leases::PeerLeases;
@@ -480,6 +480,7 @@ impl Shell {
             &self.rules.node_selector,
             &cached,
             &pods,
+            &holds,
             &self.windows,
             &self.metrics,
             now,
@@ -712,25 +713,6 @@ fn views<'a>(
             ..view(n, manager, pods)
         }
     })
-}
-
-/// A cached node as the pass reads it.
-pub(crate) fn view<'a>(n: &'a SlimNode, manager: &str, pods: &'a [BlockingPod]) -> NodeView<'a> {
-    NodeView {
-        name: n.metadata.name.as_deref().unwrap_or_default(),
-        uid: n.metadata.uid.as_deref().unwrap_or_default(),
-        labels: &n.labels,
-        resource_version: n.resource_version(),
-        conditions: &n.conditions,
-        owned: n.owned_by(manager),
-        owned_since: n.owner(manager).and_then(|o| o.time),
-        owners: &n.status_owners,
-        availability: n.availability,
-        pods,
-        boot_id: n.boot_id.as_deref(),
-        holds: &[],
-        drain: None,
-    }
 }
 
 fn until(t: Timestamp) -> Duration {

@@ -11,7 +11,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::forecast::{Forecast, Plan};
-use crate::tools::forecast::Estimate;
+use crate::forecasting::{Estimate, Source};
 
 /// `durations="median"` or `"p90"`: which durations a forecast series assumes;
 /// `"expected"` (the completion only): drawn from the recorded ones, the median over
@@ -199,8 +199,8 @@ impl ForecastMetrics {
             ("recovery", estimate.recovery),
         ] {
             let n = match source {
-                crate::tools::forecast::Source::Learned { samples } => samples,
-                crate::tools::forecast::Source::Given => 0,
+                Source::Learned { samples } => samples,
+                Source::Given => 0,
             };
             self.samples
                 .get_or_create(&KindLabels { kind: kind.into() })

@@ -6,10 +6,9 @@
 //! one after another, so the time it takes is a sum of durations, and a sum follows the
 //! mean, which for reboot times (skewed to the right) lies above the median. The rollout
 //! then ends with its slowest slot, the largest of those sums. Neither shows in a
-//! simulation where every maintenance lasts the median: at 1,000 nodes and 100 slots it
-//! ended 14-18% early on `kumaco-forecast-bench` (docs/benchmarks.md). Drawing each duration
-//! from what the cluster recorded carries both into the completion, without a
-//! distribution assumed.
+//! simulation where every maintenance lasts the median: with many slots it ends early
+//! (docs/benchmarks.md, "Forecast accuracy"). Drawing each duration from what the cluster
+//! recorded carries both into the completion, without a distribution assumed.
 //!
 //! **Deterministic.** A draw depends only on the node's name, the run's number and what is
 //! drawn (a maintenance or a recovery), hashed; the recorded durations are sorted first.
@@ -28,11 +27,11 @@ pub const RUNS: usize = 15;
 /// percentile first: the drawn runs get what those leave, and a drawn run that would
 /// pass it is given up (the runs before it are the answer). What keeps the forecast of a
 /// very large rollout within a second: with durations spread over their second, ends
-/// rarely coincide, and a run decides the nodes in progress at each one (946,000 states,
-/// 0.4 s on the 2-core machine, for each run of the cost bench's "10%" rollout over
-/// 5,000 nodes, where the budget is spent before any drawn run; about half a million
-/// for each on `kumaco-forecast-bench`'s 1,000-node rollout, where one drawn run fits).
-/// At 500 nodes all 15 fit in the cost bench's rollouts (docs/benchmarks.md).
+/// rarely coincide, and a run decides at each end only what that end can change (the
+/// freed slot's group, the paced starts, the nodes whose answer the clock changes), so a
+/// run costs about its starts and ends, not its ends times the nodes in progress. The
+/// budget is sized so that the cost bench's largest rollouts still get every drawn run
+/// (docs/benchmarks.md, "Forecast": the states each run decides and the runs that fit).
 pub const WORK_BUDGET: u64 = 1_500_000;
 
 /// What one duration of a run is drawn from.
@@ -150,7 +149,7 @@ enum Pick {
 /// so a real end that falls mid-second lets the next start come half a second sooner on
 /// average, where a simulation on whole seconds makes each end cost a full second, and
 /// with equal durations the slots' ends coincide. Both made the forecast with one-second
-/// pacing up to 38% late at 100 nodes (docs/benchmarks.md).
+/// pacing late (docs/benchmarks.md, "Forecast accuracy").
 fn spread(d: SignedDuration, a: u64, b: u64) -> SignedDuration {
     let fraction = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
     let nanos = ((fraction(a) - fraction(b)) * 1e9) as i64;

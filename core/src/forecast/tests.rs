@@ -7,9 +7,13 @@ use std::collections::{BTreeMap, HashMap};
 use super::*;
 use crate::announce::WindowSource;
 use crate::conditions::Status;
+use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, UNDER_MAINTENANCE, find, is_true};
+use crate::gates::{Gates, Hold};
+use crate::in_progress::{self, Availability};
 use crate::in_progress::{BlockingPod, Ceiling, GroupCeiling};
 use crate::pass::{self, Rules};
 use crate::peers::Peers;
+use crate::reasons;
 use crate::selector;
 use crate::window::test_window;
 use proptest::prelude::*;
@@ -537,6 +541,125 @@ fn blocked_nodes_are_listed_with_the_brains_reason() {
     assert_eq!(f.median.completion, Some(ts("2026-01-05T02:20:00Z")));
 }
 
+/// The forecast of `nodes` with the gates' holds: `holds` on the nodes named, `cluster`
+/// on every start; the runs played in turn.
+fn gated(
+    nodes: &[Node],
+    holds: &[(&str, Hold)],
+    cluster: &[Hold],
+    durations: &Durations,
+) -> Forecast {
+    let windows = [nightly("")];
+    let windows: Vec<&Window> = windows.iter().collect();
+    let on: Vec<Vec<Hold>> = nodes
+        .iter()
+        .map(|n| {
+            (holds.iter())
+                .filter(|(name, _)| *name == n.name)
+                .map(|(_, h)| h.clone())
+                .collect()
+        })
+        .collect();
+    let views: Vec<NodeView> = nodes
+        .iter()
+        .zip(&on)
+        .map(|(n, holds)| NodeView { holds, ..n.view() })
+        .collect();
+    let p = policy(1);
+    let horizon = SignedDuration::from_hours(24 * 30);
+    let runs = Runs::new(&windows, &p, &views, cluster, durations, monday(), horizon);
+    let (median, p90) = (runs.play(Quantile::Median), runs.play(Quantile::P90));
+    let expected = runs
+        .drawing(&median, &p90)
+        .and_then(|d| d.expected((0..Drawing::RUNS).map(|r| runs.play_drawn(&d, r, d.budget()))));
+    runs.combine(median, p90, expected)
+}
+
+fn held_for(f: &Forecast, name: &str) -> (String, String) {
+    match plan(f, name) {
+        Plan::Held { reason, message } => (reason.clone(), message.clone()),
+        other => panic!("{name}: {other:?}"),
+    }
+}
+
+#[test]
+fn a_node_a_gate_holds_is_held_with_the_gates_reason() {
+    let nodes = vec![
+        Node::needing("a", None, 30),
+        Node::needing("b", None, 20),
+        Node::needing("c", None, 10),
+    ];
+    let pdb = Hold {
+        reason: reasons::POD_DISRUPTION_BUDGET,
+        message: "would take db/pg below its minimum".into(),
+    };
+    let f = gated(
+        &nodes,
+        &[("a", pdb.clone())],
+        &[],
+        &durations(mins(20), mins(5)),
+    );
+    assert_eq!(
+        held_for(&f, "a"),
+        (reasons::POD_DISRUPTION_BUDGET.into(), pdb.message.clone())
+    );
+    // The others take its turn: b first, then c.
+    assert_eq!(at_median(&f, "b"), pair("02:00:00", "02:20:00"));
+    assert_eq!(at_median(&f, "c"), pair("02:25:00", "02:45:00"));
+    // Without the hold, a would go first.
+    let free = gated(&nodes, &[], &[], &durations(mins(20), mins(5)));
+    assert_eq!(at_median(&free, "a"), pair("02:00:00", "02:20:00"));
+    assert_eq!(
+        free,
+        run(
+            &[nightly("")],
+            &policy(1),
+            &nodes,
+            &durations(mins(20), mins(5)),
+            monday()
+        )
+    );
+}
+
+#[test]
+fn a_hold_on_every_start_holds_every_waiting_node_and_no_node_in_progress() {
+    let mut nodes = vec![
+        Node::needing("a", None, 30),
+        Node::needing("b", None, 20),
+        Node::needing("c", None, 10),
+    ];
+    // In progress since 01:50: its maintenance goes on to its end.
+    nodes[2].conditions.push(condition(
+        MAINTENANCE_IN_PROGRESS,
+        true,
+        ts("2026-01-05T01:50:00Z"),
+    ));
+    let alert = Hold {
+        reason: reasons::ALERT_FIRING,
+        message: "alert NodeDown is firing".into(),
+    };
+    let now = monday();
+    let f = gated(&nodes, &[], &[alert.clone()], &durations(mins(20), mins(5)));
+    for name in ["a", "b"] {
+        assert_eq!(
+            held_for(&f, name),
+            (reasons::ALERT_FIRING.into(), alert.message.clone()),
+            "{now}"
+        );
+    }
+    match plan(&f, "c") {
+        Plan::Forecast {
+            median: Placement::InProgress { since, end },
+            ..
+        } => {
+            assert_eq!(*since, ts("2026-01-05T01:50:00Z"));
+            assert_eq!(*end, Some(ts("2026-01-05T02:10:00Z")));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(f.median.completion, Some(ts("2026-01-05T02:10:00Z")));
+}
+
 #[test]
 fn a_node_no_window_selects_within_the_horizon_has_no_start() {
     let nodes = [
@@ -704,21 +827,30 @@ fn quantiles_are_nearest_rank_and_learned_from_the_records() {
 }
 
 // ---------------------------------------------------------------------------------------
-// The oracle: the same model of a maintenance, the real pass every `STEP`.
+// The oracle: the same model of a maintenance, the real pass every `STEP` and whenever
+// the world or the clock changes its answer.
 
 const STEP: SignedDuration = SignedDuration::from_secs(10);
 
 /// Each node's first start and first end (a node in progress at `now`: since when),
-/// running [`pass::run`] every [`STEP`] from `now` until `until`, each instant's passes
-/// repeated until they write nothing (the controller's passes after its own writes).
+/// running [`pass::run`] every [`STEP`] from `now` until `until`, and also the moment a
+/// maintenance or a recovery ends or the pass's answer changes by the clock (the
+/// controller's watch and requeue), each instant's passes repeated until they write
+/// nothing (the controller's passes after its own writes). Each node's maintenance and
+/// recovery last what `lengths` gives it.
 fn stepped(
     windows: &[Window],
     policy: &Policy,
     nodes: &[Node],
-    (maintenance, recovery): (SignedDuration, SignedDuration),
+    lengths: &Lengths,
     now: Timestamp,
     until: Timestamp,
 ) -> BTreeMap<String, (Option<Timestamp>, Option<Timestamp>)> {
+    use super::drawn::Kind;
+    let maintenance = |n: &Node, elapsed| lengths.of(&n.name, Kind::Maintenance, elapsed);
+    let recovery = |n: &Node, elapsed| lengths.of(&n.name, Kind::Recovery, elapsed);
+    // Written through the API: whole seconds.
+    let whole = |t: Timestamp| Timestamp::from_second(t.as_second()).unwrap();
     let sources: Vec<WindowSource> = windows
         .iter()
         .map(|w| WindowSource {
@@ -746,15 +878,17 @@ fn stepped(
             continue;
         };
         let since = c.last_transition_time.unwrap();
+        let elapsed = now.duration_since(since).max(SignedDuration::ZERO);
         if c.is_true() {
             seen.insert(n.name.clone(), (Some(since), None));
-            world.push(((since + maintenance).max(now), i, true));
+            world.push(((since + maintenance(n, elapsed)).max(now), i, true));
         } else if n.availability.unavailable().is_some() && in_progress::start_or_end(c).is_some() {
-            world.push(((since + recovery).max(now), i, false));
+            world.push(((since + recovery(n, elapsed)).max(now), i, false));
         }
     }
     let pending = HashMap::new();
     let mut t = now;
+    let mut next_step = now;
     let mut reboots = 0;
     while t < until {
         while let Some(k) = world.iter().position(|(when, ..)| *when <= t) {
@@ -763,7 +897,7 @@ fn stepped(
             if done {
                 for type_ in &policy.required {
                     n.conditions.retain(|c| &c.type_ != type_);
-                    n.conditions.push(condition(type_, false, t));
+                    n.conditions.push(condition(type_, false, whole(t)));
                 }
                 if n.boot_id.is_some() {
                     reboots += 1;
@@ -774,11 +908,13 @@ fn stepped(
                     unschedulable: true,
                     disrupted_by: None,
                 };
-                world.push((t + recovery, i, false));
+                let back = recovery(n, SignedDuration::ZERO);
+                world.push((t + back, i, false));
             } else {
                 n.availability = Availability::default();
             }
         }
+        let mut next_edge = None;
         for _ in 0..10 {
             let views: Vec<NodeView> = nodes.iter().map(Node::view).collect();
             let outcome = pass::run(
@@ -791,6 +927,7 @@ fn stepped(
                 &Gates::NONE,
                 t,
             );
+            next_edge = outcome.next_edge;
             if outcome.writes.is_empty() {
                 break;
             }
@@ -809,14 +946,23 @@ fn stepped(
                     entry.0.get_or_insert(t);
                     // One piece of work per node at a time.
                     if !world.iter().any(|&(_, j, done)| j == i && done) {
-                        world.push((t + maintenance, i, true));
+                        let work = maintenance(n, SignedDuration::ZERO);
+                        world.push((t + work, i, true));
                     }
                 } else if was && !is && entry.0.is_some() {
                     entry.1.get_or_insert(t);
                 }
             }
         }
-        t += STEP;
+        if next_step <= t {
+            next_step += STEP;
+        }
+        t = world
+            .iter()
+            .map(|&(when, ..)| when)
+            .chain(next_edge)
+            .filter(|&when| when > t)
+            .fold(next_step, Timestamp::min);
     }
     seen
 }
@@ -1005,6 +1151,26 @@ proptest! {
     fn the_forecast_is_what_the_pass_does_step_by_step(case in case()) {
         let (windows, policy, nodes, durations, now) = case;
         same_as_the_pass(&windows, &policy, &nodes, durations, now, SignedDuration::from_hours(2))?;
+    }
+
+    /// The same over durations learned from records (the controller's and `kumaco
+    /// plan`'s path): each node's maintenance and recovery spread over the record's
+    /// second, so ends fall between the pass's steps and the pass runs when they happen.
+    #[test]
+    fn the_forecast_over_learned_durations_is_what_the_pass_does(case in case()) {
+        let (windows, policy, nodes, [median, p90], now) = case;
+        let records = |m: SignedDuration, p: SignedDuration| {
+            let mut r = vec![m, m, m, m, p];
+            (Quantiles::of(&mut r).expect("records"), r)
+        };
+        let (maintenance, rm) = records(median.0, p90.0);
+        let (recovery, rr) = records(median.1, p90.1);
+        let d = Durations {
+            maintenance,
+            recovery,
+            recorded: Recorded { maintenance: rm, recovery: rr },
+        };
+        same_as_the_pass_over(&windows, &policy, &nodes, &d, now, SignedDuration::from_hours(2))?;
     }
 }
 
@@ -1252,22 +1418,46 @@ fn durations_of([median, p90]: [(SignedDuration, SignedDuration); 2]) -> Duratio
     )
 }
 
-/// Checks the forecast against [`stepped`], node by node, at both durations.
+/// Checks the forecast against [`stepped`], node by node, at both durations given.
 fn same_as_the_pass(
     windows: &[Window],
     policy: &Policy,
     nodes: &[Node],
-    [at_median, at_p90]: [(SignedDuration, SignedDuration); 2],
+    durations: [(SignedDuration, SignedDuration); 2],
+    now: Timestamp,
+    horizon: SignedDuration,
+) -> Result<(), TestCaseError> {
+    let d = durations_of(durations);
+    same_as_the_pass_over(windows, policy, nodes, &d, now, horizon)
+}
+
+/// [`same_as_the_pass`] over durations given or learned: learned ones (with records)
+/// spread over their second by node, as the controller and `kumaco plan` forecast.
+fn same_as_the_pass_over(
+    windows: &[Window],
+    policy: &Policy,
+    nodes: &[Node],
+    d: &Durations,
     now: Timestamp,
     horizon: SignedDuration,
 ) -> Result<(), TestCaseError> {
     let refs: Vec<&Window> = windows.iter().collect();
     let views: Vec<NodeView> = nodes.iter().map(Node::view).collect();
-    let d = durations_of([at_median, at_p90]);
-    let f = forecast(&refs, policy, &views, &d, now, horizon);
+    let f = forecast(&refs, policy, &views, d, now, horizon);
     prop_assert_eq!(f.horizon_end, now + horizon);
-    for (durations, run) in [(at_median, "median"), (at_p90, "p90")] {
-        let steps = stepped(windows, policy, nodes, durations, now, f.horizon_end);
+    let pool = |q: SignedDuration, recorded: &[SignedDuration]| {
+        Pool::fixed(q.max(SignedDuration::ZERO), !recorded.is_empty())
+    };
+    let (m, r) = (&d.maintenance, &d.recovery);
+    let (rm, rr) = (&d.recorded.maintenance, &d.recorded.recovery);
+    for (lengths, run) in [
+        (
+            Lengths::fixed(pool(m.median, rm), pool(r.median, rr)),
+            "median",
+        ),
+        (Lengths::fixed(pool(m.p90, rm), pool(r.p90, rr)), "p90"),
+    ] {
+        let steps = stepped(windows, policy, nodes, &lengths, now, f.horizon_end);
         for n in nodes {
             let (start, end) = steps.get(&n.name).copied().unwrap_or_default();
             match f.nodes.iter().find(|f| f.name == n.name).map(|f| &f.plan) {

@@ -48,6 +48,16 @@ impl Usage {
         }
     }
 
+    /// Undoes [`Usage::count_node`] for a node shown as it was then.
+    fn uncount(&mut self, node: &NodeState, count_unavailable: bool) {
+        if is_true(node.conditions, MAINTENANCE_IN_PROGRESS) {
+            self.in_progress = self.in_progress.saturating_sub(1);
+        } else if node.availability.unavailable().is_some() && count_unavailable {
+            self.unavailable = self.unavailable.saturating_sub(1);
+            self.unavailable_names.retain(|(n, _)| n != node.name);
+        }
+    }
+
     pub(super) fn count(&mut self, node: &NodeState, count_unavailable: bool) {
         self.count_node(
             node.name,
@@ -148,6 +158,20 @@ impl Scope {
                 .entry(group)
                 .or_default()
                 .count(node, policy.count_unavailable);
+        }
+    }
+
+    /// Undoes [`Scope::leave_out`] for `node`, shown as it was when left out: it is to be
+    /// decided again. For a caller that leaves a node out only while nothing it shows
+    /// changes (the forecast's nodes between their start and their end).
+    pub fn take_back(&mut self, policy: &Policy, node: &NodeState) {
+        let unavailable = usize::from(node.availability.unavailable().is_some());
+        self.left_out_unavailable = self.left_out_unavailable.saturating_sub(unavailable);
+        self.left_out.uncount(node, policy.count_unavailable);
+        for group in groups_of(policy, node.labels) {
+            if let Some(usage) = self.left_out_groups.get_mut(&group) {
+                usage.uncount(node, policy.count_unavailable);
+            }
         }
     }
 

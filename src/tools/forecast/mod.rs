@@ -1,6 +1,6 @@
 //! The forecast as kumaco's tools show it (`kumaco plan --forecast`, `kumaco status`):
-//! the core's [`forecast`](crate::forecast::forecast) over the nodes as the controller
-//! reads them, with the durations the nodes record or the flags give. [`table`],
+//! [`crate::forecasting`]'s over the nodes as the controller reads them, with the
+//! durations the nodes record or the flags give. [`table`],
 //! [`json`] and [`svg`] render it; the callers read the inputs.
 //!
 //! Nothing is kept between runs: the windows, the nodes (their conditions, readiness,
@@ -12,7 +12,6 @@ mod svg;
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use jiff::{SignedDuration, Timestamp};
@@ -25,88 +24,25 @@ use kube::api::{Api, ListParams};
 use super::{ToolError, flag_err};
 use crate::cli::{ConditionNameArgs, ForecastArgs};
 use crate::controller::pods::SlimPod;
-use crate::forecast::{self, Durations, Forecast, Learned, Quantiles};
+use crate::forecast::Learned;
+use crate::forecasting;
 use crate::in_progress::{BlockingPod, Policy};
 use crate::node::SlimNode;
 use crate::node::names::Names;
 use crate::selector::Selector;
 use crate::window::Window;
 
-/// Where a duration the forecast assumes comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
-    /// The nodes' records: this many (one per node, its last maintenance).
-    Learned { samples: usize },
-    /// A flag (`--maintenance-duration`, `--recovery-duration`).
-    Given,
-}
-
-/// The durations a forecast assumes, and where each comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Estimate {
-    pub durations: Durations,
-    pub maintenance: Source,
-    pub recovery: Source,
-}
+pub use crate::forecasting::{Beside, Estimate, Forecasted, Source, compute, learn};
 
 /// The durations: a flag's where given (one value for the median and the 90th
-/// percentile), else what the nodes record; an error naming the flag when neither says.
+/// percentile), else what the nodes record ([`forecasting::estimate`]); an error naming
+/// the flag when neither says.
 pub fn estimate(
     learned: &Learned,
     maintenance: Option<SignedDuration>,
     recovery: Option<SignedDuration>,
 ) -> Result<Estimate, ToolError> {
-    let pick = |given: Option<SignedDuration>,
-                sampled: &forecast::Sampled,
-                flag: &'static str,
-                what: &str,
-                example: &str|
-     -> Result<(Quantiles, Vec<SignedDuration>, Source), ToolError> {
-        match (given, sampled.quantiles) {
-            (Some(d), _) => Ok((Quantiles::fixed(d), Vec::new(), Source::Given)),
-            (None, Some(q)) => Ok((
-                q,
-                sampled.recorded.clone(),
-                Source::Learned {
-                    samples: sampled.samples(),
-                },
-            )),
-            (None, None) => Err(flag_err(
-                flag,
-                format!(
-                    "the nodes in scope record no {what} yet ({example} on \
-                     MaintenanceInProgress=False, which kumaco writes when a maintenance \
-                     ends); give how long one takes here, e.g. --{flag}=15m"
-                ),
-            )),
-        }
-    };
-    let (m, m_recorded, maintenance_source) = pick(
-        maintenance,
-        &learned.maintenance,
-        "maintenance-duration",
-        "completed maintenance",
-        "\"completed after 6m12s\"",
-    )?;
-    let (r, r_recorded, recovery_source) = pick(
-        recovery,
-        &learned.recovery,
-        "recovery-duration",
-        "recovery",
-        "\"recovered after 1m3s\"",
-    )?;
-    Ok(Estimate {
-        durations: Durations {
-            maintenance: m,
-            recovery: r,
-            recorded: forecast::Recorded {
-                maintenance: m_recorded,
-                recovery: r_recorded,
-            },
-        },
-        maintenance: maintenance_source,
-        recovery: recovery_source,
-    })
+    forecasting::estimate(learned, maintenance, recovery).map_err(|e| flag_err(e.flag, e.message))
 }
 
 /// What `--forecast` plays forward: the brain's policy (the flags `kumaco run
@@ -191,69 +127,20 @@ impl Settings {
         horizon: SignedDuration,
     ) -> Result<Forecasted, ToolError> {
         let estimate = estimate(&learn(nodes), self.maintenance, self.recovery)?;
+        let beside = Beside {
+            pods: Some(pods),
+            ..Beside::default()
+        };
         Ok(compute(
             windows,
             &self.policy,
             nodes,
-            pods,
+            beside,
             estimate,
             now,
             horizon,
         ))
     }
-}
-
-/// A forecast with what it was made from, as the renderings show it.
-#[derive(Clone, Debug)]
-pub struct Forecasted {
-    pub forecast: Forecast,
-    pub estimate: Estimate,
-    pub from: Timestamp,
-    pub horizon: SignedDuration,
-    /// The nodes in scope (those forecast are the ones needing maintenance).
-    pub nodes_in_scope: usize,
-    /// The windows, for the picture's lanes.
-    pub windows: Vec<Window>,
-}
-
-/// The forecast of `nodes` (in scope already, as the controller decodes them) from
-/// `now` over `horizon`, with the pods keeping each from starting
-/// (`--block-pod-selector`).
-pub fn compute(
-    windows: &[Window],
-    policy: &Policy,
-    nodes: &[impl Borrow<SlimNode>],
-    pods: &HashMap<String, Vec<BlockingPod>>,
-    estimate: Estimate,
-    now: Timestamp,
-    horizon: SignedDuration,
-) -> Forecasted {
-    let views: Vec<_> = nodes
-        .iter()
-        .map(|n| {
-            let n = n.borrow();
-            let name = n.metadata.name.as_deref().unwrap_or_default();
-            let pods = pods.get(name).map_or(&[][..], Vec::as_slice);
-            // The forecast reads no ownership: any field manager will do.
-            crate::controller::view(n, "", pods)
-        })
-        .collect();
-    let mut sorted: Vec<&Window> = windows.iter().collect();
-    sorted.sort_by(|a, b| a.id.cmp(&b.id));
-    let forecast = forecast::forecast(&sorted, policy, &views, &estimate.durations, now, horizon);
-    Forecasted {
-        forecast,
-        estimate,
-        from: now,
-        horizon,
-        nodes_in_scope: nodes.len(),
-        windows: sorted.into_iter().cloned().collect(),
-    }
-}
-
-/// What the nodes record of the durations.
-pub fn learn(nodes: &[impl Borrow<SlimNode>]) -> Learned {
-    forecast::learn(nodes.iter().map(|n| n.borrow().conditions.as_slice()))
 }
 
 /// The pods keeping each node from starting, listed as the controller watches them (the

@@ -1,5 +1,3 @@
-use std::collections::HashMap;
-
 use jiff::{SignedDuration, Timestamp};
 use serde_json::json;
 
@@ -112,7 +110,7 @@ fn weekly() -> Forecasted {
         &windows,
         &policy(),
         &nodes,
-        &HashMap::new(),
+        Beside::default(),
         given(60, 10),
         ts("2026-01-03T12:00:00Z"),
         SignedDuration::from_hours(24 * 14),
@@ -220,7 +218,7 @@ fn the_picture_has_a_bar_per_node_or_per_occurrence() {
         &windows,
         &policy(),
         &nodes,
-        &HashMap::new(),
+        Beside::default(),
         given(10, 0),
         ts("2026-01-03T12:00:00Z"),
         SignedDuration::from_hours(24 * 7),

@@ -106,7 +106,7 @@ pub async fn run(args: &PlanArgs, out: &mut impl std::io::Write) -> Result<(), T
             };
             let slim: Vec<SlimNode> = nodes
                 .iter()
-                .map(|n| super::status::slim_node(n, &settings.names))
+                .map(|n| crate::tools::nodes::slim(n, &settings.names))
                 .collect();
             let f = settings.forecast(&windows, &slim, &pods, from, length)?;
             match args.output {

@@ -29,9 +29,6 @@ use crate::cli::{StatusArgs, StatusOutput};
 use crate::peers::{self, LeaseRead, Peers};
 use crate::window::Window;
 
-/// The conversion `plan` reads Nodes with, at its former path: [`super::nodes::slim`].
-pub(crate) use super::nodes::slim as slim_node;
-
 /// How a `kumaco status` that printed its report went.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {

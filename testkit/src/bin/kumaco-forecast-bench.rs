@@ -1,5 +1,5 @@
 //! `kumaco-forecast-bench`: how well `kumaco plan --forecast` predicts a real rollout
-//! (issue 28, item 4, "Measured honestly"), against a private, real kube-apiserver + etcd
+//! (docs/benchmarks.md, "Forecast accuracy"), against a private, real kube-apiserver + etcd
 //! on loopback. Not a test and not in CI: it runs only when asked.
 //!
 //! ```sh
@@ -44,7 +44,7 @@
 //! of the duration; the error on the rollout's completion (the forecast's expected
 //! completion, `rollout.expected.completion`, over durations drawn from the records; the
 //! median run's `rollout.median.completion` beside it; the median run's last end when
-//! some nodes do not fit, against the last real end) and the issue's target (within 10% of the rollout or one median
+//! some nodes do not fit, against the last real end) and the target it is held to (within 10% of the rollout or one median
 //! duration, whichever is larger); and whether the nodes the forecast says fit in the
 //! window started in it and those it says do not fit did not. Nothing is tuned to the
 //! outcome: the figures are what the run gives.
