@@ -639,7 +639,12 @@ fn a_hold_on_every_start_holds_every_waiting_node_and_no_node_in_progress() {
         message: "alert NodeDown is firing".into(),
     };
     let now = monday();
-    let f = gated(&nodes, &[], &[alert.clone()], &durations(mins(20), mins(5)));
+    let f = gated(
+        &nodes,
+        &[],
+        std::slice::from_ref(&alert),
+        &durations(mins(20), mins(5)),
+    );
     for name in ["a", "b"] {
         assert_eq!(
             held_for(&f, name),
