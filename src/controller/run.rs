@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use tracing::{debug, info, warn};
+use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::reconcile::Step;
 use super::{Connect, ControllerError, Exit, start};
@@ -34,9 +34,14 @@ pub async fn run(
     }
     let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut first = true;
+    // Counted from 1 in each process: every line a pass logs (its writes, events,
+    // contests, pod lists) carries its number, which tells one pass's lines from the next.
+    let mut passes: u64 = 0;
     loop {
         let started = Instant::now();
-        let next_edge = match shell.reconcile().await {
+        passes += 1;
+        let pass = info_span!("pass", pass = passes);
+        let next_edge = match shell.reconcile().instrument(pass).await {
             Step::ConfigChangedExit => return Ok(Exit::ConfigChanged),
             Step::Next(t) => t,
         };
