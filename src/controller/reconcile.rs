@@ -41,9 +41,9 @@ pub(super) enum Step {
     ConfigChangedExit,
 }
 
-/// What the loop keeps between passes: the caches, the writers and their pending writes,
-/// the gates' sources, retry timers. Nothing decided depends on it beyond what the
-/// cluster shows.
+/// What the loop keeps between passes: the caches of the cluster, the writers (their
+/// pending writes and backoff), the gates' sources. A pass decides from what these show
+/// now, never from what an earlier pass saw.
 pub(super) struct Shell {
     pub(super) connect: Connect,
     pub(super) leadership: Leadership,
