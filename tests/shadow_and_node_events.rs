@@ -91,7 +91,18 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
             .then_some(d)
     })
     .await;
-    let starts = would_set(&log_lines(&shadow))
+    let shadow_lines = log_lines(&shadow);
+    let would: Vec<_> = shadow_lines
+        .iter()
+        .filter(|l| l["message"] == "dry run: would set condition")
+        .collect();
+    assert!(
+        would
+            .iter()
+            .all(|l| l["spans"][0]["name"] == "pass" && l["spans"][0]["pass"].is_u64()),
+        "a would-be write without its pass: {would:#?}"
+    );
+    let starts = would_set(&shadow_lines)
         .filter(|(node, ty, status, _)| node == &nodes[2] && ty == MIP && status == "True")
         .count();
     assert_eq!(
@@ -178,6 +189,24 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
         live_events, shadow_events,
         "live (left) and shadow (right) events"
     );
+    // A pass's lines carry its number, and a write's its node: the spans (`spans` in
+    // JSON, outermost first).
+    let changed = wait_log(&live, "the live run's condition changes", |lines| {
+        let changed: Vec<_> = lines
+            .iter()
+            .filter(|l| l["message"] == "condition changed")
+            .cloned()
+            .collect();
+        (!changed.is_empty()).then_some(changed)
+    })
+    .await;
+    for line in changed {
+        let spans = &line["spans"];
+        assert_eq!(spans[0]["name"], "pass", "{line}");
+        assert!(spans[0]["pass"].as_u64().is_some_and(|n| n >= 1), "{line}");
+        assert_eq!(spans[1]["name"], "write", "{line}");
+        assert_eq!(spans[1]["node"], line["node"], "{line}");
+    }
     drop(live);
 }
 

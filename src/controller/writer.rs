@@ -232,7 +232,9 @@ impl NodeWriter {
     }
 
     /// One apply; only its answer's resourceVersion is kept: the results wait for the
-    /// whole burst, and even slim Nodes add up over a thousand writes.
+    /// whole burst, and even slim Nodes add up over a thousand writes. In a span naming
+    /// the node, as is its record: the API client's lines about the request carry it too.
+    #[tracing::instrument(name = "write", skip_all, fields(node = %w.node))]
     async fn apply_one(
         &self,
         w: Write,
@@ -279,6 +281,7 @@ impl NodeWriter {
         (w, answer)
     }
 
+    #[tracing::instrument(name = "write", skip_all, fields(node = %w.node))]
     fn record(&mut self, w: Write, answer: Answer<Option<u64>>, now: Timestamp) {
         match answer {
             Answer::Done(written_version) => {

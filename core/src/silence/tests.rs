@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
+use super::matchers::regex_escape;
 use super::*;
 
 const ME: &str = "kumaco/kumaco/kumaco";
