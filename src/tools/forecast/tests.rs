@@ -1,4 +1,5 @@
-use jiff::{SignedDuration, Timestamp};
+use jiff::SignedDuration;
+use kumaco_core::testing::ts;
 use serde_json::json;
 
 use super::*;
@@ -6,10 +7,6 @@ use crate::forecast::{Learned, Placement, Plan, Quantiles, Sampled};
 use crate::in_progress::{Ceiling, Policy};
 use crate::node::SlimNode;
 use crate::window::test_window as window;
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
 
 fn mins(m: i64) -> SignedDuration {
     SignedDuration::from_mins(m)

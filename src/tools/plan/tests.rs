@@ -3,17 +3,13 @@ use super::table::{ids, truncated_names};
 use super::*;
 use crate::tools::nodes::ListedNode;
 use crate::window::test_window as window;
-use jiff::Timestamp;
+use kumaco_core::testing::ts;
 
 fn node(name: &str, zone: &str) -> ListedNode {
     ListedNode {
         name: name.into(),
         labels: [("zone".to_string(), zone.to_string())].into(),
     }
-}
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
 }
 
 /// (start, end, windows, blackouts, nodes) per interval, as strings.
