@@ -36,7 +36,12 @@ impl<'a> KnownLabels<'a> {
 
 impl Labels for KnownLabels<'_> {
     fn label(&self, key: &str) -> Option<&str> {
-        match self.known.iter().find(|(k, _)| *k == key) {
+        // The keys asked are mostly the very strings the known ones were taken from (the
+        // policy's, the selectors'): found by address before any is compared.
+        let same = |k: &&str| std::ptr::eq(*k, key);
+        match (self.known.iter().find(|(k, _)| same(k)))
+            .or_else(|| self.known.iter().find(|(k, _)| *k == key))
+        {
             Some((_, value)) => *value,
             None => self.all.label(key),
         }
@@ -218,6 +223,12 @@ impl<'a> Fleet<'a> {
             .collect();
         keys.sort_unstable();
         keys.dedup();
+        // The groups' keys as the policy holds them: each decision looks them up.
+        for key in &mut keys {
+            if let Some(g) = policy.group_ceilings.iter().find(|g| g.key == *key) {
+                *key = g.key.as_str();
+            }
+        }
         let labels: Vec<KnownLabels> = nodes
             .iter()
             .map(|n| KnownLabels::new(&keys, n.labels))

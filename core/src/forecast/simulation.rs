@@ -371,8 +371,13 @@ impl<'f, 'a> Run<'f, 'a> {
             }
             self.work += chosen.len() as u64;
             let states: Vec<NodeState> = chosen.iter().map(|&i| self.state(i)).collect();
-            let decided =
-                in_progress::decide_among(self.fleet.policy, &states, &self.scope, &gates, t);
+            let decided = in_progress::decide_conditions_among(
+                self.fleet.policy,
+                &states,
+                &self.scope,
+                &gates,
+                t,
+            );
             drop(states);
             // A group is decided as over every waiting node once one of its nodes is held:
             // the nodes after it would be held too.
