@@ -30,7 +30,7 @@ use kumaco_core::pass::NodeView;
 use kumaco_core::selector;
 use kumaco_core::window::{Window, WindowId};
 use testkit::Scope;
-use testkit::fleet::{node_labels, node_name};
+use testkit::fleet::node_labels;
 
 const REBOOT_REQUIRED: &str = "kured.dev/RebootRequired";
 
@@ -82,12 +82,14 @@ struct Node {
     boot_id: String,
 }
 
-/// `n` nodes, each needing a reboot since a different minute of the last week.
+/// `n` nodes, each needing a reboot since a different minute of the last week. Their
+/// names are the same in every process (a drawn duration is hashed from the name), so
+/// two builds' forecasts can be compared.
 fn nodes(n: usize, now: Timestamp) -> Vec<Node> {
     let scope = Scope::new("bench");
     (0..n)
         .map(|i| {
-            let name = node_name(&scope, i);
+            let name = format!("bench-{i:05}");
             let since = now - SignedDuration::from_mins((i * 7919 % 10080) as i64);
             Node {
                 labels: node_labels(&scope, &name, i),

@@ -18,8 +18,8 @@
 //! **How: the brain's own code, simulated.** The forecast does not restate a rule. It
 //! plays the brain forward over simulated node states: verdicts from
 //! [`ActiveWindows`](crate::decision::ActiveWindows), conditions written as [`to_apply`]
-//! writes them, every decision made by [`in_progress::decide_among`], the pass's own
-//! decision. Time jumps from one instant where something changes to the next (a window
+//! writes them, every decision made by [`in_progress::decide_among`] (less its counts
+//! per group), the pass's own decision. Time jumps from one instant where something changes to the next (a window
 //! edge, a simulated end or recovery, the end of a `--start-interval`), and at each one it
 //! decides again until nothing more is written, as the controller's passes after its own
 //! writes do; `UnderMaintenance` is written with the decisions, so the pass after reads

@@ -192,13 +192,44 @@ pub fn decide_among(
     gates: &Gates,
     now: Timestamp,
 ) -> Decisions {
+    let (decisions, groups) = decide_in(policy, nodes, scope, gates, now);
+    Decisions {
+        groups: groups.into_iter().map(|(g, u)| (g.clone(), u)).collect(),
+        ..decisions
+    }
+}
+
+/// [`decide_among`] without the count per group: [`Decisions::groups`] is empty. For a
+/// caller that decides again and again and reads only the conditions and the next start
+/// (the forecast's simulation), to which building the counts' map cost more than the
+/// decision of the few nodes it gives.
+pub fn decide_conditions_among(
+    policy: &Policy,
+    nodes: &[NodeState],
+    scope: &Scope,
+    gates: &Gates,
+    now: Timestamp,
+) -> Decisions {
+    decide_in(policy, nodes, scope, gates, now).0
+}
+
+/// The decision, with the counts per group apart (`Decisions::groups` left empty).
+fn decide_in<'s>(
+    policy: &Policy,
+    nodes: &[NodeState],
+    scope: &'s Scope,
+    gates: &Gates,
+    now: Timestamp,
+) -> (Decisions, Vec<(&'s Group, Usage)>) {
     let mut overall = Usage {
         slots: policy.slots(scope.nodes),
         ..scope.left_out.clone()
     };
     // In the scope's order (sorted), so that a node's groups are found without building
-    // them: this runs for every node at every pass.
-    let mut groups: Vec<(Group, Usage)> = scope
+    // them: this runs for every node at every pass. The nodes left out count in groups
+    // of the scope, in the same order: walked alongside.
+    let mut left_out = scope.left_out_groups.iter().peekable();
+    let mut groups: Vec<(&Group, Usage)> = scope
         .sizes
         .iter()
         .map(|(group, size)| {
@@ -207,15 +238,15 @@ pub fn decide_among(
                 .iter()
                 .find(|g| g.key == group.key)
                 .map_or(policy.ceiling, |g| g.ceiling);
+            while left_out.next_if(|(g, _)| *g < group).is_some() {}
             let usage = Usage {
                 slots: ceiling.slots(*size),
-                ..scope
-                    .left_out_groups
-                    .get(group)
-                    .cloned()
+                ..left_out
+                    .next_if(|(g, _)| *g == group)
+                    .map(|(_, u)| u.clone())
                     .unwrap_or_default()
             };
-            (group.clone(), usage)
+            (group, usage)
         })
         .collect();
     let per_node = policy.group_ceilings.len();
@@ -383,14 +414,15 @@ pub fn decide_among(
     }
     needs_pods.sort_unstable();
     needs_pods.dedup();
-    Decisions {
+    let decisions = Decisions {
         conditions: out,
         overall,
-        groups: groups.into_iter().collect(),
+        groups: BTreeMap::new(),
         next_start,
         unavailable,
         needs_pods,
-    }
+    };
+    (decisions, groups)
 }
 
 /// What a node's own state decides, before slots and pacing.

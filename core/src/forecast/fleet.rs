@@ -36,7 +36,12 @@ impl<'a> KnownLabels<'a> {
 
 impl Labels for KnownLabels<'_> {
     fn label(&self, key: &str) -> Option<&str> {
-        match self.known.iter().find(|(k, _)| *k == key) {
+        // The keys asked are mostly the very strings the known ones were taken from (the
+        // policy's, the selectors'): found by address before any is compared.
+        let same = |k: &&str| std::ptr::eq(*k, key);
+        match (self.known.iter().find(|(k, _)| same(k)))
+            .or_else(|| self.known.iter().find(|(k, _)| *k == key))
+        {
             Some((_, value)) => *value,
             None => self.all.label(key),
         }
@@ -91,10 +96,12 @@ pub(super) struct Fleet<'a> {
     pub(super) simulated: Vec<bool>,
     /// The nodes shown, in the brain's order.
     pub(super) shown: Vec<usize>,
-    /// Each simulated node's place in the brain's order.
-    pub(super) rank: Vec<u32>,
     /// How many groups of `--max-in-progress-per` the simulated nodes form (one without).
     pub(super) cells: usize,
+    /// Each cell's simulated nodes, in the brain's order.
+    pub(super) members: Vec<Vec<usize>>,
+    /// Each node's cell and place in its `members` (`u32::MAX` for one not simulated).
+    pub(super) cell: Vec<(u32, u32)>,
     /// For each window and cell, the simulated nodes the window selects, in the brain's
     /// order.
     pub(super) lists: Vec<Vec<Vec<usize>>>,
@@ -216,6 +223,12 @@ impl<'a> Fleet<'a> {
             .collect();
         keys.sort_unstable();
         keys.dedup();
+        // The groups' keys as the policy holds them: each decision looks them up.
+        for key in &mut keys {
+            if let Some(g) = policy.group_ceilings.iter().find(|g| g.key == *key) {
+                *key = g.key.as_str();
+            }
+        }
         let labels: Vec<KnownLabels> = nodes
             .iter()
             .map(|n| KnownLabels::new(&keys, n.labels))
@@ -263,16 +276,21 @@ impl<'a> Fleet<'a> {
         let key = |&i: &usize| (in_progress::queue_key(policy, &plain[i]), i);
         order.sort_by_key(key);
         shown.sort_by_key(key);
-        let mut rank = vec![u32::MAX; nodes.len()];
         let mut cells: BTreeMap<Vec<in_progress::Group>, usize> = BTreeMap::new();
         let mut lists: Vec<Vec<Vec<usize>>> = vec![Vec::new(); windows.len()];
         let mut selected_by: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-        for (r, &i) in order.iter().enumerate() {
-            rank[i] = r as u32;
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut cell_of = vec![(u32::MAX, u32::MAX); nodes.len()];
+        for &i in &order {
             let count = cells.len();
             let cell = *cells
                 .entry(in_progress::groups_of(policy, nodes[i].labels))
                 .or_insert(count);
+            if cell == members.len() {
+                members.push(Vec::new());
+            }
+            cell_of[i] = (cell as u32, members[cell].len() as u32);
+            members[cell].push(i);
             for &w in &selecting[i] {
                 let list = &mut lists[w];
                 if list.len() <= cell {
@@ -296,8 +314,9 @@ impl<'a> Fleet<'a> {
             roles,
             simulated,
             shown,
-            rank,
             cells: cells.len(),
+            members,
+            cell: cell_of,
             lists,
             selected_by,
             selecting,

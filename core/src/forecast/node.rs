@@ -70,6 +70,12 @@ impl Standing {
     pub(super) fn gone(&self) -> bool {
         !self.needs && !self.busy && !self.recent
     }
+
+    /// Its standing lets it wait for a start: it needs maintenance, is neither busy nor
+    /// pacing, and a maintenance window and no blackout selects it.
+    pub(super) fn queued(&self) -> bool {
+        self.needs && !self.busy && !self.recent && self.windows_on > 0 && self.blackouts_on == 0
+    }
 }
 
 /// What the brain's answer for a node that is no candidate reads of its windows: whether

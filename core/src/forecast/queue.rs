@@ -1,62 +1,95 @@
-//! A group's waiting nodes in the brain's order, taken as a decision needs them: the
-//! lists of the open windows selecting them, merged.
+//! A group's waiting nodes in the brain's order, taken as a decision needs them: each
+//! cell's simulated nodes in that order, with a bit per node set while it may be a
+//! candidate as far as its own standing says ([`Standing::queued`]).
+//!
+//! Why bits and not the open windows' lists merged: a pass walks a cell from its first
+//! node on, and the nodes in progress, the ones recovering and those that wait for a
+//! reason of their own sit before the ones it takes, in every open window's list that
+//! selects them; merging the lists paid a heap operation per node and per window at every
+//! pass. A word of bits skips 64 nodes that cannot be candidates at once.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use super::node::Standing;
 use super::simulation::Run;
 
-/// A cell's waiting nodes in the brain's order: the lists of the open windows selecting
-/// them, merged.
+/// For each cell, a bit per node (by its place in the cell's order): whether its standing
+/// lets it wait for a start ([`Standing::queued`]). Kept up to date wherever that changes.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Queued {
+    bits: Vec<Vec<u64>>,
+}
+
+impl Queued {
+    /// No node queued, for cells of these sizes.
+    pub(super) fn new(sizes: impl IntoIterator<Item = usize>) -> Queued {
+        Queued {
+            bits: sizes.into_iter().map(|n| vec![0; n.div_ceil(64)]).collect(),
+        }
+    }
+
+    /// Sets node `place` of `cell` queued or not.
+    pub(super) fn set(&mut self, cell: usize, place: usize, on: bool) {
+        let word = &mut self.bits[cell][place / 64];
+        let bit = 1u64 << (place % 64);
+        if on {
+            *word |= bit;
+        } else {
+            *word &= !bit;
+        }
+    }
+
+    /// The first queued place of `cell` at or after `from`.
+    pub(super) fn next(&self, cell: usize, from: usize) -> Option<usize> {
+        let words = &self.bits[cell];
+        let mut w = from / 64;
+        let mut word = words.get(w)? & (u64::MAX << (from % 64));
+        loop {
+            if word != 0 {
+                return Some(w * 64 + word.trailing_zeros() as usize);
+            }
+            w += 1;
+            word = *words.get(w)?;
+        }
+    }
+}
+
+/// Brings node `i`'s bit up to date with its standing (nodes not simulated have none).
+pub(super) fn mark(queued: &mut Queued, cell: &[(u32, u32)], standing: &Standing, i: usize) {
+    if let Some(&(c, place)) = cell.get(i).filter(|(c, _)| *c != u32::MAX) {
+        queued.set(c as usize, place as usize, standing.queued());
+    }
+}
+
+/// A cell's waiting nodes in the brain's order, taken in turn.
 pub(super) struct CellQueue {
     pub(super) cell: usize,
-    /// Each open window's next node, smallest rank first.
-    pub(super) heads: BinaryHeap<Reverse<Head>>,
-    pub(super) last: Option<u32>,
+    /// The place in the cell's order to look from.
+    pub(super) next: usize,
     pub(super) taken: Vec<usize>,
     pub(super) done: bool,
 }
 
 impl CellQueue {
+    pub(super) fn new(cell: usize) -> CellQueue {
+        CellQueue {
+            cell,
+            next: 0,
+            taken: Vec::new(),
+            done: false,
+        }
+    }
+
     /// Takes waiting nodes until it holds `want` of them or none is left.
     pub(super) fn fill(&mut self, run: &mut Run, want: usize) {
         while self.taken.len() < want && !self.done {
-            let Some(Reverse(Head {
-                rank,
-                window: w,
-                position: pos,
-            })) = self.heads.pop()
-            else {
+            let Some(place) = run.queued.next(self.cell, self.next) else {
                 self.done = true;
                 break;
             };
-            let list = &run.lists[w][self.cell];
-            let i = list[pos];
-            if let Some(&next) = list.get(pos + 1) {
-                self.heads.push(Reverse(Head {
-                    rank: run.fleet.rank[next],
-                    window: w,
-                    position: pos + 1,
-                }));
-            }
-            if self.last == Some(rank) {
-                continue;
-            }
-            self.last = Some(rank);
+            self.next = place + 1;
+            let i = run.fleet.members[self.cell][place];
             if run.waiting(i) && !run.still_alone(i) {
                 self.taken.push(i);
             }
         }
     }
-}
-
-/// The next node of one open window's list of a cell: ordered by its rank in the brain's
-/// order first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Head {
-    /// The node's place in the brain's order.
-    pub(super) rank: u32,
-    pub(super) window: usize,
-    /// Its position in the window's list.
-    pub(super) position: usize,
 }

@@ -52,10 +52,8 @@ pub(super) struct Run<'f, 'a> {
     pub(super) scope: Scope,
     pub(super) spans: Vec<Option<Span>>,
     pub(super) active: ActiveWindows<'a>,
-    /// The maintenance windows active now.
-    pub(super) open: Vec<usize>,
-    /// For each window and cell, how far the nodes gone for good reach.
-    pub(super) cursors: Vec<Vec<usize>>,
+    /// Which nodes' standing lets them wait for a start, by cell.
+    pub(super) queued: Queued,
     pub(super) happens: BinaryHeap<Reverse<Event>>,
     /// Nodes decided at every instant: in progress, working or recovering.
     /// Those of the nodes in progress or recovering whose decision may change at the
@@ -87,8 +85,7 @@ impl<'f, 'a> Run<'f, 'a> {
             scope: fleet.scope.clone(),
             spans: fleet.spans.clone(),
             active,
-            open: Vec::new(),
-            cursors: fleet.lists.iter().map(|l| vec![0; l.len()]).collect(),
+            queued: Queued::new(fleet.members.iter().map(Vec::len)),
             happens: BinaryHeap::new(),
             busy: BTreeSet::new(),
             recent: BTreeSet::new(),
@@ -97,9 +94,6 @@ impl<'f, 'a> Run<'f, 'a> {
             unfinished: 0,
             work: 0,
         };
-        run.open = (0..fleet.windows.len())
-            .filter(|&w| run.spans[w].is_some() && !fleet.windows[w].blackout)
-            .collect();
         for (w, lists) in fleet.lists.iter().enumerate() {
             if run.spans[w].is_none() {
                 continue;
@@ -181,6 +175,9 @@ impl<'f, 'a> Run<'f, 'a> {
                 run.unfinished += 1;
             }
         }
+        for (i, standing) in run.standing.iter().enumerate() {
+            mark(&mut run.queued, &fleet.cell, standing, i);
+        }
         run
     }
 
@@ -257,6 +254,7 @@ impl<'f, 'a> Run<'f, 'a> {
     pub(super) fn apply_edge(&mut self, edge: &Edge, t: Timestamp) {
         let fleet = self.fleet;
         let (standing, changed) = (&mut self.standing, &mut self.windows_changed);
+        let queued = &mut self.queued;
         let mut woken = Vec::new();
         for &SpanChange { window: w, span } in &edge.changes {
             let was = self.spans[w].is_some();
@@ -284,20 +282,17 @@ impl<'f, 'a> Run<'f, 'a> {
                         } else {
                             *count -= 1;
                         }
+                        mark(queued, &fleet.cell, standing, i);
                         changed.push(i);
                     }
                     true
                 });
             }
-            self.cursors[w].fill(0);
         }
         for i in woken {
             self.wake(i);
         }
         self.active = ActiveWindows::from_spans(t, active_spans(&fleet.windows, &self.spans));
-        self.open = (0..fleet.windows.len())
-            .filter(|&w| self.spans[w].is_some() && !fleet.windows[w].blackout)
-            .collect();
     }
 
     pub(super) fn happen(&mut self, what: Happens, i: usize, t: Timestamp) {
@@ -321,6 +316,7 @@ impl<'f, 'a> Run<'f, 'a> {
                     disrupted_by: None,
                 };
                 self.standing[i].needs &= policy.required.is_empty();
+                mark(&mut self.queued, &self.fleet.cell, &self.standing[i], i);
                 sim.working = false;
                 sim.recovering = true;
                 let name = self.fleet.nodes[i].name;
@@ -358,7 +354,7 @@ impl<'f, 'a> Run<'f, 'a> {
             self.set_recent(i, false);
         }
         let busy: Vec<usize> = self.busy.union(&self.recent).copied().collect();
-        let mut queues: Vec<CellQueue> = (0..self.fleet.cells).map(|c| self.queue(c)).collect();
+        let mut queues: Vec<CellQueue> = (0..self.fleet.cells).map(CellQueue::new).collect();
         let mut wrote = false;
         let mut want = vec![1; queues.len()];
         loop {
@@ -375,8 +371,13 @@ impl<'f, 'a> Run<'f, 'a> {
             }
             self.work += chosen.len() as u64;
             let states: Vec<NodeState> = chosen.iter().map(|&i| self.state(i)).collect();
-            let decided =
-                in_progress::decide_among(self.fleet.policy, &states, &self.scope, &gates, t);
+            let decided = in_progress::decide_conditions_among(
+                self.fleet.policy,
+                &states,
+                &self.scope,
+                &gates,
+                t,
+            );
             drop(states);
             // A group is decided as over every waiting node once one of its nodes is held:
             // the nodes after it would be held too.
@@ -404,34 +405,6 @@ impl<'f, 'a> Run<'f, 'a> {
                     }
                 }
             }
-        }
-    }
-
-    /// The queue through one cell's waiting nodes, past the ones gone for good.
-    pub(super) fn queue(&mut self, cell: usize) -> CellQueue {
-        let mut heads = BinaryHeap::new();
-        for &w in &self.open {
-            let Some(list) = self.lists[w].get(cell) else {
-                continue;
-            };
-            let cursor = &mut self.cursors[w][cell];
-            while list.get(*cursor).is_some_and(|&i| self.standing[i].gone()) {
-                *cursor += 1;
-            }
-            if let Some(&i) = list.get(*cursor) {
-                heads.push(Reverse(Head {
-                    rank: self.fleet.rank[i],
-                    window: w,
-                    position: *cursor,
-                }));
-            }
-        }
-        CellQueue {
-            cell,
-            heads,
-            last: None,
-            taken: Vec::new(),
-            done: false,
         }
     }
 
@@ -480,6 +453,7 @@ impl<'f, 'a> Run<'f, 'a> {
 
     pub(super) fn set_busy(&mut self, i: usize, on: bool) {
         self.standing[i].busy = on;
+        mark(&mut self.queued, &self.fleet.cell, &self.standing[i], i);
         if on {
             self.busy.insert(i);
         } else {
@@ -489,6 +463,7 @@ impl<'f, 'a> Run<'f, 'a> {
 
     pub(super) fn set_recent(&mut self, i: usize, on: bool) {
         self.standing[i].recent = on;
+        mark(&mut self.queued, &self.fleet.cell, &self.standing[i], i);
         if on {
             self.recent.insert(i);
         } else {
@@ -516,12 +491,7 @@ impl<'f, 'a> Run<'f, 'a> {
     /// Whether the brain may make `i` a candidate now, as far as the simulation knows.
     pub(super) fn waiting(&self, i: usize) -> bool {
         let standing = &self.standing[i];
-        standing.needs
-            && !standing.busy
-            && !standing.recent
-            && standing.windows_on > 0
-            && standing.blackouts_on == 0
-            && standing.alone != Some(standing.version)
+        standing.queued() && standing.alone != Some(standing.version)
     }
 
     /// Brings what node `i` shows up to date before it is decided: its verdict, and

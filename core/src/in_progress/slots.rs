@@ -152,6 +152,11 @@ impl Scope {
     /// decided again (it would count twice); one that uses none may be.
     pub fn leave_out(&mut self, policy: &Policy, node: &NodeState) {
         self.left_out_unavailable += usize::from(node.availability.unavailable().is_some());
+        // A node that uses no slot counts nowhere: its groups are not even built (the
+        // forecast leaves out every node waiting, at every run's start).
+        if !uses_slot(node, policy.count_unavailable) {
+            return;
+        }
         self.left_out.count(node, policy.count_unavailable);
         for group in groups_of(policy, node.labels) {
             self.left_out_groups
@@ -167,6 +172,9 @@ impl Scope {
     pub fn take_back(&mut self, policy: &Policy, node: &NodeState) {
         let unavailable = usize::from(node.availability.unavailable().is_some());
         self.left_out_unavailable = self.left_out_unavailable.saturating_sub(unavailable);
+        if !uses_slot(node, policy.count_unavailable) {
+            return;
+        }
         self.left_out.uncount(node, policy.count_unavailable);
         for group in groups_of(policy, node.labels) {
             if let Some(usage) = self.left_out_groups.get_mut(&group) {
@@ -183,6 +191,13 @@ impl Scope {
     pub fn is_empty(&self) -> bool {
         self.nodes == 0
     }
+}
+
+/// Whether [`Usage::count_node`] counts `node`: in progress, or unavailable where the
+/// unavailable count.
+fn uses_slot(node: &NodeState, count_unavailable: bool) -> bool {
+    is_true(node.conditions, MAINTENANCE_IN_PROGRESS)
+        || (count_unavailable && node.availability.unavailable().is_some())
 }
 
 /// The groups of `--max-in-progress-per` a node with `labels` belongs to, one per key in
