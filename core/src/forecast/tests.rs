@@ -15,16 +15,13 @@ use crate::pass::{self, Rules};
 use crate::peers::Peers;
 use crate::reasons;
 use crate::selector;
+use crate::testing::ts;
 use crate::window::test_window;
 use proptest::prelude::*;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
 const BLOCK: &str = "kured.dev/RebootBlocked";
 const ZONE: &str = "zone";
-
-fn ts(s: &str) -> Timestamp {
-    s.parse().unwrap()
-}
 
 fn mins(m: i64) -> SignedDuration {
     SignedDuration::from_mins(m)
