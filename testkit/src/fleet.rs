@@ -7,7 +7,9 @@
 //! - [`put_window`]: a window ConfigMap;
 //! - [`Kumaco`]: the kumaco binary as a child process, with its `/proc` figures (RSS,
 //!   CPU), its `/metrics` and the WARN/ERROR lines of its JSON log;
-//! - [`node_status_requests`]: the API server's own count of `nodes/status` writes.
+//! - [`node_status_requests`]: the API server's own count of `nodes/status` writes;
+//! - [`slots`] and [`percentile`]: kumaco's ceiling for a fleet's size, and the
+//!   harnesses' percentiles.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -21,6 +23,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kumaco_core::in_progress::Ceiling;
 use serde_json::{Value, json};
 
 use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
@@ -473,6 +476,31 @@ pub fn load_average() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// The slots `--max-in-progress SPEC` gives `nodes` nodes (a count, or `P%`), by the
+/// brain's own rule ([`Ceiling::slots`]).
+pub fn slots(spec: &str, nodes: usize) -> Result<usize> {
+    let ceiling = match spec.strip_suffix('%') {
+        Some(p) => Ceiling::Percent(
+            p.parse()
+                .with_context(|| format!("{spec:?}: P% expected"))?,
+        ),
+        None => Ceiling::Count(
+            spec.parse()
+                .with_context(|| format!("{spec:?}: a count expected"))?,
+        ),
+    };
+    Ok(ceiling.slots(nodes))
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,5 +533,27 @@ apiserver_request_total{code="200",resource="nodes",subresource="",verb="APPLY"}
 "#;
         assert_eq!(node_status_requests(text, "APPLY"), (10, 2));
         assert_eq!(node_status_requests(text, "PATCH"), (5, 0));
+    }
+
+    #[test]
+    fn slots_follow_the_brains_rule() {
+        assert_eq!(slots("3", 1000).unwrap(), 3);
+        assert_eq!(slots("10%", 1000).unwrap(), 100);
+        assert_eq!(
+            slots("5%", 10).unwrap(),
+            1,
+            "a percentage gives at least one slot"
+        );
+        assert!(slots("ten", 10).is_err());
+        assert!(slots("x%", 10).is_err());
+    }
+
+    #[test]
+    fn percentile_is_nearest_rank() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile(&v, 0.5), Some(2.0));
+        assert_eq!(percentile(&v, 0.9), Some(4.0));
+        assert_eq!(percentile(&v, 0.0), Some(1.0));
+        assert_eq!(percentile(&[], 0.5), None);
     }
 }

@@ -56,7 +56,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -115,18 +115,6 @@ struct Args {
     churn_rate: f64,
 }
 
-/// kumaco's rule for `--max-in-progress`: a count, or a percentage of the nodes in scope
-/// rounded down but at least 1.
-fn ceiling(spec: &str, nodes: usize) -> Result<usize> {
-    match spec.strip_suffix('%') {
-        Some(p) => {
-            let p: usize = p.parse().context("--max-in-progress P%")?;
-            Ok((nodes * p / 100).max(1))
-        }
-        None => spec.parse().context("--max-in-progress N"),
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<ExitCode> {
     let args = <Args as clap::Parser>::parse();
@@ -163,7 +151,7 @@ struct Outcome {
 /// The whole run; kumaco, the helpers and the API server stop when it returns.
 async fn run(args: &Args) -> Result<Outcome> {
     let n = args.nodes as usize;
-    let ceiling = ceiling(&args.max_in_progress, n)?;
+    let ceiling = fleet::slots(&args.max_in_progress, n)?;
     let load_start = load_average();
     println!(
         "kumaco-soak: {n} nodes, {} min, ceiling {} ({ceiling} nodes), load average {load_start}",
@@ -623,8 +611,8 @@ fn summarize(input: &SummaryInput) -> Value {
             "done": input.source.reboots_seen,
             "waiting_at_end": input.source.waiting.len(),
             "wait_seconds": {
-                "p50": percentile(&waits, 0.50),
-                "p99": percentile(&waits, 0.99),
+                "p50": fleet::percentile(&waits, 0.50),
+                "p99": fleet::percentile(&waits, 0.99),
                 "max": waits.last(),
             },
         },
@@ -661,15 +649,6 @@ fn rss_slope(samples: &[Sample]) -> Option<f64> {
     let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
     let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
     Some(sxy / sxx)
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 fn print_summary(s: &Value) {

@@ -1,6 +1,7 @@
 //! The tables printed after each run, and the spread over repeated runs.
 
 use serde_json::Value;
+use testkit::fleet::percentile;
 
 /// Min, median and max of each figure over the runs of each N.
 pub(crate) fn print_spread(results: &[Value]) {
@@ -337,13 +338,4 @@ fn churn_rows(r: &Value) -> Vec<(String, String, &'static str)> {
 
 pub(crate) fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or(f64::NAN)
-}
-
-/// Nearest-rank percentile of sorted values.
-pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }

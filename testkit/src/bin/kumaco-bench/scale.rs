@@ -5,7 +5,6 @@ use std::time::{Duration, Instant};
 
 use crate::churn_phase::{ChurnPhase, plain_client_burst, plain_client_burst_under_churn};
 use crate::measure::{EdgeWatch, kumaco_writes, settle, sleep_until};
-use crate::report::percentile;
 use crate::windows::create_windows;
 use crate::{
     Args, EDGE_AHEAD_SECS, MANAGER, NAMESPACE, RACKS, READY_TIMEOUT, TRANSITION_TIMEOUT, WINDOWS,
@@ -13,6 +12,7 @@ use crate::{
 use anyhow::Result;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
+use testkit::fleet::percentile;
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
 use testkit::{ApiServer, Scope};
 

@@ -8,7 +8,7 @@ use crate::recorder::{Real, Seen, What};
 use crate::rollout::{Setup, secs};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use testkit::fleet::ZONES;
+use testkit::fleet::{ZONES, percentile};
 
 pub(crate) struct Measured {
     /// The window ConfigMap's name, and its duration.
@@ -22,15 +22,6 @@ pub(crate) struct Measured {
     pub(crate) reals: BTreeMap<String, Real>,
     pub(crate) events: Vec<Seen>,
     pub(crate) reboots: BTreeMap<String, usize>,
-}
-
-/// Nearest-rank percentile of sorted values.
-pub(crate) fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 pub(crate) fn stats(values: &[f64]) -> Value {

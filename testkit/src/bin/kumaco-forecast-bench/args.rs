@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use testkit::fleet;
 use testkit::kured::Spread;
 
@@ -61,40 +61,10 @@ pub(crate) struct Args {
     pub(crate) json: PathBuf,
 }
 
-/// A Go duration (`12s`, `1m30s`, `500ms`, `2.5s`).
+/// A Go duration (`12s`, `1m30s`, `500ms`, `2.5s`), read as kumaco reads one.
 pub(crate) fn parse_duration(s: &str) -> Result<Duration> {
-    let mut total = 0.0f64;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        bail!("empty duration");
-    }
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .with_context(|| format!("{s:?}: a number without a unit"))?;
-        let value: f64 = rest[..digits]
-            .parse()
-            .with_context(|| format!("{s:?}: not a duration"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            u => bail!("{s:?}: unknown unit {u:?}"),
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    Ok(Duration::from_secs_f64(total))
+    let d = kumaco_core::duration::parse(s).with_context(|| format!("{s:?}: a Go duration"))?;
+    Duration::try_from(d.to_signed()).with_context(|| format!("{s:?}: negative"))
 }
 
 pub(crate) fn spread(kind: SpreadKind, median: Duration, sigma: f64) -> Spread {
@@ -104,13 +74,5 @@ pub(crate) fn spread(kind: SpreadKind, median: Duration, sigma: f64) -> Spread {
             low: median.mul_f64((1.0 - sigma).max(0.0)),
             high: median.mul_f64(1.0 + sigma),
         },
-    }
-}
-
-/// kumaco's rule for `--max-in-progress`: a count, or a percentage of the nodes.
-pub(crate) fn ceiling(spec: &str, nodes: usize) -> Result<usize> {
-    match spec.strip_suffix('%') {
-        Some(p) => Ok((nodes * p.parse::<usize>().context("P%")? / 100).max(1)),
-        None => spec.parse().context("a count or P%"),
     }
 }

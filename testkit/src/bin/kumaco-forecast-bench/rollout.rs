@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::analysis::{Measured, analyse};
-use crate::args::{Args, ceiling, parse_duration, spread};
+use crate::args::{Args, parse_duration, spread};
 use crate::recorder::{NodeNow, Recorder, reals};
 use crate::report::print_rollout;
 use crate::{FORECAST_AHEAD, NAME, NAMESPACE, READY_TIMEOUT, ZONE_LABEL};
@@ -16,7 +16,8 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use testkit::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED};
 use testkit::fleet::{
-    Kumaco, KumacoOptions, create_namespace, create_nodes, load_average, node_name, put_window,
+    self, Kumaco, KumacoOptions, create_namespace, create_nodes, load_average, node_name,
+    put_window,
 };
 use testkit::kured::{Draws, Happened, Kured, KuredSpec, Spread};
 use testkit::{ApiServer, Scope};
@@ -60,7 +61,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
         reboot: spread(args.spread, reboot, args.reboot_sigma),
         daemon_delay: spread(args.spread, recovery, args.recovery_sigma),
     };
-    let ceiling = ceiling(&args.max_in_progress, n)?;
+    let ceiling = fleet::slots(&args.max_in_progress, n)?;
     let mut policy = vec![
         "--in-progress".to_string(),
         format!("--require-condition={REBOOT_REQUIRED}"),
