@@ -309,7 +309,8 @@ fn pause_source(version: &str) -> Result<PathBuf> {
     Ok(source)
 }
 
-fn run(cmd: &mut Command) -> Result<()> {
+/// Runs `cmd`, failing with its output when it fails.
+pub(crate) fn run(cmd: &mut Command) -> Result<()> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
     if !out.status.success() {
         bail!(

@@ -348,19 +348,6 @@ pub(super) fn xtables(program: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn run(cmd: &mut Command) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
 pub(super) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
