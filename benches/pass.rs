@@ -350,8 +350,8 @@ impl Gated {
 
     fn gates(&self) -> Gates<'_> {
         Gates {
-            cluster: &[],
             budgets: Some(&self.budgets),
+            ..Gates::NONE
         }
     }
 }

@@ -12,9 +12,9 @@
 //!   rendered for the node; any one of its sets) holds that node's start only. One that
 //!   matches no node in scope holds every start. Matching is Alertmanager's: a missing
 //!   label is the empty value, and `=~` and `!~` match the whole value.
-//! - **Unreadable.** A source that cannot be read holds every start (`Blocked`, the
-//!   message naming the error) once its last good reading is older than the staleness
-//!   bound, unless the deployer chose to go on without the gate
+//! - **Unreadable.** A source that cannot be read holds as every gate's does
+//!   ([`crate::gates::unavailable`]): `GateUnavailable` once its last good reading is
+//!   stale, unless it is an outage and the deployer chose to go on without the gate
 //!   (`--alerts-unreachable=allow`).
 //!
 //! Messages are bounded: a few names, then how many more.
@@ -22,12 +22,12 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use jiff::{SignedDuration, Timestamp};
 use regex::Regex;
 
-use crate::gates::Hold;
+use crate::gates::{Gate, Hold, Verdict};
 use crate::reasons;
 use crate::selector::Labels;
+use crate::silence::matchers::one_line;
 use crate::silence::{Matcher, MatcherError, MatcherSet, parse_plain_matcher};
 
 #[cfg(test)]
@@ -51,8 +51,6 @@ pub enum FilterError {
     MatcherSyntax(String),
     #[error("{0}")]
     Matcher(MatcherError),
-    #[error("{0:?}: a regular expression of the set does not compile: {1}")]
-    SetRegex(String, String),
 }
 
 impl From<MatcherError> for FilterError {
@@ -90,45 +88,12 @@ impl NameFilter {
     }
 }
 
-/// The regex crate's errors span lines (a caret under the pattern); a flag's error is one.
-fn one_line(e: &regex::Error) -> String {
-    let text = e.to_string();
-    let last = text.lines().rev().find(|l| !l.trim().is_empty());
-    last.unwrap_or(&text)
-        .trim()
-        .trim_start_matches("error: ")
-        .to_string()
-}
-
 /// A `--block-alerts-matcher`: Alertmanager's matcher syntax, naming no node, its regular
 /// expression (if any) one Alertmanager can compile.
 pub fn parse_filter(spec: &str) -> Result<Matcher, FilterError> {
     let m = parse_plain_matcher(spec)?;
     LabelMatcher::new(&m)?;
     Ok(m)
-}
-
-/// Every label a set may name, with a value of its own: a node for examining the sets.
-#[derive(Debug)]
-struct AnyLabel;
-
-impl Labels for AnyLabel {
-    fn label(&self, _: &str) -> Option<&str> {
-        Some("x")
-    }
-}
-
-/// Checks that every regular expression of the sets compiles once rendered (a node's
-/// values are escaped, so the template's own text decides).
-pub fn check_sets(sets: &[MatcherSet]) -> Result<(), FilterError> {
-    for set in sets {
-        for m in set.render("node", &AnyLabel).unwrap_or_default() {
-            if let Err(FilterError::Regex(_, e)) = LabelMatcher::new(&m) {
-                return Err(FilterError::SetRegex(set.to_string(), e));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A matcher ready to test labels, as Alertmanager tests them.
@@ -185,12 +150,9 @@ impl LabelMatcher {
 /// such matcher is tried on every node.
 #[derive(Debug)]
 pub struct Scope<'a> {
-    sets: Vec<(&'a MatcherSet, Option<String>)>,
+    sets: Vec<(&'a MatcherSet, Option<&'a str>)>,
     nodes: Vec<(&'a str, &'a dyn Labels)>,
 }
-
-/// Stands for the node's name when a set is examined: no node name holds it.
-const NAME_MARK: &str = "\u{E000}kumaco-node\u{E001}";
 
 impl<'a> Scope<'a> {
     /// A set that does not render for a node (a label it names is missing there) is not
@@ -200,7 +162,7 @@ impl<'a> Scope<'a> {
         nodes: impl IntoIterator<Item = (&'a str, &'a dyn Labels)>,
     ) -> Scope<'a> {
         Scope {
-            sets: sets.iter().map(|set| (set, name_key(set))).collect(),
+            sets: sets.iter().map(|set| (set, set.name_label())).collect(),
             nodes: nodes.into_iter().collect(),
         }
     }
@@ -225,39 +187,9 @@ impl<'a> Scope<'a> {
 }
 
 /// Whether the labels match one matcher; a regular expression that does not compile
-/// (checked at start-up: [`check_sets`]) matches nothing.
+/// (refused when the set is parsed: [`MatcherSet::parse`]) matches nothing.
 fn matches(m: &Matcher, labels: &dyn Labels) -> bool {
     LabelMatcher::new(m).is_ok_and(|c| c.matches(labels))
-}
-
-/// A label whose value contains the node's name whenever the set matches: that of an
-/// `=` matcher whose value names the node, or of an `=~` one whose expression needs the
-/// name as a literal (not under an alternation, an optional part or a case-insensitive
-/// flag).
-fn name_key(set: &MatcherSet) -> Option<String> {
-    let rendered = set.render(NAME_MARK, &AnyLabel)?;
-    rendered
-        .into_iter()
-        .find(|m| {
-            m.is_equal
-                && m.value.contains(NAME_MARK)
-                && (!m.is_regex
-                    || regex_syntax::parse(&format!("(?s:{})", m.value))
-                        .is_ok_and(|hir| requires(&hir, NAME_MARK.as_bytes())))
-        })
-        .map(|m| m.name)
-}
-
-/// Whether every match of `hir` contains `literal`.
-fn requires(hir: &regex_syntax::hir::Hir, literal: &[u8]) -> bool {
-    use regex_syntax::hir::HirKind;
-    match hir.kind() {
-        HirKind::Literal(l) => l.0.windows(literal.len()).any(|w| w == literal),
-        HirKind::Concat(items) => items.iter().any(|h| requires(h, literal)),
-        HirKind::Capture(c) => requires(&c.sub, literal),
-        HirKind::Repetition(r) => r.min >= 1 && requires(&r.sub, literal),
-        _ => false,
-    }
 }
 
 /// Who made a silence that mutes an alert.
@@ -299,25 +231,9 @@ pub fn firing_alert(
     })
 }
 
-/// The two gates this module decides, as messages and metrics name them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Gate {
-    /// Alertmanager's firing alerts (`--block-alerts`).
-    Alerts,
-    /// Prometheus queries (`--block-query`).
-    Queries,
-}
-
-/// Which starts a reading holds: every one, and some nodes'.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Holding {
-    pub cluster: Option<Hold>,
-    pub nodes: BTreeMap<String, Hold>,
-}
-
 /// The holds of `firing`: on the nodes each is about, or on every start when it is about
 /// no node in scope.
-pub fn holding(gate: Gate, firing: &[Firing], scope: &Scope) -> Holding {
+pub fn holding(gate: Gate, firing: &[Firing], scope: &Scope) -> Verdict {
     let mut everyone: Vec<&Firing> = Vec::new();
     let mut by_node: BTreeMap<&str, Vec<&Firing>> = BTreeMap::new();
     for f in firing {
@@ -334,7 +250,7 @@ pub fn holding(gate: Gate, firing: &[Firing], scope: &Scope) -> Holding {
         reason: reasons::ALERT_FIRING,
         message,
     };
-    Holding {
+    Verdict {
         cluster: (!everyone.is_empty()).then(|| hold(describe(gate, &everyone, false))),
         nodes: by_node
             .into_iter()
@@ -367,7 +283,7 @@ fn describe(gate: Gate, firing: &[&Firing], for_node: bool) -> String {
                 ),
             }
         }
-        Gate::Queries => {
+        _ => {
             let query = names[0];
             let mut series: Vec<&Firing> =
                 firing.iter().copied().filter(|f| f.name == query).collect();
@@ -418,59 +334,4 @@ fn series_text(labels: &BTreeMap<String, String>) -> String {
         .collect();
     let _ = write!(s, "{{{}}}", pairs.join(","));
     crate::conditions::bounded(s, MAX_SERIES_BYTES)
-}
-
-/// What to do while a source cannot be read (`--alerts-unreachable`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Unreachable {
-    /// Hold every start (`Blocked`): no maintenance without the gate.
-    #[default]
-    Block,
-    /// Go on as if nothing fired.
-    Allow,
-}
-
-/// How the latest reads of a source went.
-#[derive(Clone, Copy, Debug)]
-pub struct Reads<'a> {
-    /// When it was last read without an error.
-    pub last_good: Option<Timestamp>,
-    /// The error of the latest read, if it failed.
-    pub error: Option<&'a str>,
-}
-
-/// The gate's verdict now: `holding` (from the last good reading, against the nodes in
-/// scope now) while that reading stands, that is while the latest read succeeded or failed
-/// less than `stale_after` after it; else every start held, or none with
-/// [`Unreachable::Allow`]. `source` names what cannot be read (`the alerts of
-/// Alertmanager`).
-pub fn current(
-    reads: Reads<'_>,
-    holding: Holding,
-    source: &str,
-    unreachable: Unreachable,
-    stale_after: SignedDuration,
-    now: Timestamp,
-) -> Holding {
-    let stands = match (reads.error, reads.last_good) {
-        (None, Some(_)) => true,
-        (Some(_), Some(at)) => now.duration_since(at) <= stale_after,
-        (_, None) => false,
-    };
-    if stands {
-        return holding;
-    }
-    match unreachable {
-        Unreachable::Allow => Holding::default(),
-        Unreachable::Block => Holding {
-            cluster: Some(Hold {
-                reason: reasons::BLOCKED,
-                message: format!(
-                    "{source} cannot be read, so no maintenance starts: {}",
-                    reads.error.unwrap_or("not read yet")
-                ),
-            }),
-            nodes: BTreeMap::new(),
-        },
-    }
 }

@@ -37,14 +37,17 @@
 //!   conditions, ties by node name; each start takes a slot overall and in each of its
 //!   groups.
 //!
-//! Why a node waits, when several apply: reasons about the node itself
-//! (`RequirementNotMet`, `NodeUnavailable`, `Blocked`, an alert naming it:
-//! `AlertFiring`) come first, then `StartCutoff`, then `WaitingForSlot` (a full slot is
-//! the harder constraint), then `StartInterval`, then the gates on every start
-//! (`AlertFiring`, `HealthCheckFailed`, or a source that cannot be read: `Blocked`), then
-//! `PodDisruptionBudget`. So the gates are asked only for a node that would start
-//! otherwise: an alert that comes and goes rewrites no node while every slot is taken,
-//! and the pods of a node are listed only when it is about to start.
+//! Why a node waits, when several apply: a person's pause (`Paused`) first, over every
+//! other reason, so that an operator in an incident sees it on every waiting node; then
+//! reasons about the node itself (`RequirementNotMet` before the pause: a node that needs
+//! no maintenance is not waiting; `NodeUnavailable`, `Blocked`, an alert naming it:
+//! `AlertFiring`), then `StartCutoff`, then `WaitingForSlot` (a full slot is the harder
+//! constraint), then `StartInterval`, then the gates on every start in gate order
+//! ([`crate::gates::Gate`]: `HealthCheckFailed`, `AlertFiring`, or a source that cannot be
+//! read: `GateUnavailable`), then `PodDisruptionBudget`. So the gates are asked only for
+//! a node that would start otherwise: an alert that comes and goes rewrites no node
+//! while every slot is taken, and the pods of a node are listed only when it is about to
+//! start. `tests/gates.rs` pins the order.
 //!
 //! In parts: [`policy`] (the flags), [`availability`] (what a node shows of it),
 //! [`slots`] (how the nodes use each ceiling's slots), [`records`] (what the messages
@@ -66,9 +69,10 @@ pub use records::{
     recorded_recovery,
 };
 use records::{fmt_duration, keep_end, rebooted, whole_seconds, with_recovery};
+use slots::Ledger;
 pub use slots::{Group, Scope, Usage, groups_of};
 
-use crate::budgets::{self, Headroom};
+use crate::budgets::{self, Budgets, Headroom};
 use crate::conditions::{Condition, Desired, MAINTENANCE_IN_PROGRESS, find, is_true};
 use crate::gates::{Gates, Hold};
 use crate::reasons;
@@ -213,7 +217,10 @@ pub fn decide_conditions_among(
     decide_in(policy, nodes, scope, gates, now).0
 }
 
-/// The decision, with the counts per group apart (`Decisions::groups` left empty).
+/// The decision, with the counts per group apart (`Decisions::groups` left empty). In
+/// steps: each node alone ([`decide_alone`]); then the candidates, oldest first, each
+/// through the slots ([`Ledger`]), the pacing ([`Pace`]), the gates on every start and
+/// the PodDisruptionBudgets, until it starts or says why not.
 fn decide_in<'s>(
     policy: &Policy,
     nodes: &[NodeState],
@@ -221,68 +228,11 @@ fn decide_in<'s>(
     gates: &Gates,
     now: Timestamp,
 ) -> (Decisions, Vec<(&'s Group, Usage)>) {
-    let mut overall = Usage {
-        slots: policy.slots(scope.nodes),
-        ..scope.left_out.clone()
-    };
-    // In the scope's order (sorted), so that a node's groups are found without building
-    // them: this runs for every node at every pass. The nodes left out count in groups
-    // of the scope, in the same order: walked alongside.
-    let mut left_out = scope.left_out_groups.iter().peekable();
-    let mut groups: Vec<(&Group, Usage)> = scope
-        .sizes
-        .iter()
-        .map(|(group, size)| {
-            let ceiling = policy
-                .group_ceilings
-                .iter()
-                .find(|g| g.key == group.key)
-                .map_or(policy.ceiling, |g| g.ceiling);
-            while left_out.next_if(|(g, _)| *g < group).is_some() {}
-            let usage = Usage {
-                slots: ceiling.slots(*size),
-                ..left_out
-                    .next_if(|(g, _)| *g == group)
-                    .map(|(_, u)| u.clone())
-                    .unwrap_or_default()
-            };
-            (group, usage)
-        })
-        .collect();
-    let per_node = policy.group_ceilings.len();
-    let node_groups: Vec<Option<usize>> = nodes
-        .iter()
-        .flat_map(|node| {
-            policy.group_ceilings.iter().map(|g| {
-                let value = node.labels.label(&g.key);
-                let found = groups
-                    .binary_search_by(|(group, _)| {
-                        (group.key.as_str(), group.value.as_deref()).cmp(&(g.key.as_str(), value))
-                    })
-                    .ok();
-                debug_assert!(found.is_some(), "{} is not in the scope", node.name);
-                found
-            })
-        })
-        .collect();
-    let groups_of_node = |i: usize| {
-        node_groups[i * per_node..(i + 1) * per_node]
-            .iter()
-            .flatten()
-    };
-    let mut unavailable = scope.left_out_unavailable;
-    for (i, node) in nodes.iter().enumerate() {
-        unavailable += usize::from(node.availability.unavailable().is_some());
-        overall.count(node, policy.count_unavailable);
-        for &g in groups_of_node(i) {
-            groups[g].1.count(node, policy.count_unavailable);
-        }
-    }
-
+    let mut ledger = Ledger::new(policy, nodes, scope);
     let mut out: Vec<Option<Desired>> = vec![None; nodes.len()];
     let mut candidates: Vec<(Option<Timestamp>, &str, usize)> = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
-        match decide_alone(policy, node, now) {
+        match decide_alone(policy, node, gates.pause, now) {
             Alone::Decided(d) => out[i] = d,
             Alone::Candidate => {
                 let (age, name) = queue_key(policy, node);
@@ -290,59 +240,21 @@ fn decide_in<'s>(
             }
         }
     }
-
-    // Pacing: from the latest start or end of a maintenance among the nodes in scope (a
-    // start's or an end's `lastTransitionTime`, so it holds across restarts).
-    let paced_until = policy.start_interval.and_then(|d| {
-        let last = nodes
-            .iter()
-            .filter_map(|n| find(n.conditions, MAINTENANCE_IN_PROGRESS))
-            .filter_map(start_or_end)
-            .max()?;
-        last.checked_add(d).ok().filter(|t| *t > now)
-    });
-    let mut next_start = None;
+    let mut pace = Pace::new(policy, nodes, &out);
+    let mut budgets = gates.budgets.map(|b| BudgetCheck::new(b, nodes));
 
     // Oldest requirement first; None (no required conditions) sorts first, then by name.
     candidates.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-    // A start or an end in this pass restarts the interval: at most one start per pass,
-    // and none in the pass that ends a maintenance (its end's `lastTransitionTime` is
-    // now, though the node still shows the start's).
-    let ends_now = nodes.iter().zip(&out).any(|(node, d)| {
-        d.as_ref()
-            .is_some_and(|d| d.type_ == MAINTENANCE_IN_PROGRESS && !d.status)
-            && find(node.conditions, MAINTENANCE_IN_PROGRESS).is_some_and(Condition::is_true)
-    });
-    let mut started = ends_now;
-    // The PodDisruptionBudget gate's headroom, from the nodes in progress, once a node
-    // reaches that gate; and the slots held for nodes whose pods it needs.
-    let mut headroom: Option<Headroom> = None;
-    let mut needs_pods: Vec<usize> = Vec::new();
-    let mut reserved = 0;
-    let mut reserved_in: Vec<usize> = vec![0; groups.len()];
     for (_, _, i) in candidates {
         let node = &nodes[i];
         let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
-        let full_group = groups_of_node(i)
-            .copied()
-            .find(|&g| groups[g].1.disrupted() + reserved_in[g] >= groups[g].1.slots);
-        let full = overall.disrupted() + reserved >= overall.slots;
-        if full || full_group.is_some() {
-            // The count as of the hold, the overall ceiling first.
-            let message = || match full_group.filter(|_| !full) {
-                Some(g) => format!("{}: {}", groups[g].0, groups[g].1.message()),
-                None => overall.message(),
-            };
-            out[i] = Some(why_not(existing, reasons::WAITING_FOR_SLOT, message));
+        if let Some(full) = ledger.full(i) {
+            out[i] = Some(why_not(existing, reasons::WAITING_FOR_SLOT, || {
+                ledger.message(full)
+            }));
             continue;
         }
-        let pace = match (paced_until, policy.start_interval) {
-            (Some(t), _) => Some(t),
-            (None, Some(d)) if started => now.checked_add(d).ok(),
-            _ => None,
-        };
-        if let Some(t) = pace {
-            next_start = Some(next_start.map_or(t, |n: Timestamp| n.min(t)));
+        if let Some(t) = pace.holds_until(now) {
             out[i] = Some(why_not(existing, reasons::START_INTERVAL, || {
                 format!(
                     "next start possible at {} (--start-interval {} after the last start or end)",
@@ -356,48 +268,28 @@ fn decide_in<'s>(
             out[i] = Some(why_not(existing, hold.reason, || hold.message.clone()));
             continue;
         }
-        if let Some(budgets) = gates.budgets {
-            let headroom = headroom.get_or_insert_with(|| {
-                let mut h = Headroom::default();
-                for (j, other) in nodes.iter().enumerate() {
-                    if !is_true(other.conditions, MAINTENANCE_IN_PROGRESS) {
-                        continue;
-                    }
-                    match other.drain {
-                        Some(pods) => h.take(budgets, other.name, pods, false),
-                        None => needs_pods.push(j),
-                    }
+        if let Some(check) = &mut budgets {
+            match check.check(i, node) {
+                Drain::Evictable => {}
+                Drain::Refused(refusal) => {
+                    out[i] = Some(why_not(existing, reasons::POD_DISRUPTION_BUDGET, || {
+                        refusal
+                    }));
+                    continue;
                 }
-                h
-            });
-            let known = needs_pods.is_empty().then_some(node.drain).flatten();
-            let Some(pods) = known else {
-                // Decided again once the pods are listed; until then it holds its slot in
-                // this decision, so the nodes after it are not listed for nothing.
-                if node.drain.is_none() {
-                    needs_pods.push(i);
+                Drain::Unknown => {
+                    // Decided again once the pods are listed; until then it holds its
+                    // slot in this decision, so the nodes after it are not listed for
+                    // nothing, and it paces the rest as a start would.
+                    out[i] = existing.map(Desired::keep);
+                    ledger.hold(i);
+                    pace.restart();
+                    continue;
                 }
-                out[i] = existing.map(Desired::keep);
-                reserved += 1;
-                for &g in groups_of_node(i) {
-                    reserved_in[g] += 1;
-                }
-                started = true;
-                continue;
-            };
-            if let Err(refusal) = headroom.check(budgets, pods) {
-                out[i] = Some(why_not(existing, reasons::POD_DISRUPTION_BUDGET, || {
-                    refusal.to_string()
-                }));
-                continue;
             }
-            headroom.take(budgets, node.name, pods, true);
         }
-        started = true;
-        overall.in_progress += 1;
-        for &g in groups_of_node(i) {
-            groups[g].1.in_progress += 1;
-        }
+        pace.restart();
+        ledger.start(i);
         let windows = node.window.map(|w| w.0).unwrap_or_default();
         let because = if policy.required.is_empty() {
             String::new()
@@ -412,17 +304,139 @@ fn decide_in<'s>(
             format!("maintenance started{boot} in {windows}{because}"),
         ));
     }
+    let mut needs_pods = budgets
+        .map(BudgetCheck::into_needs_pods)
+        .unwrap_or_default();
     needs_pods.sort_unstable();
     needs_pods.dedup();
     let decisions = Decisions {
         conditions: out,
-        overall,
+        overall: ledger.overall,
         groups: BTreeMap::new(),
-        next_start,
-        unavailable,
+        next_start: pace.next_start,
+        unavailable: ledger.unavailable,
         needs_pods,
     };
-    (decisions, groups)
+    (decisions, ledger.groups)
+}
+
+/// `--start-interval`: the pacing of starts, from the latest start or end the nodes in
+/// scope show (a start's or an end's `lastTransitionTime`, so it holds across restarts)
+/// and the starts and ends of this pass.
+struct Pace {
+    interval: Option<SignedDuration>,
+    /// Until when the starts and ends the nodes show hold the next start.
+    shown_until: Option<Timestamp>,
+    /// A start or an end happens in this pass: at most one start per pass, and none in
+    /// the pass that ends a maintenance (its end's `lastTransitionTime` is now, though
+    /// the node still shows the start's).
+    this_pass: bool,
+    /// The earliest instant a held start becomes possible.
+    next_start: Option<Timestamp>,
+}
+
+impl Pace {
+    fn new(policy: &Policy, nodes: &[NodeState], decided: &[Option<Desired>]) -> Pace {
+        let shown_until = policy.start_interval.and_then(|d| {
+            let last = nodes
+                .iter()
+                .filter_map(|n| find(n.conditions, MAINTENANCE_IN_PROGRESS))
+                .filter_map(start_or_end)
+                .max()?;
+            last.checked_add(d).ok()
+        });
+        let ends_now = nodes.iter().zip(decided).any(|(node, d)| {
+            d.as_ref()
+                .is_some_and(|d| d.type_ == MAINTENANCE_IN_PROGRESS && !d.status)
+                && find(node.conditions, MAINTENANCE_IN_PROGRESS).is_some_and(Condition::is_true)
+        });
+        Pace {
+            interval: policy.start_interval,
+            shown_until,
+            this_pass: ends_now,
+            next_start: None,
+        }
+    }
+
+    /// Until when a start at `now` is held, if it is; recorded as the next start.
+    fn holds_until(&mut self, now: Timestamp) -> Option<Timestamp> {
+        let until = match (self.shown_until.filter(|t| *t > now), self.interval) {
+            (Some(t), _) => Some(t),
+            (None, Some(d)) if self.this_pass => now.checked_add(d).ok(),
+            _ => None,
+        }?;
+        self.next_start = Some(self.next_start.map_or(until, |n| n.min(until)));
+        Some(until)
+    }
+
+    /// A start (or a slot held for one) in this pass.
+    fn restart(&mut self) {
+        self.this_pass = true;
+    }
+}
+
+/// What the PodDisruptionBudget gate says of a candidate's drain.
+enum Drain {
+    Evictable,
+    Refused(String),
+    /// Its pods, or those of a node in progress, were not given.
+    Unknown,
+}
+
+/// The PodDisruptionBudget gate over one decision: the headroom the nodes in progress
+/// leave (built when a candidate first reaches the gate), shared by the nodes it starts,
+/// and the nodes whose pods it needs and was not given.
+struct BudgetCheck<'a, 'n> {
+    budgets: &'a Budgets,
+    nodes: &'a [NodeState<'n>],
+    headroom: Option<Headroom>,
+    needs_pods: Vec<usize>,
+}
+
+impl<'a, 'n> BudgetCheck<'a, 'n> {
+    fn new(budgets: &'a Budgets, nodes: &'a [NodeState<'n>]) -> BudgetCheck<'a, 'n> {
+        BudgetCheck {
+            budgets,
+            nodes,
+            headroom: None,
+            needs_pods: Vec::new(),
+        }
+    }
+
+    /// Whether node `i`'s drain can go ahead now; if so, its evictions are taken from
+    /// the headroom.
+    fn check(&mut self, i: usize, node: &NodeState) -> Drain {
+        let (budgets, nodes, needs_pods) = (self.budgets, self.nodes, &mut self.needs_pods);
+        let headroom = self.headroom.get_or_insert_with(|| {
+            let mut h = Headroom::default();
+            for (j, other) in nodes.iter().enumerate() {
+                if !is_true(other.conditions, MAINTENANCE_IN_PROGRESS) {
+                    continue;
+                }
+                match other.drain {
+                    Some(pods) => h.take(budgets, other.name, pods, false),
+                    None => needs_pods.push(j),
+                }
+            }
+            h
+        });
+        let known = needs_pods.is_empty().then_some(node.drain).flatten();
+        let Some(pods) = known else {
+            if node.drain.is_none() {
+                needs_pods.push(i);
+            }
+            return Drain::Unknown;
+        };
+        if let Err(refusal) = headroom.check(budgets, pods) {
+            return Drain::Refused(refusal.to_string());
+        }
+        headroom.take(budgets, node.name, pods, true);
+        Drain::Evictable
+    }
+
+    fn into_needs_pods(self) -> Vec<usize> {
+        self.needs_pods
+    }
 }
 
 /// What a node's own state decides, before slots and pacing.
@@ -432,7 +446,7 @@ enum Alone {
     Candidate,
 }
 
-fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
+fn decide_alone(policy: &Policy, node: &NodeState, pause: Option<&Hold>, now: Timestamp) -> Alone {
     let existing = find(node.conditions, MAINTENANCE_IN_PROGRESS);
     let missing = policy
         .required
@@ -533,6 +547,10 @@ fn decide_alone(policy: &Policy, node: &NodeState, now: Timestamp) -> Alone {
     {
         // Its message says what it waits for.
         return Alone::Decided(Some(keep_end(c, node, now)));
+    }
+    // A person's word: every node that would wait or start says so, whatever else.
+    if let Some(hold) = pause {
+        return why(hold.reason, &|| hold.message.clone());
     }
     if let Some(u) = node.availability.unavailable() {
         return why(reasons::NODE_UNAVAILABLE, &|| format!("the node is {u}"));

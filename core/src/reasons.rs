@@ -54,9 +54,15 @@ pub const POD_DISRUPTION_BUDGET: &str = "PodDisruptionBudget";
 pub const ALERT_FIRING: &str = "AlertFiring";
 /// Why not started: an object check's expression does not hold, or cannot be evaluated.
 pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
+/// Why not started: what a health gate reads cannot be read (a CustomResourceDefinition
+/// gone, a right missing, Alertmanager or Prometheus down or refusing): no start until
+/// it can.
+pub const GATE_UNAVAILABLE: &str = "GateUnavailable";
+/// Why not started: a person paused new starts (`kumaco pause`).
+pub const PAUSED: &str = "Paused";
 
 /// Every reason kumaco writes.
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 22] = [
     MAINTENANCE_WINDOW,
     NO_ACTIVE_MAINTENANCE_WINDOW,
     MAINTENANCE_BLACKOUT,
@@ -77,6 +83,8 @@ pub const ALL: [&str; 20] = [
     POD_DISRUPTION_BUDGET,
     ALERT_FIRING,
     HEALTH_CHECK_FAILED,
+    GATE_UNAVAILABLE,
+    PAUSED,
 ];
 
 /// `MaintenanceInProgress=False` reasons that end a maintenance: the node was in
@@ -88,7 +96,7 @@ const ENDS: [&str; 3] = [
 ];
 
 /// `MaintenanceInProgress=False` reasons saying why a node in a window has not started.
-const WHY_NOT: [&str; 9] = [
+const WHY_NOT: [&str; 11] = [
     WAITING_FOR_SLOT,
     BLOCKED,
     REQUIREMENT_NOT_MET,
@@ -98,11 +106,19 @@ const WHY_NOT: [&str; 9] = [
     POD_DISRUPTION_BUDGET,
     ALERT_FIRING,
     HEALTH_CHECK_FAILED,
+    GATE_UNAVAILABLE,
+    PAUSED,
 ];
 
-/// The health gates' reasons (`crate::gates`): they hold a start, never a maintenance in
-/// progress.
-const GATES: [&str; 3] = [POD_DISRUPTION_BUDGET, ALERT_FIRING, HEALTH_CHECK_FAILED];
+/// The health gates' reasons (`crate::gates`), the pause's among them: they hold a start,
+/// never a maintenance in progress, and their messages say what to act on.
+const GATES: [&str; 5] = [
+    POD_DISRUPTION_BUDGET,
+    ALERT_FIRING,
+    HEALTH_CHECK_FAILED,
+    GATE_UNAVAILABLE,
+    PAUSED,
+];
 
 /// Whether `reason` ends a maintenance (`MaintenanceCompleted`, `MaintenanceWindowEnded`,
 /// `NodeRebooted`): what `--start-interval` counts from, a silence's tail follows, the
@@ -134,7 +150,7 @@ pub fn is_waiting(reason: &str) -> bool {
 }
 
 /// Whether `reason` is a health gate's (`PodDisruptionBudget`, `AlertFiring`,
-/// `HealthCheckFailed`).
+/// `HealthCheckFailed`, `GateUnavailable`) or the pause's (`Paused`).
 pub fn is_gate(reason: &str) -> bool {
     GATES.contains(&reason)
 }

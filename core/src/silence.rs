@@ -29,7 +29,7 @@ use std::collections::hash_map::Entry;
 use jiff::{SignedDuration, Timestamp};
 
 use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, Status, UNDER_MAINTENANCE};
-use crate::in_progress::Availability;
+use crate::in_progress::{self, Availability};
 use crate::reasons;
 use crate::selector::Labels;
 
@@ -72,8 +72,9 @@ pub struct Rules {
     pub lease: SignedDuration,
     /// `--silence-tail`: how long after a maintenance's end its silence is kept.
     pub tail: SignedDuration,
-    /// `--silence-while-recovering`.
-    pub while_recovering: bool,
+    /// `--silence-while-recovering`, and for how long at most after a maintenance's end
+    /// (`--silence-max-recovery`): `None` when off.
+    pub while_recovering: Option<SignedDuration>,
     /// `--in-progress`: hold while `MaintenanceInProgress` is True, else while
     /// `UnderMaintenance` is.
     pub in_progress: bool,
@@ -118,7 +119,7 @@ pub fn hold(rules: &Rules, node: &NodeState<'_>, now: Timestamp) -> Option<Hold>
         Status::True => Some(Hold::Renewed { create: true }),
         Status::False if ends(&condition.reason) => {
             let end = condition.last_transition_time?;
-            if rules.while_recovering && node.availability.unavailable().is_some() {
+            if recovering(rules, node, condition, end, now) {
                 return Some(Hold::Renewed {
                     create: rules.in_progress,
                 });
@@ -128,6 +129,30 @@ pub fn hold(rules: &Rules, node: &NodeState<'_>, now: Timestamp) -> Option<Hold>
         }
         _ => None,
     }
+}
+
+/// Whether `node` is still recovering from the maintenance that ended at `end`
+/// (`--silence-while-recovering`): unavailable without a break since, and for no longer
+/// than `--silence-max-recovery`. A node seen back once is not recovering any more,
+/// whatever happens to it later: with `--in-progress` the end's message records the
+/// recovery the first time kumaco sees the node available again
+/// ([`in_progress::RECOVERED_AFTER`]), and a later outage is not this maintenance's. A
+/// silence must not outlive its reason.
+fn recovering(
+    rules: &Rules,
+    node: &NodeState<'_>,
+    condition: &Condition,
+    end: Timestamp,
+    now: Timestamp,
+) -> bool {
+    let Some(limit) = rules.while_recovering else {
+        return false;
+    };
+    let seen_back =
+        rules.in_progress && in_progress::recorded_recovery(&condition.message).is_some();
+    node.availability.unavailable().is_some()
+        && !seen_back
+        && end.checked_add(limit).is_ok_and(|until| now < until)
 }
 
 /// What to do to one silence. `node`: the node it is held for (of several whose sets

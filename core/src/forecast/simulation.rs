@@ -342,7 +342,9 @@ impl<'f, 'a> Run<'f, 'a> {
     /// One decision at `t`, as one pass makes it; whether it wrote anything (the
     /// controller then passes again).
     pub(super) fn pass(&mut self, t: Timestamp) -> bool {
+        // The pause, if any, is among the holds on every start (the shell puts it first).
         let gates = Gates {
+            pause: None,
             cluster: self.fleet.cluster,
             budgets: None,
         };

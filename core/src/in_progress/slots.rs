@@ -212,3 +212,142 @@ pub fn groups_of(policy: &Policy, labels: &dyn Labels) -> Vec<Group> {
         })
         .collect()
 }
+
+/// The slots as one decision takes them: the count overall and per group, each node's
+/// groups found once, and the slots held for nodes whose start waits on their pods.
+pub(super) struct Ledger<'s> {
+    pub(super) overall: Usage,
+    /// The scope's groups, sorted, with their use.
+    pub(super) groups: Vec<(&'s Group, Usage)>,
+    /// Each node's groups (indices in `groups`), `per_node` a node, in the nodes' order.
+    of_node: Vec<Option<usize>>,
+    per_node: usize,
+    /// Slots held overall and per group for nodes that would start once their pods are
+    /// listed: no later candidate takes them in this decision.
+    held: usize,
+    held_in: Vec<usize>,
+    /// Nodes unavailable, whether they count or not.
+    pub(super) unavailable: usize,
+}
+
+/// The ceiling a node finds full.
+#[derive(Clone, Copy)]
+pub(super) enum Full {
+    Overall,
+    Group(usize),
+}
+
+impl<'s> Ledger<'s> {
+    /// Counts how `nodes`, and the nodes `scope` leaves out, use the slots.
+    pub(super) fn new(policy: &Policy, nodes: &[NodeState], scope: &'s Scope) -> Ledger<'s> {
+        let overall = Usage {
+            slots: policy.slots(scope.nodes),
+            ..scope.left_out.clone()
+        };
+        // In the scope's order (sorted), so that a node's groups are found without
+        // building them: this runs for every node at every pass. The nodes left out count
+        // in groups of the scope, in the same order: walked alongside.
+        let mut left_out = scope.left_out_groups.iter().peekable();
+        let groups: Vec<(&Group, Usage)> = scope
+            .sizes
+            .iter()
+            .map(|(group, size)| {
+                let ceiling = policy
+                    .group_ceilings
+                    .iter()
+                    .find(|g| g.key == group.key)
+                    .map_or(policy.ceiling, |g| g.ceiling);
+                while left_out.next_if(|(g, _)| *g < group).is_some() {}
+                let usage = Usage {
+                    slots: ceiling.slots(*size),
+                    ..left_out
+                        .next_if(|(g, _)| *g == group)
+                        .map(|(_, u)| u.clone())
+                        .unwrap_or_default()
+                };
+                (group, usage)
+            })
+            .collect();
+        let of_node: Vec<Option<usize>> = nodes
+            .iter()
+            .flat_map(|node| {
+                policy.group_ceilings.iter().map(|g| {
+                    let value = node.labels.label(&g.key);
+                    let found = groups
+                        .binary_search_by(|(group, _)| {
+                            (group.key.as_str(), group.value.as_deref())
+                                .cmp(&(g.key.as_str(), value))
+                        })
+                        .ok();
+                    debug_assert!(found.is_some(), "{} is not in the scope", node.name);
+                    found
+                })
+            })
+            .collect();
+        let mut ledger = Ledger {
+            overall,
+            held_in: vec![0; groups.len()],
+            groups,
+            of_node,
+            per_node: policy.group_ceilings.len(),
+            held: 0,
+            unavailable: scope.left_out_unavailable,
+        };
+        for (i, node) in nodes.iter().enumerate() {
+            ledger.unavailable += usize::from(node.availability.unavailable().is_some());
+            ledger.overall.count(node, policy.count_unavailable);
+            for k in ledger.groups_at(i) {
+                if let Some(g) = ledger.of_node[k] {
+                    ledger.groups[g].1.count(node, policy.count_unavailable);
+                }
+            }
+        }
+        ledger
+    }
+
+    /// Node `i`'s groups (indices in `groups`), as positions in `of_node`.
+    fn groups_at(&self, i: usize) -> std::ops::Range<usize> {
+        i * self.per_node..(i + 1) * self.per_node
+    }
+
+    /// The ceiling node `i` finds full, the overall one first.
+    pub(super) fn full(&self, i: usize) -> Option<Full> {
+        if self.overall.disrupted() + self.held >= self.overall.slots {
+            return Some(Full::Overall);
+        }
+        self.of_node[self.groups_at(i)]
+            .iter()
+            .flatten()
+            .find(|&&g| self.groups[g].1.disrupted() + self.held_in[g] >= self.groups[g].1.slots)
+            .map(|&g| Full::Group(g))
+    }
+
+    /// The `WaitingForSlot` message of a full ceiling: its count now.
+    pub(super) fn message(&self, full: Full) -> String {
+        match full {
+            Full::Overall => self.overall.message(),
+            Full::Group(g) => format!("{}: {}", self.groups[g].0, self.groups[g].1.message()),
+        }
+    }
+
+    /// Holds a slot overall and in each of node `i`'s groups for the rest of the
+    /// decision.
+    pub(super) fn hold(&mut self, i: usize) {
+        self.held += 1;
+        for k in self.groups_at(i) {
+            if let Some(g) = self.of_node[k] {
+                self.held_in[g] += 1;
+            }
+        }
+    }
+
+    /// Node `i` starts: it takes a slot overall and in each of its groups.
+    pub(super) fn start(&mut self, i: usize) {
+        self.overall.in_progress += 1;
+        for k in self.groups_at(i) {
+            if let Some(g) = self.of_node[k] {
+                self.groups[g].1.in_progress += 1;
+            }
+        }
+    }
+}

@@ -251,6 +251,7 @@ impl Cluster {
         let owners: Vec<Vec<Owner>> = self.nodes.iter().map(Node::owner_views).collect();
         let sources: Vec<&WindowSource> = windows.iter().collect();
         let gates = Gates {
+            pause: None,
             cluster: &self.holds,
             budgets: self.budgets.as_ref(),
         };

@@ -46,13 +46,19 @@ pub enum MatcherError {
     )]
     EmptySet(String),
     #[error(
-        "{0:?}: no matcher names the node ({{{{name}}}}): each node's silence must match its own alerts only"
+        "{0:?}: no matcher names the node: each node's silence must match its own alerts \
+         only, so one matcher must be = or =~ with {{{{name}}}} (or a node label, \
+         {{{{label:KEY}}}}) in what every match contains, e.g. node=\"{{{{name}}}}\" or \
+         instance=~\"{{{{name}}}}(:[0-9]+)?\""
     )]
     NoName(String),
     #[error(
-        "{0:?}: no matcher is = or =~ with a value that is never empty: Alertmanager refuses silences that match every alert"
+        "{0:?}: {1} names the node in a negative matcher, which matches every other \
+         node's alerts: a silence must name what it mutes; write {2} instead"
     )]
-    MatchesEverything(String),
+    NegatedNode(String, String, String),
+    #[error("{0:?}: a regular expression of the set does not compile: {1}")]
+    Regex(String, String),
     #[error("{0:?}: the label {1:?} is matched twice in one silence")]
     Twice(String, String),
     #[error("{0:?}: a matcher of every alert cannot name a node ({{{{name}}}}, {{{{label:KEY}}}})")]
@@ -128,6 +134,27 @@ impl MatcherSet {
         MatcherSet::check(spec, matchers)
     }
 
+    /// The set with `fixed` matchers added, which name no node (`--cluster-label`): every
+    /// silence of the set carries them, and so must every alert it is about.
+    pub fn with(&self, fixed: &[Matcher]) -> Result<MatcherSet, MatcherError> {
+        if fixed.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut matchers = self.matchers.clone();
+        let mut text = self.text.clone();
+        for m in fixed {
+            matchers.push(MatcherTemplate {
+                name: m.name.clone(),
+                parts: vec![Part::Text(m.value.clone())],
+                is_regex: m.is_regex,
+                is_equal: m.is_equal,
+            });
+            text.push(',');
+            text.push_str(&m.to_string());
+        }
+        MatcherSet::check(&text, matchers)
+    }
+
     /// The older `--silence-matcher` flags: one matcher each, all of them one set.
     pub fn from_matchers(specs: &[String]) -> Result<MatcherSet, MatcherError> {
         let matchers = specs
@@ -143,26 +170,44 @@ impl MatcherSet {
         if let Some(w) = matchers.windows(2).find(|w| w[0].name == w[1].name) {
             return Err(MatcherError::Twice(text, w[0].name.clone()));
         }
-        if !matchers.iter().any(|m| m.parts.contains(&Part::Name)) {
+        // As Alertmanager compiles them, a node's values standing in (they are escaped,
+        // so the template's own text decides).
+        for m in matchers.iter().filter(|m| m.is_regex) {
+            let value = m.examined("x");
+            if let Err(e) = regex::Regex::new(&format!("^(?s:{value})$")) {
+                return Err(MatcherError::Regex(text, one_line(&e)));
+            }
+        }
+        // A negative matcher on the node mutes every other node's alerts.
+        if let Some(m) = matchers.iter().find(|m| !m.is_equal && m.names_node()) {
+            let instead = MatcherTemplate {
+                is_equal: true,
+                ..m.clone()
+            };
+            return Err(MatcherError::NegatedNode(
+                text,
+                m.to_string(),
+                instead.to_string(),
+            ));
+        }
+        // A node's name is never empty, and a matcher naming a node label renders only
+        // where the node has it: a set with such a matcher never matches every alert,
+        // which Alertmanager also asks of a silence.
+        if !matchers.iter().any(|m| m.needs(Naming::NameOrLabel)) {
             return Err(MatcherError::NoName(text));
         }
-        // What Alertmanager checks: a silence needs one matcher that does not match "". A
-        // node's name is never empty; a label's value may be.
-        let positive = matchers.iter().any(|m| {
-            m.is_equal
-                && !m.is_regex
-                && m.parts.iter().any(|p| match p {
-                    Part::Text(t) => !t.is_empty(),
-                    Part::Name => true,
-                    Part::Label(_) => false,
-                })
-        }) || matchers
-            .iter()
-            .any(|m| m.is_equal && m.is_regex && m.parts.contains(&Part::Name));
-        if !positive {
-            return Err(MatcherError::MatchesEverything(text));
-        }
         Ok(MatcherSet { text, matchers })
+    }
+
+    /// The label of a matcher every alert the set matches carries the node's name in
+    /// (`node` of `node="{{name}}"`, `instance` of `instance=~"{{name}}(:[0-9]+)?"`), if
+    /// the set has one: the alerts gate looks for a node's alerts only where that label
+    /// holds its name.
+    pub fn name_label(&self) -> Option<&str> {
+        self.matchers
+            .iter()
+            .find(|m| m.needs(Naming::Name))
+            .map(|m| m.name.as_str())
     }
 
     /// The silence's matchers for one node, sorted; `None` if a label a matcher names is
@@ -300,7 +345,63 @@ fn parse_matcher(spec: &str) -> Result<MatcherTemplate, MatcherError> {
     })
 }
 
+/// What a matcher must need in every value it matches to name the node.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// The node's name.
+    Name,
+    /// The node's name or one of its labels.
+    NameOrLabel,
+}
+
+/// Stands for the node's name (or a label of it) when a matcher is examined: no node
+/// name or label value holds it.
+const MARK: &str = "\u{E000}kumaco-node\u{E001}";
+
 impl MatcherTemplate {
+    /// Whether the matcher's value names the node (`{{name}}`) or one of its labels.
+    fn names_node(&self) -> bool {
+        self.parts.iter().any(|p| !matches!(p, Part::Text(_)))
+    }
+
+    /// Whether every value the matcher matches, rendered for a node, holds the node's
+    /// name (or a label of it, by `naming`): an `=` whose value names it, or an `=~` whose
+    /// expression needs it as a literal (not under an alternation, an optional part or a
+    /// case-insensitive flag).
+    fn needs(&self, naming: Naming) -> bool {
+        let counts = |p: &Part| match p {
+            Part::Name => true,
+            Part::Label(_) => naming == Naming::NameOrLabel,
+            Part::Text(_) => false,
+        };
+        if !self.is_equal {
+            return false;
+        }
+        if !self.is_regex {
+            return self.parts.iter().any(counts);
+        }
+        let value = self.examined_with(|p| if counts(p) { MARK } else { "x" });
+        value.contains(MARK)
+            && regex_syntax::parse(&format!("(?s:{value})"))
+                .is_ok_and(|hir| requires(&hir, MARK.as_bytes()))
+    }
+
+    /// The value with `stand_in` for the node's name and labels.
+    fn examined(&self, stand_in: &str) -> String {
+        self.examined_with(|_| stand_in)
+    }
+
+    fn examined_with<'a>(&'a self, stand_in: impl Fn(&Part) -> &'a str) -> String {
+        let mut value = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => value.push_str(t),
+                p => value.push_str(stand_in(p)),
+            }
+        }
+        value
+    }
+
     /// The matcher for one node; `None` if a label it names is missing on the node (a
     /// matcher on an empty value would silence every alert without that label).
     pub fn render(&self, node: &str, labels: &dyn Labels) -> Option<Matcher> {
@@ -326,6 +427,53 @@ impl MatcherTemplate {
             is_regex: self.is_regex,
             is_equal: self.is_equal,
         })
+    }
+}
+
+/// The regex crate's errors span lines (a caret under the pattern); a flag's error is one.
+pub(crate) fn one_line(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let last = text.lines().rev().find(|l| !l.trim().is_empty());
+    last.unwrap_or(&text)
+        .trim()
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
+/// Whether every match of `hir` contains `literal`.
+fn requires(hir: &regex_syntax::hir::Hir, literal: &[u8]) -> bool {
+    use regex_syntax::hir::HirKind;
+    match hir.kind() {
+        HirKind::Literal(l) => l.0.windows(literal.len()).any(|w| w == literal),
+        HirKind::Concat(items) => items.iter().any(|h| requires(h, literal)),
+        HirKind::Capture(c) => requires(&c.sub, literal),
+        HirKind::Repetition(r) => r.min >= 1 && requires(&r.sub, literal),
+        _ => false,
+    }
+}
+
+/// The template as the flags write it: `instance=~"{{name}}(:[0-9]+)?"`.
+impl fmt::Display for MatcherTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = match (self.is_equal, self.is_regex) {
+            (true, false) => "=",
+            (false, false) => "!=",
+            (true, true) => "=~",
+            (false, true) => "!~",
+        };
+        let mut value = String::new();
+        for p in &self.parts {
+            match p {
+                Part::Text(t) => value.push_str(t),
+                Part::Name => value.push_str("{{name}}"),
+                Part::Label(k) => {
+                    value.push_str("{{label:");
+                    value.push_str(k);
+                    value.push_str("}}");
+                }
+            }
+        }
+        write!(f, "{}{op}{:?}", self.name, value)
     }
 }
 

@@ -17,7 +17,7 @@ fn rules() -> Rules {
         sets: parse_sets(true, &[]).unwrap(),
         lease: SignedDuration::from_mins(30),
         tail: SignedDuration::from_mins(5),
-        while_recovering: false,
+        while_recovering: None,
         in_progress: true,
         max_creates_per_minute: 60,
     }
@@ -218,7 +218,7 @@ fn after_the_end_kept_for_the_tail_then_expired() {
 #[test]
 fn while_recovering_held_until_ready_and_uncordoned() {
     let mut r = rules();
-    r.while_recovering = true;
+    r.while_recovering = Some(SignedDuration::from_hours(2));
     let mut down = ended("a", "NodeRebooted", -3600);
     down.availability.ready = Some(Status::False);
     let p = plan(&r, states(&[down]), &[], t(0));
@@ -231,6 +231,42 @@ fn while_recovering_held_until_ready_and_uncordoned() {
     let back = ended("a", "NodeRebooted", -3600);
     let p = plan(&r, states(&[back]), &held, t(0));
     assert!(matches!(&p.actions[..], [Action::Expire { .. }]), "{p:?}");
+}
+
+/// A recovery silence covers the recovery from this maintenance, not a later outage: a
+/// node seen back once (the end's message records it) gets no silence when it fails
+/// again, and one that never came back gets none past `--silence-max-recovery`.
+#[test]
+fn a_recovery_silence_ends_with_the_recovery_or_its_bound() {
+    let mut r = rules();
+    r.while_recovering = Some(SignedDuration::from_mins(30));
+    let down = |message: &str, ended_at: i64| {
+        let mut n = ended("a", "NodeRebooted", ended_at);
+        n.conditions[0].message = message.into();
+        n.availability.ready = Some(Status::False);
+        n
+    };
+    let recovering = down("the node rebooted; completed after 5m", -600);
+    let p = plan(&r, states(&[recovering]), &[], t(0));
+    assert!(matches!(&p.actions[..], [Action::Create { .. }]), "{p:?}");
+    // Back after its maintenance (recorded), then NotReady again weeks later.
+    let later = down(
+        "the node rebooted; completed after 5m; recovered after 1m3s",
+        -600,
+    );
+    assert_eq!(
+        plan(&r, states(std::slice::from_ref(&later)), &[], t(0)).actions,
+        []
+    );
+    let held = [silence("1", "a", ME, -600, 1000)];
+    let p = plan(&r, states(&[later]), &held, t(0));
+    assert!(
+        matches!(&p.actions[..], [Action::Expire { .. }]),
+        "the tail is over: the silence goes, {p:?}"
+    );
+    // Never back, past the bound: its own alerts page.
+    let broken = down("the node rebooted; completed after 5m", -1800);
+    assert_eq!(plan(&r, states(&[broken]), &[], t(0)).actions, []);
 }
 
 #[test]
@@ -251,7 +287,7 @@ fn without_in_progress_held_while_under_maintenance() {
     assert_eq!(plan(&r, states(&[in_progress("a")]), &[], t(0)).held, 0);
     // After the window: kept for the tail; recovering keeps but never creates (a False
     // does not say a maintenance happened).
-    r.while_recovering = true;
+    r.while_recovering = Some(SignedDuration::from_hours(2));
     let mut after = node(
         "a",
         vec![cond(
@@ -423,7 +459,35 @@ fn bad_matchers_are_refused_with_reasons() {
     assert!(err(r#"no-de="{{name}}""#).contains("not a Prometheus label name"));
     assert!(err(r#"node="{{host}}""#).contains("unknown placeholder {{host}}"));
     assert!(err(r#"job="node""#).contains("names the node"));
-    assert!(err(r#"node!="{{name}}""#).contains("every alert"));
+    assert_eq!(
+        err(r#"node!="{{name}}",severity="warning""#),
+        r#""node!=\"{{name}}\",severity=\"warning\"": node!="{{name}}" names the node in a negative matcher, which matches every other node's alerts: a silence must name what it mutes; write node="{{name}}" instead"#
+    );
+    assert!(err(r#"node="x",instance!~"{{name}}.*""#).contains("write instance=~"));
+    assert!(err(r#"node="{{name}}",zone!="{{label:zone}}""#).contains("negative matcher"));
+    // Positive, but not narrowing to the node: an alternation, an optional part, a
+    // case-insensitive name.
+    for wide in [
+        r#"instance=~"{{name}}|any""#,
+        r#"instance=~"({{name}})?x""#,
+        r#"instance=~"(?i){{name}}""#,
+        r#"node="""#,
+    ] {
+        assert!(err(wide).contains("no matcher names the node"), "{wide}");
+    }
+    // Narrowing: the name, or a node label, in what every match contains.
+    for narrow in [
+        r#"node="{{name}}""#,
+        r#"instance=~"{{name}}(:[0-9]+)?""#,
+        r#"host="{{label:kubernetes.io/hostname}}""#,
+        r#"instance=~".*{{label:ip}}:9100""#,
+    ] {
+        assert!(MatcherSet::parse(narrow).is_ok(), "{narrow}");
+    }
+    assert_eq!(
+        err(r#"instance=~"{{name}}(:[0-9]+""#),
+        r#""instance=~\"{{name}}(:[0-9]+\"": a regular expression of the set does not compile: unclosed group"#
+    );
     assert!(err(r#"node="{{name}}",node="x""#).contains("twice"));
     for empty in ["", " ", "{}", "{ }"] {
         assert!(err(empty).contains("no matchers"), "{empty:?}");
@@ -674,7 +738,7 @@ proptest! {
         set_count in 1usize..=4,
     ) {
         let mut r = rules();
-        r.while_recovering = recovering;
+        r.while_recovering = recovering.then_some(SignedDuration::from_hours(2));
         r.max_creates_per_minute = cap;
         r.sets = sets(set_count);
         let nodes = build(&cases);
@@ -766,4 +830,26 @@ proptest! {
         );
         prop_assert!(again.actions.is_empty() || p.capped > 0);
     }
+}
+
+#[test]
+fn a_cluster_label_goes_into_every_silence_of_a_set() {
+    let cluster = parse_plain_matcher(r#"cluster="prod-eu""#).unwrap();
+    let set = MatcherSet::parse(r#"node="{{name}}""#)
+        .unwrap()
+        .with(std::slice::from_ref(&cluster))
+        .unwrap();
+    assert_eq!(set.to_string(), r#"node="{{name}}",cluster="prod-eu""#);
+    let rendered = set.render("n1", &BTreeMap::new()).unwrap();
+    assert_eq!(
+        rendered.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        [r#"cluster="prod-eu""#, r#"node="n1""#]
+    );
+    assert_eq!(set.name_label(), Some("node"));
+    // A set that names the label already would match it twice.
+    let twice = MatcherSet::parse(r#"node="{{name}}",cluster="x""#)
+        .unwrap()
+        .with(&[cluster])
+        .unwrap_err();
+    assert!(twice.to_string().contains("twice"), "{twice}");
 }

@@ -56,6 +56,7 @@ fn a_hold_on_every_start_holds_the_nodes_that_would_start_and_no_other() {
     ];
     let holds = [alert()];
     let gates = Gates {
+        pause: None,
         cluster: &holds,
         budgets: None,
     };
@@ -116,6 +117,7 @@ fn two_nodes_sharing_a_budget_that_allows_one_start_one_at_a_time() {
     let newer = [cond(REBOOT, true, 200)];
     let budgets = allowing(1);
     let gates = Gates {
+        pause: None,
         cluster: &[],
         budgets: Some(&budgets),
     };
@@ -163,6 +165,7 @@ fn a_node_whose_budget_allows_nothing_waits_and_the_next_one_takes_the_slot() {
     let newer = [cond(REBOOT, true, 200)];
     let budgets = allowing(0);
     let gates = Gates {
+        pause: None,
         cluster: &[],
         budgets: Some(&budgets),
     };
@@ -192,6 +195,7 @@ fn pods_not_listed_are_asked_for_and_nothing_starts_on_a_guess() {
     ];
     let budgets = allowing(1);
     let gates = Gates {
+        pause: None,
         cluster: &[],
         budgets: Some(&budgets),
     };
@@ -253,7 +257,7 @@ proptest! {
             desired_healthy: 2,
             always_allow_unhealthy: false,
         }));
-        let gates = Gates { cluster: &[], budgets: Some(&budgets) };
+        let gates = Gates { budgets: Some(&budgets), ..Gates::NONE };
         let fleet: Vec<Generated> = fleet;
         let names: Vec<String> = (0..fleet.len()).map(|i| format!("n{i}")).collect();
         let conds: Vec<Vec<Condition>> = fleet
@@ -320,6 +324,7 @@ proptest! {
 fn a_gate_rewrites_its_message_when_the_cause_changes_and_only_then() {
     let holds = [alert()];
     let gates = Gates {
+        pause: None,
         cluster: &holds,
         budgets: None,
     };
@@ -342,6 +347,7 @@ fn a_gate_rewrites_its_message_when_the_cause_changes_and_only_then() {
         message: "alert NodeDown firing".into(),
     }];
     let gates = Gates {
+        pause: None,
         cluster: &other,
         budgets: None,
     };
@@ -349,5 +355,229 @@ fn a_gate_rewrites_its_message_when_the_cause_changes_and_only_then() {
     assert_eq!(
         why(&d.conditions[0]),
         Some((false, reasons::ALERT_FIRING, "alert NodeDown firing"))
+    );
+}
+
+fn paused() -> Hold {
+    Hold {
+        reason: reasons::PAUSED,
+        message: "paused by alice at 2026-01-01T02:55:00Z: incident 42".into(),
+    }
+}
+
+#[test]
+fn the_pause_holds_every_waiting_node_and_lets_maintenance_in_progress_finish() {
+    let wait = [cond(REBOOT, true, 100)];
+    let running = [
+        cond(REBOOT, true, 50),
+        cond(MAINTENANCE_IN_PROGRESS, true, 60),
+    ];
+    let done = [cond(REBOOT, false, 100)];
+    let pause = paused();
+    let gates = Gates {
+        pause: Some(&pause),
+        ..Gates::NONE
+    };
+    let mut down = node("down", &wait, true);
+    down.availability.ready = Some(Status::False);
+    let nodes = [
+        node("a", &wait, true),
+        node("b", &wait, true),
+        node("r", &running, true),
+        node("idle", &done, true),
+        down,
+    ];
+    // One slot free (the node in progress and the one down take two of three): without
+    // the pause "b" would wait for a slot; with it, every node that would wait or start
+    // says why, in the person's words.
+    let d = decide(&policy(3), &nodes, &gates, now());
+    for i in [0, 1, 4] {
+        assert_eq!(
+            why(&d.conditions[i]),
+            Some((
+                false,
+                reasons::PAUSED,
+                "paused by alice at 2026-01-01T02:55:00Z: incident 42"
+            )),
+            "{}",
+            nodes[i].name
+        );
+    }
+    assert!(why(&d.conditions[2]).unwrap().0, "in progress goes on");
+    assert_eq!(
+        why(&d.conditions[3]).unwrap().1,
+        reasons::REQUIREMENT_NOT_MET,
+        "a node that needs no maintenance is not waiting for the pause"
+    );
+    // Resumed: the reasons come back.
+    let d = decide(&policy(3), &nodes, &Gates::NONE, now());
+    assert!(why(&d.conditions[0]).unwrap().0);
+    assert_eq!(why(&d.conditions[1]).unwrap().1, reasons::WAITING_FOR_SLOT);
+    assert_eq!(why(&d.conditions[4]).unwrap().1, reasons::NODE_UNAVAILABLE);
+}
+
+/// The reasons a waiting node shows when several apply, in the order
+/// docs/maintenance-in-progress.md gives: the pause; what the node itself shows
+/// (unavailable, blocked, an alert naming it); the window's cutoff; the slots; the
+/// pacing; the holds on every start, in gate order; its PodDisruptionBudgets. Each is
+/// taken away in turn and the next one shows.
+#[test]
+fn the_reasons_a_waiting_node_shows_come_in_their_documented_order() {
+    let wait = [cond(REBOOT, true, 100), cond(BLOCK, true, 100)];
+    let unblocked = [cond(REBOOT, true, 100)];
+    let running = [
+        cond(REBOOT, true, 50),
+        cond(MAINTENANCE_IN_PROGRESS, true, 60),
+    ];
+    let recent = [
+        cond(REBOOT, false, 100),
+        Condition {
+            reason: reasons::MAINTENANCE_COMPLETED.into(),
+            ..cond(MAINTENANCE_IN_PROGRESS, false, now().as_second() - 10)
+        },
+    ];
+    let pause = paused();
+    let node_hold = [alert()];
+    let cluster = [
+        Hold {
+            reason: reasons::GATE_UNAVAILABLE,
+            message: "the PodDisruptionBudgets cannot be read".into(),
+        },
+        alert(),
+    ];
+    let budgets = allowing(0);
+    let pods = [web("web-a")];
+    let mut p = policy(1);
+    p.start_interval = Some(SignedDuration::from_mins(5));
+    p.start_cutoff = SignedDuration::from_hours(3);
+    // Everything holds: the node, its window's end near, a slot taken, a start or end
+    // within the interval, the gates.
+    let mut step = 0;
+    let mut expect = |reason: &str,
+                      conds: &[Condition],
+                      unavailable: bool,
+                      hold: &[Hold],
+                      cutoff: bool,
+                      others: &[NodeState],
+                      gates: &Gates| {
+        let mut n = node("n", conds, true);
+        if unavailable {
+            n.availability.unschedulable = true;
+        }
+        n.holds = hold;
+        if !cutoff {
+            n.window = Some(("window ops/w", None));
+        }
+        n.drain = Some(&pods);
+        let mut all = vec![n];
+        all.extend_from_slice(others);
+        let d = decide(&p, &all, gates, now());
+        assert_eq!(why(&d.conditions[0]).unwrap().1, reason, "step {step}");
+        step += 1;
+    };
+    let full = [node("r", &running, true)];
+    let pacing = [node("p", &recent, true)];
+    let all_gates = Gates {
+        pause: Some(&pause),
+        cluster: &cluster,
+        budgets: Some(&budgets),
+    };
+    let no_pause = Gates {
+        pause: None,
+        ..all_gates
+    };
+    let budgets_only = Gates {
+        budgets: Some(&budgets),
+        ..Gates::NONE
+    };
+    expect(
+        reasons::PAUSED,
+        &wait,
+        true,
+        &node_hold,
+        true,
+        &full,
+        &all_gates,
+    );
+    expect(
+        reasons::NODE_UNAVAILABLE,
+        &wait,
+        true,
+        &node_hold,
+        true,
+        &full,
+        &no_pause,
+    );
+    expect(
+        reasons::BLOCKED,
+        &wait,
+        false,
+        &node_hold,
+        true,
+        &full,
+        &no_pause,
+    );
+    expect(
+        reasons::ALERT_FIRING,
+        &unblocked,
+        false,
+        &node_hold,
+        true,
+        &full,
+        &no_pause,
+    );
+    expect(
+        reasons::START_CUTOFF,
+        &unblocked,
+        false,
+        &[],
+        true,
+        &full,
+        &no_pause,
+    );
+    expect(
+        reasons::WAITING_FOR_SLOT,
+        &unblocked,
+        false,
+        &[],
+        false,
+        &full,
+        &no_pause,
+    );
+    expect(
+        reasons::START_INTERVAL,
+        &unblocked,
+        false,
+        &[],
+        false,
+        &pacing,
+        &no_pause,
+    );
+    expect(
+        reasons::GATE_UNAVAILABLE,
+        &unblocked,
+        false,
+        &[],
+        false,
+        &[],
+        &no_pause,
+    );
+    expect(
+        reasons::POD_DISRUPTION_BUDGET,
+        &unblocked,
+        false,
+        &[],
+        false,
+        &[],
+        &budgets_only,
+    );
+    expect(
+        reasons::MAINTENANCE_WINDOW,
+        &unblocked,
+        false,
+        &[],
+        false,
+        &[],
+        &Gates::NONE,
     );
 }
