@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 pub use crate::http_client::Endpoint;
-use crate::http_client::{self, Client, HttpError};
+use crate::http_client::{self, Client, HttpError, json, nothing};
 use crate::silence::{Action, Matcher, Silence, State};
 
 /// What went wrong talking to Alertmanager.
@@ -31,7 +31,7 @@ pub struct ListedAlert {
 }
 
 impl Alertmanager {
-    /// Checks the URLs and files now, so that a mistake stops `kumaco run` at its start.
+    /// Checks the URLs now ([`Endpoint::check`]); the files are read when used.
     pub fn new(endpoint: Endpoint) -> Result<Self, AlertmanagerError> {
         Ok(Alertmanager {
             client: Client::new(endpoint, "alertmanager")?,
@@ -43,14 +43,42 @@ impl Alertmanager {
         self.client.urls()
     }
 
+    /// How many Alertmanagers (peers of an HA set) there are.
+    pub fn peers(&self) -> usize {
+        self.client.peers()
+    }
+
     /// Every silence (Alertmanager's `filter` matches the silences' matchers, not their
-    /// `createdBy`, so the list is filtered by the caller).
+    /// `createdBy`, so the list is filtered by the caller), from the first peer that
+    /// answers.
     pub async fn silences(&self) -> Result<Vec<Silence>, AlertmanagerError> {
-        let (url, body) = self
+        let (_, wire) = self
             .client
-            .send(Method::GET, "/api/v2/silences", None)
+            .send(
+                Method::GET,
+                "/api/v2/silences",
+                None,
+                json::<Vec<WireSilence>>,
+            )
             .await?;
-        let wire: Vec<WireSilence> = decode(&url, &body)?;
+        Ok(wire
+            .into_iter()
+            .filter_map(WireSilence::into_silence)
+            .collect())
+    }
+
+    /// Every silence, as peer `peer` lists it.
+    pub async fn silences_from(&self, peer: usize) -> Result<Vec<Silence>, AlertmanagerError> {
+        let (_, wire) = self
+            .client
+            .send_to(
+                peer,
+                Method::GET,
+                "/api/v2/silences",
+                None,
+                json::<Vec<WireSilence>>,
+            )
+            .await?;
         Ok(wire
             .into_iter()
             .filter_map(WireSilence::into_silence)
@@ -58,16 +86,22 @@ impl Alertmanager {
     }
 
     /// The alerts firing now that no inhibition mutes, silenced or not, each matching
-    /// every matcher of `filter` (Alertmanager filters them).
-    pub async fn alerts(&self, filter: &[Matcher]) -> Result<Vec<ListedAlert>, AlertmanagerError> {
+    /// every matcher of `filter` (Alertmanager filters them), as peer `peer` lists them.
+    pub async fn alerts_from(
+        &self,
+        peer: usize,
+        filter: &[Matcher],
+    ) -> Result<Vec<ListedAlert>, AlertmanagerError> {
         let mut path =
             "/api/v2/alerts?active=true&silenced=true&inhibited=false&unprocessed=true".to_string();
         for m in filter {
             path.push_str("&filter=");
             path.push_str(&http_client::query_value(&m.to_string()));
         }
-        let (url, body) = self.client.send(Method::GET, &path, None).await?;
-        let wire: Vec<WireAlert> = decode(&url, &body)?;
+        let (_, wire) = self
+            .client
+            .send_to(peer, Method::GET, &path, None, json::<Vec<WireAlert>>)
+            .await?;
         Ok(wire
             .into_iter()
             .map(|a| ListedAlert {
@@ -75,6 +109,20 @@ impl Alertmanager {
                 silenced_by: a.status.silenced_by,
             })
             .collect())
+    }
+
+    /// When peer `peer` started (`GET /api/v2/status`, `uptime`): a peer that started a
+    /// moment ago lists only the alerts sent to it since.
+    pub async fn started_at(&self, peer: usize) -> Result<Timestamp, AlertmanagerError> {
+        #[derive(Deserialize)]
+        struct Status {
+            uptime: Timestamp,
+        }
+        let (_, status) = self
+            .client
+            .send_to(peer, Method::GET, "/api/v2/status", None, json::<Status>)
+            .await?;
+        Ok(status.uptime)
     }
 
     /// Does one action; `created_by` for creations and extensions. Returns the id of
@@ -114,7 +162,7 @@ impl Alertmanager {
             } => post(Some(id), matchers, *starts_at, *ends_at, comment),
             Action::Expire { id, .. } => {
                 let path = format!("/api/v2/silence/{}", path_segment(id));
-                return match self.client.send(Method::DELETE, &path, None).await {
+                return match self.client.send(Method::DELETE, &path, None, nothing).await {
                     Ok(_) => Ok(None),
                     // Gone already (expired and then garbage-collected): what was wanted.
                     Err(HttpError::Status { status: 404, .. }) => Ok(None),
@@ -122,25 +170,18 @@ impl Alertmanager {
                 };
             }
         };
-        let (url, answer) = self
+        let (_, posted) = self
             .client
-            .send(Method::POST, "/api/v2/silences", Some(body))
+            .send(Method::POST, "/api/v2/silences", Some(body), json::<Posted>)
             .await?;
-        #[derive(Deserialize)]
-        struct Posted {
-            #[serde(rename = "silenceID")]
-            silence_id: String,
-        }
-        let posted: Posted = decode(&url, &answer)?;
         Ok(Some(posted.silence_id))
     }
 }
 
-fn decode<'a, T: Deserialize<'a>>(url: &str, body: &'a [u8]) -> Result<T, AlertmanagerError> {
-    serde_json::from_slice(body).map_err(|e| HttpError::Decode {
-        url: url.to_string(),
-        message: e.to_string(),
-    })
+#[derive(Deserialize)]
+struct Posted {
+    #[serde(rename = "silenceID")]
+    silence_id: String,
 }
 
 /// A silence id is a UUID; anything else is percent-encoded rather than trusted into a

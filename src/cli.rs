@@ -14,7 +14,10 @@ mod run;
 mod tools;
 
 pub use run::{AlertsUnreachable, GateArgs, PolicyArgs, RunArgs, SilenceArgs};
-pub use tools::{PlanArgs, PlanOutput, StatusArgs, StatusOutput, UninstallArgs, ValidateArgs};
+pub use tools::{
+    InstanceArgs, PauseArgs, PlanArgs, PlanOutput, StatusArgs, StatusOutput, UninstallArgs,
+    ValidateArgs,
+};
 
 /// kumaco: the Kubernetes Maintenance Controller.
 ///
@@ -78,6 +81,11 @@ pub enum Command {
     Plan(Box<PlanArgs>),
     /// Show the windows and the nodes' kumaco conditions in a live cluster.
     Status(Box<StatusArgs>),
+    /// Start no new maintenance (an emergency stop): what is in progress finishes, every
+    /// node that waits shows Paused with the reason, until `kumaco resume`.
+    Pause(PauseArgs),
+    /// End a pause: maintenance may start again.
+    Resume(InstanceArgs),
     /// Remove every node condition a kumaco instance owns (by its field manager), to
     /// uninstall it without leaving conditions behind. Shows what it would remove; acts
     /// only with --yes, once the instance has stopped.
@@ -92,7 +100,7 @@ impl Command {
             Command::Validate(args) => Some(&args.window_args),
             Command::Plan(args) => Some(&args.window_args),
             Command::Status(args) => Some(&args.window_args),
-            Command::Uninstall(_) => None,
+            Command::Pause(_) | Command::Resume(_) | Command::Uninstall(_) => None,
         }
     }
 }

@@ -35,6 +35,20 @@ pub(crate) fn flag_err(flag: &'static str, message: impl ToString) -> FlagError 
     }
 }
 
+/// Checks an endpoint's URLs (`url_flag` names them); its files are read when used.
+pub(crate) fn check_endpoint(
+    endpoint: &crate::http_client::Endpoint,
+    url_flag: &'static str,
+) -> Result<(), FlagError> {
+    let prefix = url_flag.trim_end_matches("-url");
+    endpoint.check(prefix).map(drop).map_err(|e| match e {
+        crate::http_client::HttpError::Url { url, message, .. } => {
+            flag_err(url_flag, format!("{url:?}: {message}"))
+        }
+        e => flag_err(url_flag, e),
+    })
+}
+
 /// Timings and identity of one candidate.
 #[derive(Clone, Debug)]
 pub struct Election {
@@ -52,6 +66,9 @@ pub struct Election {
 /// Validated settings of one kumaco instance.
 #[derive(Clone, Debug)]
 pub struct Settings {
+    /// The instance's own Lease (`--lease-name` in its namespace), which names it: the
+    /// pause Lease is named after it, with or without leader election.
+    pub lease: crate::peers::LeaseRef,
     pub namespaces: Vec<String>,
     /// Sent to the API server as the ConfigMap watch's label selector.
     pub window_selector: String,
@@ -214,6 +231,10 @@ impl Settings {
             None
         };
         Ok(Settings {
+            lease: crate::peers::LeaseRef {
+                namespace: home.clone(),
+                name: args.lease_name.clone(),
+            },
             invisible_to_peers,
             namespaces,
             window_selector: args.window_args.window_selector.clone(),

@@ -11,9 +11,9 @@
 //! errors name.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, StatusCode, Uri, header};
@@ -24,6 +24,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use serde::de::DeserializeOwned;
+
+use crate::gates::Failure;
 
 /// Each request gets this long per URL before the next one is tried.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,72 +46,14 @@ pub struct Endpoint {
     pub key_file: Option<PathBuf>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum HttpError {
-    #[error("{flag} {url:?}: {message}")]
-    Url {
-        flag: String,
-        url: String,
-        message: String,
-    },
-    #[error("{flag} {}: {message}", path.display())]
-    File {
-        flag: String,
-        path: PathBuf,
-        message: String,
-    },
-    #[error("TLS: {0}")]
-    Tls(String),
-    #[error("{url}: {message}")]
-    Request { url: String, message: String },
-    #[error("{url}: HTTP {status}: {body}")]
-    Status {
-        url: String,
-        status: u16,
-        body: String,
-    },
-    #[error("{url}: undecodable answer: {message}")]
-    Decode { url: String, message: String },
-}
-
-impl HttpError {
-    /// Worth trying the next URL of the set: it did not answer, or answered that it
-    /// cannot serve now.
-    fn try_next(&self) -> bool {
-        match self {
-            HttpError::Request { .. } | HttpError::Decode { .. } => true,
-            HttpError::Status { status, .. } => *status >= 500 || *status == 429,
-            _ => false,
-        }
-    }
-}
-
-/// The client of one endpoint. Cheap to clone.
-#[derive(Clone)]
-pub struct Client {
-    bases: Arc<Vec<Uri>>,
-    endpoint: Arc<Endpoint>,
-    /// The flags' prefix: `alertmanager` for `--alertmanager-url`.
-    flags: &'static str,
-    client: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
-    /// The one that answered last: a hint, lost with no harm.
-    preferred: Arc<AtomicUsize>,
-}
-
-impl std::fmt::Debug for Client {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("urls", &self.endpoint.urls)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Client {
-    /// Checks the URLs and files now, so that a mistake stops `kumaco run` at its start.
-    /// `flags`: the prefix of the endpoint's flags, for errors.
-    pub fn new(endpoint: Endpoint, flags: &'static str) -> Result<Self, HttpError> {
+impl Endpoint {
+    /// Checks what kumaco can check alone, at start-up: each URL's form, and that a
+    /// client certificate comes with its key. The files are read when a request needs
+    /// them: a Secret mounted late or rotated is a failure of the source then, not a
+    /// reason to stop. `flags`: the prefix of the endpoint's flags, for errors.
+    pub fn check(&self, flags: &str) -> Result<Vec<Uri>, HttpError> {
         let mut bases = Vec::new();
-        for url in &endpoint.urls {
+        for url in &self.urls {
             let bad = |message: String| HttpError::Url {
                 flag: format!("--{flags}-url"),
                 url: url.clone(),
@@ -128,25 +73,137 @@ impl Client {
             }
             bases.push(uri);
         }
-        let tls = tls_config(&endpoint, flags)?;
-        // Read once here to fail early; read again before each request (rotation).
-        auth_header(&endpoint, flags)?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(TIMEOUT));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = HyperClient::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(HttpError::Tls(format!(
+                "--{flags}-cert-file and --{flags}-key-file go together"
+            )));
+        }
+        Ok(bases)
+    }
+
+    /// The files the connections are built from, in a fixed order.
+    fn tls_files(&self) -> [Option<&Path>; 3] {
+        [
+            self.ca_file.as_deref(),
+            self.cert_file.as_deref(),
+            self.key_file.as_deref(),
+        ]
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{flag} {url:?}: {message}")]
+    Url {
+        flag: String,
+        url: String,
+        message: String,
+    },
+    #[error("{flag} {}: {message}", path.display())]
+    File {
+        flag: String,
+        path: PathBuf,
+        message: String,
+    },
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// No answer. `tls`: the TLS handshake failed (a certificate the CA does not sign, a
+    /// name it does not hold), which is a misconfiguration, not an outage.
+    #[error("{url}: {message}")]
+    Request {
+        url: String,
+        message: String,
+        tls: bool,
+    },
+    #[error("{url}: HTTP {status}: {body}")]
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("{url}: undecodable answer: {message}")]
+    Decode { url: String, message: String },
+}
+
+impl HttpError {
+    /// Worth trying the next URL of the set: it did not answer, answered that it cannot
+    /// serve now, or answered what does not decode.
+    fn try_next(&self) -> bool {
+        match self {
+            HttpError::Request { .. } | HttpError::Decode { .. } => true,
+            HttpError::Status { status, .. } => *status >= 500 || *status == 429,
+            _ => false,
+        }
+    }
+
+    /// What the failure policy makes of it: only no answer is an outage; a refusal, a
+    /// wrong path, a TLS failure, an answer that does not decode or a file that cannot
+    /// be read say that kumaco is misconfigured.
+    pub fn failure(&self) -> Failure {
+        match self {
+            HttpError::Request { tls: false, .. } => Failure::Unreachable,
+            HttpError::Status { status, .. } => Failure::of_status(*status),
+            HttpError::Url { .. }
+            | HttpError::File { .. }
+            | HttpError::Tls(_)
+            | HttpError::Request { tls: true, .. }
+            | HttpError::Decode { .. } => Failure::Invalid,
+        }
+    }
+}
+
+/// How an answer's body becomes what the caller wants: the reason it cannot, if not.
+pub type Decode<T> = fn(&[u8]) -> Result<T, String>;
+
+/// Decodes a JSON answer.
+pub fn json<T: DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
+/// Accepts any answer, reading nothing of it.
+pub fn nothing(_: &[u8]) -> Result<(), String> {
+    Ok(())
+}
+
+type Https = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The client of one endpoint. Cheap to clone.
+#[derive(Clone)]
+pub struct Client {
+    bases: Arc<Vec<Uri>>,
+    endpoint: Arc<Endpoint>,
+    /// The flags' prefix: `alertmanager` for `--alertmanager-url`.
+    flags: &'static str,
+    /// The connections, built from the TLS files on first use and again once one of
+    /// them changes (a Secret mounted late, or rotated).
+    connections: Arc<Mutex<Option<(Https, Stamps)>>>,
+    /// The one that answered last: a hint, lost with no harm.
+    preferred: Arc<AtomicUsize>,
+}
+
+/// What each TLS file was when the connections were built: its modification time and
+/// length, `None` where it could not be read.
+type Stamps = Vec<Option<(SystemTime, u64)>>;
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("urls", &self.endpoint.urls)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client of `endpoint`, whose URLs are checked now ([`Endpoint::check`]); its
+    /// files are read when a request needs them. `flags`: the prefix of the endpoint's
+    /// flags, for errors.
+    pub fn new(endpoint: Endpoint, flags: &'static str) -> Result<Self, HttpError> {
+        let bases = endpoint.check(flags)?;
         Ok(Client {
             bases: Arc::new(bases),
             endpoint: Arc::new(endpoint),
             flags,
-            client,
+            connections: Arc::new(Mutex::new(None)),
             preferred: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -156,31 +213,34 @@ impl Client {
         &self.endpoint.urls
     }
 
-    /// One request (`path` may carry a query) to the first URL that answers, from the
-    /// preferred one on: the URL that answered (without the query, for messages), and its
-    /// answer (200 only).
-    pub async fn send(
+    /// How many URLs (peers of an HA set) there are.
+    pub fn peers(&self) -> usize {
+        self.bases.len()
+    }
+
+    /// One request (`path` may carry a query) to the first URL that answers with what
+    /// `decode` accepts, from the preferred one on: the URL that answered (without the
+    /// query, for messages), and its answer decoded. A peer that does not answer, or
+    /// answers what does not decode, is skipped like one that is down.
+    pub async fn send<T>(
         &self,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
-    ) -> Result<(String, Bytes), HttpError> {
-        let auth = auth_header(&self.endpoint, self.flags)?;
+        decode: Decode<T>,
+    ) -> Result<(String, T), HttpError> {
         let n = self.bases.len();
         let first = self.preferred.load(Ordering::Relaxed) % n.max(1);
         let mut last = None;
         for k in 0..n {
             let i = (first + k) % n;
-            let base = &self.bases[i];
-            let url = format!("{}{}", base.to_string().trim_end_matches('/'), path);
             match self
-                .once(&url, method.clone(), body.clone(), auth.clone())
+                .send_to(i, method.clone(), path, body.clone(), decode)
                 .await
             {
                 Ok(answer) => {
                     self.preferred.store(i, Ordering::Relaxed);
-                    let shown = url.split('?').next().unwrap_or(&url).to_string();
-                    return Ok((shown, answer));
+                    return Ok(answer);
                 }
                 Err(e) if e.try_next() => last = Some(e),
                 Err(e) => return Err(e),
@@ -193,8 +253,64 @@ impl Client {
         }))
     }
 
+    /// One request to peer `peer` (an index in [`Client::urls`]) only.
+    pub async fn send_to<T>(
+        &self,
+        peer: usize,
+        method: Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+        decode: Decode<T>,
+    ) -> Result<(String, T), HttpError> {
+        let auth = auth_header(&self.endpoint, self.flags)?;
+        let https = self.connections()?;
+        let base = &self.bases[peer];
+        let url = format!("{}{}", base.to_string().trim_end_matches('/'), path);
+        let shown = url.split('?').next().unwrap_or(&url).to_string();
+        let answer = self.once(&https, &url, method, body, auth).await?;
+        let decoded = decode(&answer).map_err(|message| HttpError::Decode {
+            url: shown.clone(),
+            message,
+        })?;
+        Ok((shown, decoded))
+    }
+
+    /// The connections as the TLS files are now: built again when one changed.
+    fn connections(&self) -> Result<Https, HttpError> {
+        let stamps: Stamps = self
+            .endpoint
+            .tls_files()
+            .iter()
+            .map(|f| {
+                let meta = std::fs::metadata((*f)?).ok()?;
+                Some((meta.modified().ok()?, meta.len()))
+            })
+            .collect();
+        let mut built = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((https, at)) = built.as_ref()
+            && *at == stamps
+        {
+            return Ok(https.clone());
+        }
+        let tls = tls_config(&self.endpoint, self.flags)?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(TIMEOUT));
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let https = HyperClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build(connector);
+        *built = Some((https.clone(), stamps));
+        Ok(https)
+    }
+
     async fn once(
         &self,
+        https: &Https,
         url: &str,
         method: Method,
         body: Option<Vec<u8>>,
@@ -202,9 +318,10 @@ impl Client {
     ) -> Result<Bytes, HttpError> {
         // Errors name the URL without its query, which may be long (a PromQL query).
         let shown = url.split('?').next().unwrap_or(url);
-        let request_err = |message: String| HttpError::Request {
+        let request_err = |message: String, tls: bool| HttpError::Request {
             url: shown.to_string(),
             message,
+            tls,
         };
         let mut req = Request::builder()
             .method(method)
@@ -218,24 +335,23 @@ impl Client {
         }
         let req = req
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
-            .map_err(|e| request_err(e.to_string()))?;
+            .map_err(|e| request_err(e.to_string(), false))?;
         let exchange = async {
-            let resp = self
-                .client
+            let resp = https
                 .request(req)
                 .await
-                .map_err(|e| request_err(error_chain(&e)))?;
+                .map_err(|e| request_err(error_chain(&e), is_tls(&e)))?;
             let status = resp.status();
             let body = Limited::new(resp.into_body(), MAX_BODY)
                 .collect()
                 .await
-                .map_err(|e| request_err(e.to_string()))?
+                .map_err(|e| request_err(e.to_string(), false))?
                 .to_bytes();
             Ok::<_, HttpError>((status, body))
         };
         let (status, body) = tokio::time::timeout(TIMEOUT, exchange)
             .await
-            .map_err(|_| request_err(format!("no answer within {TIMEOUT:?}")))??;
+            .map_err(|_| request_err(format!("no answer within {TIMEOUT:?}"), false))??;
         if status != StatusCode::OK {
             let text = String::from_utf8_lossy(&body[..body.len().min(300)])
                 .trim()
@@ -248,6 +364,26 @@ impl Client {
         }
         Ok(body)
     }
+}
+
+/// Whether an error, or one of its causes, is a TLS failure. rustls' errors reach hyper
+/// inside an `io::Error`, whose `source` skips the error it wraps: each link is looked
+/// into.
+fn is_tls(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if err.is::<rustls::Error>() {
+            return true;
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+            && is_tls(inner)
+        {
+            return true;
+        }
+        next = err.source();
+    }
+    false
 }
 
 /// `s` percent-encoded as one value of a URL's query: every byte but the unreserved ones
@@ -382,7 +518,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_and_files_checked_at_start_without_printing_secrets() {
+    fn urls_checked_at_start_files_when_used_without_printing_secrets() {
         let e = Client::new(
             Endpoint {
                 urls: vec!["ftp://am".into()],
@@ -411,16 +547,17 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let basic = dir.join("basic");
         std::fs::write(&basic, "s3cr3t-no-colon\n").unwrap();
-        let e = Client::new(
-            Endpoint {
-                urls: vec!["http://am:9093".into()],
-                basic_auth_file: Some(basic.clone()),
-                ..Endpoint::default()
-            },
-            "alertmanager",
-        )
-        .unwrap_err()
-        .to_string();
+        let endpoint = Endpoint {
+            urls: vec!["http://am:9093".into()],
+            basic_auth_file: Some(basic.clone()),
+            ..Endpoint::default()
+        };
+        // A Secret's file is read when a request needs it: a bad one fails the request,
+        // never the start.
+        assert!(Client::new(endpoint.clone(), "alertmanager").is_ok());
+        let e = auth_header(&endpoint, "alertmanager").unwrap_err();
+        assert_eq!(e.failure(), Failure::Invalid);
+        let e = e.to_string();
         assert!(
             e.starts_with("--alertmanager-basic-auth-file ")
                 && e.contains("user:password")
@@ -428,30 +565,76 @@ mod tests {
             "{e}"
         );
         std::fs::write(&basic, "kumaco:s3cr3t\n").unwrap();
-        let header = auth_header(
-            &Endpoint {
-                basic_auth_file: Some(basic),
-                ..Endpoint::default()
-            },
-            "alertmanager",
-        )
-        .unwrap()
-        .unwrap();
+        let header = auth_header(&endpoint, "alertmanager").unwrap().unwrap();
         assert!(header.is_sensitive());
         assert_eq!(header, "Basic a3VtYWNvOnMzY3IzdA==");
         assert!(!format!("{header:?}").contains("a3VtYWNv"));
-        let missing = Client::new(
+        // A CA mounted late: no connections until it is there, then built from it.
+        let ca = dir.join("ca.pem");
+        let client = Client::new(
             Endpoint {
                 urls: vec!["https://prometheus:9090".into()],
-                ca_file: Some(dir.join("absent.pem")),
+                ca_file: Some(ca.clone()),
                 ..Endpoint::default()
             },
             "prometheus",
         )
-        .unwrap_err()
-        .to_string();
-        assert!(missing.starts_with("--prometheus-ca-file "), "{missing}");
+        .unwrap();
+        let missing = client.connections().unwrap_err();
+        assert_eq!(missing.failure(), Failure::Invalid);
+        assert!(
+            missing.to_string().starts_with("--prometheus-ca-file "),
+            "{missing}"
+        );
+        std::fs::write(&ca, "not a certificate\n").unwrap();
+        let empty = client.connections().unwrap_err().to_string();
+        assert!(empty.contains("holds no PEM certificate"), "{empty}");
+        let e = Endpoint {
+            urls: vec!["https://am".into()],
+            cert_file: Some(dir.join("c")),
+            ..Endpoint::default()
+        }
+        .check("alertmanager")
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "TLS: --alertmanager-cert-file and --alertmanager-key-file go together"
+        );
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn answers_are_failures_of_their_kind() {
+        let status = |status| HttpError::Status {
+            url: "u".into(),
+            status,
+            body: String::new(),
+        };
+        assert_eq!(status(401).failure(), Failure::Forbidden);
+        assert_eq!(status(404).failure(), Failure::NotFound);
+        assert_eq!(status(400).failure(), Failure::Invalid);
+        assert_eq!(status(503).failure(), Failure::Unreachable);
+        let request = |tls| HttpError::Request {
+            url: "u".into(),
+            message: "m".into(),
+            tls,
+        };
+        assert_eq!(request(false).failure(), Failure::Unreachable);
+        assert_eq!(request(true).failure(), Failure::Invalid);
+        let decode = HttpError::Decode {
+            url: "u".into(),
+            message: "m".into(),
+        };
+        assert_eq!(decode.failure(), Failure::Invalid);
+        assert!(decode.try_next(), "a peer answering garbage is skipped");
+        let tls = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        assert!(is_tls(&tls));
+        assert!(!is_tls(&std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused
+        )));
     }
 
     #[test]

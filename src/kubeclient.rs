@@ -25,6 +25,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 use crate::cli::ClientArgs;
+use crate::gates::Failure;
 
 /// What the process environment says about where the API server is. Read once and
 /// passed in, so that the choice is testable without touching the environment.
@@ -364,9 +365,22 @@ pub fn describe(e: &kube::Error) -> String {
     }
 }
 
-/// Whether the API server refused for lack of permission.
+/// Whether the API server refused for lack of permission or credentials (401, 403).
 pub fn is_forbidden(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 403)
+    failure(e) == Failure::Forbidden
+}
+
+/// What the failure policy of the health gates makes of a kube error
+/// ([`crate::gates::Failure`]): a refusal, a kind or object not served, an outage (no
+/// answer, 429, 5xx), or anything else kumaco cannot use.
+pub fn failure(e: &kube::Error) -> Failure {
+    match e {
+        kube::Error::Api(s) => Failure::of_status(s.code),
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::ReadEvents(_) => {
+            Failure::Unreachable
+        }
+        _ => Failure::Invalid,
+    }
 }
 
 /// An error and its causes, `a: b: c`, leaving out a cause the text before already says

@@ -15,7 +15,8 @@
 //!   shared through [`intern`]; [`configmap`]: a window ConfigMap trimmed to what kumaco
 //!   reads.
 //! - [`leader`]: leader election on a Lease (only the leader writes); [`peer_leases`]:
-//!   reading the Leases of the other instances the nodes show.
+//!   reading the Leases of the other instances the nodes show; [`pause`]: the pause
+//!   switch (`kumaco pause`), a Lease of its own.
 //! - [`clock`]: noticing steps of the wall clock at once; [`tzdata`]: which time zone
 //!   database zones are read from (`--tzdata`).
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
@@ -43,6 +44,7 @@ pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod node;
+pub mod pause;
 pub mod peer_leases;
 pub mod prometheus;
 pub mod telemetry;

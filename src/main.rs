@@ -57,6 +57,11 @@ fn main() {
                 tools::status::run(&args, &mut std::io::stdout(), &mut std::io::stderr()).await?;
             Ok(outcome.exit_code())
         }),
+        Command::Pause(args) => tool("pause", tools::pause::pause(&args, &mut std::io::stdout())),
+        Command::Resume(args) => tool(
+            "resume",
+            tools::pause::resume(&args, &mut std::io::stdout()),
+        ),
         Command::Uninstall(args) => tool(
             "uninstall",
             tools::uninstall::run(&args, &mut std::io::stdout()),

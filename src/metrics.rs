@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 
 pub use dry_run::{DryRun, DryRunEventLabels, DryRunWriteLabels};
 pub use forecast::ForecastMetrics;
-pub use gates::{GATES, GateLabels, GateMetrics, GateReadLabels};
+pub use gates::{GateCauseLabels, GateLabels, GateMetrics, GateReadLabels, NOT_READ};
 pub use pass::{ConditionLabels, PassMetrics, WindowLabels};
 pub use serve::serve;
 pub use silences::{SilenceActionLabels, SilenceMetrics};

@@ -4,17 +4,18 @@
 //!
 //! A query answers with the series it returns now. Answers about the query itself are
 //! not an outage, and are told apart: one that cannot work whatever the data (it does not
-//! parse: HTTP 400; its result is not an instant vector) is [`QueryError::Invalid`], so
-//! that kumaco stops at its start on it; one that cannot be evaluated on the data now
-//! (HTTP 422) is [`QueryError::Failed`]. Neither is waved through by
-//! `--alerts-unreachable=allow`.
+//! parse: HTTP 400; its result is not an instant vector) is [`QueryError::Invalid`]; one
+//! that cannot be evaluated on the data now (HTTP 422) is [`QueryError::Failed`]. Both
+//! hold every start (`GateUnavailable`, naming the query and Prometheus' answer) until
+//! the query works; neither is waved through by `--alerts-unreachable=allow`.
 
 use std::collections::BTreeMap;
 
 use http::Method;
 use serde::Deserialize;
 
-use crate::http_client::{self, Client, Endpoint, HttpError};
+use crate::gates::Failure;
+use crate::http_client::{self, Client, Endpoint, HttpError, json};
 
 /// The client. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -24,9 +25,9 @@ pub struct Prometheus {
 
 #[derive(Debug, thiserror::Error)]
 pub enum QueryError {
-    /// Prometheus did not answer, or could not answer now.
+    /// Prometheus did not answer, or answered what kumaco cannot use.
     #[error(transparent)]
-    Unreachable(#[from] HttpError),
+    Http(#[from] HttpError),
     /// The query cannot work whatever the data: it does not parse, or its result is not
     /// an instant vector.
     #[error("--block-query '{query}': {message}")]
@@ -36,8 +37,18 @@ pub enum QueryError {
     Failed { query: String, message: String },
 }
 
+impl QueryError {
+    /// What the failure policy makes of it: only no answer is an outage.
+    pub fn failure(&self) -> Failure {
+        match self {
+            QueryError::Http(e) => e.failure(),
+            QueryError::Invalid { .. } | QueryError::Failed { .. } => Failure::Invalid,
+        }
+    }
+}
+
 impl Prometheus {
-    /// Checks the URL and files now, so that a mistake stops `kumaco run` at its start.
+    /// Checks the URL now ([`Endpoint::check`]); the files are read when used.
     pub fn new(endpoint: Endpoint) -> Result<Self, HttpError> {
         Ok(Prometheus {
             client: Client::new(endpoint, "prometheus")?,
@@ -52,7 +63,11 @@ impl Prometheus {
     /// The labels of each series `query` returns now (`GET /api/v1/query`).
     pub async fn query(&self, query: &str) -> Result<Vec<BTreeMap<String, String>>, QueryError> {
         let path = format!("/api/v1/query?query={}", http_client::query_value(query));
-        let (url, body) = match self.client.send(Method::GET, &path, None).await {
+        let (url, answer) = match self
+            .client
+            .send(Method::GET, &path, None, json::<Answer>)
+            .await
+        {
             Ok(answer) => answer,
             Err(HttpError::Status { status, body, .. }) if status == 400 || status == 422 => {
                 // `{"status":"error","errorType":"bad_data","error":"..."}`, perhaps cut.
@@ -75,10 +90,6 @@ impl Prometheus {
             }
             Err(e) => return Err(e.into()),
         };
-        let answer: Answer = serde_json::from_slice(&body).map_err(|e| HttpError::Decode {
-            url: url.clone(),
-            message: e.to_string(),
-        })?;
         let data = match (answer.status.as_str(), answer.data) {
             ("success", Some(data)) => data,
             _ => {

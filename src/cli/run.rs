@@ -189,11 +189,20 @@ pub struct GateArgs {
     #[arg(long, value_name = "DURATION")]
     pub block_alerts_interval: Option<String>,
 
-    /// What to do when the alerts or queries cannot be read for three intervals: `block`
-    /// (no maintenance starts, reason Blocked) or `allow` (go on without the gate).
-    /// Default block.
+    /// What to do when Alertmanager or Prometheus does not answer (no connection, a
+    /// timeout, a 5xx) for three intervals: `block` (no maintenance starts, reason
+    /// GateUnavailable) or `allow` (go on without the gate). An answer that says kumaco
+    /// is misconfigured (401, 403, 404, a TLS failure, an answer that does not decode, a
+    /// query refused) always blocks. Default block.
     #[arg(long, value_enum, value_name = "WHAT")]
     pub alerts_unreachable: Option<AlertsUnreachable>,
+
+    /// With --block-alerts: an Alertmanager that started less than this long ago lists
+    /// only the alerts sent to it since; its answer counts only beside one of a peer up
+    /// longer, and alone it is no reading (Go duration, at most 10m; default 2m, what
+    /// Prometheus takes to send every firing alert again). 0s: trust any answer.
+    #[arg(long, value_name = "DURATION")]
+    pub block_alerts_warm_up: Option<String>,
 }
 
 /// `--alerts-unreachable`.
@@ -201,7 +210,7 @@ pub struct GateArgs {
 pub enum AlertsUnreachable {
     /// No maintenance starts until the alerts can be read again.
     Block,
-    /// Maintenance goes on as if nothing fired.
+    /// Maintenance goes on as if nothing fired while the source does not answer.
     Allow,
 }
 
@@ -210,8 +219,8 @@ pub enum AlertsUnreachable {
 #[derive(Clone, Debug, Default, Args)]
 pub struct SilenceArgs {
     /// Alertmanager to hold silences in for the nodes in maintenance (repeatable: the
-    /// peers of one HA set, the first that answers is used; silences gossip between
-    /// them). Off without it.
+    /// peers of one HA set; a silence goes to the first that answers and gossips to the
+    /// others, --block-alerts reads every one). Off without it.
     #[arg(long = "alertmanager-url", value_name = "URL")]
     pub alertmanager_urls: Vec<String>,
 
@@ -252,10 +261,24 @@ pub struct SilenceArgs {
     #[arg(long, value_name = "DURATION")]
     pub silence_tail: Option<String>,
 
-    /// Also keep a node's silence while it is NotReady or cordoned after its maintenance
-    /// ended.
+    /// Also keep a node's silence while it recovers from its maintenance: NotReady or
+    /// cordoned without a break since the maintenance ended. A node seen back once gets
+    /// no silence when it fails again later.
     #[arg(long)]
     pub silence_while_recovering: bool,
+
+    /// With --silence-while-recovering: the longest a node is silenced after its
+    /// maintenance ended while it does not come back (Go duration; default 30m). Past it,
+    /// the node's own alerts page: it did not recover.
+    #[arg(long, value_name = "DURATION", requires = "silence_while_recovering")]
+    pub silence_max_recovery: Option<String>,
+
+    /// A label, KEY=VALUE, that this cluster's alerts carry and other clusters' do not
+    /// (what Prometheus' external_labels add; repeatable), for an Alertmanager shared by
+    /// several clusters: added to every silence's matchers, and with --block-alerts only
+    /// the alerts carrying it hold starts.
+    #[arg(long = "cluster-label", value_name = "KEY=VALUE")]
+    pub cluster_labels: Vec<String>,
 
     /// One more silence for each node in maintenance (repeatable: a silence per SET),
     /// held besides the default node="{{name}}". SET: matchers separated by commas, all

@@ -1,10 +1,43 @@
-//! The tools' flags: `kumaco validate`, `plan`, `status` and `uninstall`.
+//! The tools' flags: `kumaco validate`, `plan`, `status`, `pause`, `resume` and
+//! `uninstall`.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
 use super::{ClientArgs, ConditionNameArgs, ForecastArgs, WindowArgs};
+
+/// Which instance `kumaco pause` and `kumaco resume` act on: its Lease.
+#[derive(Debug, Args)]
+pub struct InstanceArgs {
+    #[command(flatten)]
+    pub client: ClientArgs,
+
+    /// The instance's namespace, where its Lease is (for a Helm release, its namespace).
+    /// No namespace is assumed.
+    #[arg(long, value_name = "NS")]
+    pub lease_namespace: String,
+
+    /// The instance's Lease name (its `--lease-name`; for a Helm release, its full name).
+    #[arg(long, value_name = "NAME", default_value = "kumaco")]
+    pub lease_name: String,
+}
+
+/// `kumaco pause`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    #[command(flatten)]
+    pub instance: InstanceArgs,
+
+    /// Why: shown on every node that waits, and by `kumaco status`.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+
+    /// Who pauses, as the nodes show it. Default: the user the API server knows this
+    /// identity as (a SelfSubjectReview), else `unknown`.
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
 
 /// `kumaco uninstall`.
 #[derive(Debug, Args)]
@@ -57,6 +90,18 @@ pub struct UninstallArgs {
     /// release.
     #[arg(long)]
     pub shadow: bool,
+
+    /// With --yes, while nodes are in maintenance: how long to wait for them to end (new
+    /// starts paused meanwhile, the instance still running to end them), as a Go
+    /// duration. When they do not end in time, nothing is removed and the nodes are
+    /// named.
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
+    pub wait_for_maintenance: String,
+
+    /// With --yes: remove the conditions without waiting for the nodes in maintenance,
+    /// even mid-drain (the executor then takes their maintenance for ended).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `kumaco validate`.

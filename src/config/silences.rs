@@ -8,7 +8,7 @@ use jiff::SignedDuration;
 use super::{FlagError, flag_err, go_duration};
 use crate::alertmanager::Endpoint;
 use crate::cli::SilenceArgs;
-use crate::silence::{self, MatcherSet, Rules};
+use crate::silence::{self, Matcher, MatcherSet, Rules};
 
 /// With `--alertmanager-url`.
 #[derive(Clone, Debug)]
@@ -22,6 +22,9 @@ pub struct SilenceSettings {
     /// Time between two rounds without a wake-up: a quarter of the lease, at most 30 s,
     /// so a silence is renewed well before it ends.
     pub interval: Duration,
+    /// `--cluster-label`: this cluster's label, in every silence (the rules' sets hold
+    /// it already) and in the alerts gate's filter.
+    pub cluster: Vec<Matcher>,
 }
 
 pub fn from_args(
@@ -47,6 +50,8 @@ pub fn from_args(
             ("silence-lease", args.silence_lease.is_some()),
             ("silence-tail", args.silence_tail.is_some()),
             ("silence-while-recovering", args.silence_while_recovering),
+            ("silence-max-recovery", args.silence_max_recovery.is_some()),
+            ("cluster-label", !args.cluster_labels.is_empty()),
             ("silence-matchers", !args.silence_matcher_sets.is_empty()),
             (
                 "silence-default-matchers",
@@ -71,6 +76,7 @@ pub fn from_args(
             ("silence-lease", args.silence_lease.is_some()),
             ("silence-tail", args.silence_tail.is_some()),
             ("silence-while-recovering", args.silence_while_recovering),
+            ("silence-max-recovery", args.silence_max_recovery.is_some()),
             (
                 "silence-max-creates-per-minute",
                 args.silence_max_creates_per_minute.is_some(),
@@ -91,7 +97,26 @@ pub fn from_args(
     if tail.is_negative() {
         return Err(flag_err("silence-tail", "must not be negative"));
     }
-    let sets = matcher_sets(args)?;
+    let while_recovering = match (args.silence_while_recovering, &args.silence_max_recovery) {
+        (false, _) => None,
+        (true, text) => {
+            let d = go_duration("silence-max-recovery", text.as_deref().unwrap_or("30m"))?;
+            if d <= SignedDuration::ZERO {
+                return Err(flag_err("silence-max-recovery", "must be more than 0s"));
+            }
+            Some(d)
+        }
+    };
+    let cluster = args
+        .cluster_labels
+        .iter()
+        .map(|l| cluster_label(l))
+        .collect::<Result<Vec<_>, _>>()?;
+    let sets = matcher_sets(args)?
+        .into_iter()
+        .map(|set| set.with(&cluster))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| flag_err("cluster-label", e))?;
     let max_creates_per_minute = args.silence_max_creates_per_minute.unwrap_or(60);
     if max_creates_per_minute == 0 {
         return Err(flag_err(
@@ -107,6 +132,7 @@ pub fn from_args(
         cert_file: args.alertmanager_cert_file.clone(),
         key_file: args.alertmanager_key_file.clone(),
     };
+    super::check_endpoint(&endpoint, "alertmanager-url")?;
     let quarter = Duration::try_from(lease / 4).unwrap_or(Duration::MAX);
     Ok(Some(SilenceSettings {
         endpoint,
@@ -116,12 +142,33 @@ pub fn from_args(
             sets,
             lease,
             tail,
-            while_recovering: args.silence_while_recovering,
+            while_recovering,
             in_progress,
             max_creates_per_minute,
         },
         interval: quarter.min(Duration::from_secs(30)),
+        cluster,
     }))
+}
+
+/// One `--cluster-label KEY=VALUE`, as the matcher `KEY="VALUE"`.
+fn cluster_label(spec: &str) -> Result<Matcher, FlagError> {
+    let bad = |why: &str| {
+        flag_err(
+            "cluster-label",
+            format!("{spec:?}: {why}; expected KEY=VALUE, e.g. cluster=prod-eu-1"),
+        )
+    };
+    let (key, value) = spec.split_once('=').ok_or_else(|| bad("no ="))?;
+    if value.is_empty() {
+        return Err(bad("the value is empty"));
+    }
+    let quoted = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    silence::parse_plain_matcher(&format!("{key}=\"{quoted}\""))
+        .map_err(|_| bad("the key is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"))
 }
 
 /// The sets of one silence each: the default unless left out, one per

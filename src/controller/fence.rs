@@ -15,19 +15,21 @@ use kube::Client;
 use tracing::{info, warn};
 
 use super::Connect;
+use super::gates::Source;
 use super::watch::ListState;
 use crate::leader::Leadership;
 
 pub struct Fence {
-    /// The lists behind the node cache and each window cache.
-    lists: Vec<ListState>,
+    /// The lists behind the node cache, each window cache and each watched source of the
+    /// health gates (with its source).
+    lists: Vec<(ListState, Option<Source>)>,
     /// The term in which the leader was last found waiting for its lists (logged once,
     /// asked once).
     waiting_for: Option<Instant>,
 }
 
 /// What the fence says.
-pub enum Gate {
+pub enum Access {
     /// Write, in this term.
     Open(Instant),
     /// Do not write (a standby, or a leader waiting for its lists).
@@ -38,28 +40,43 @@ pub enum Gate {
 }
 
 impl Fence {
-    pub fn new(lists: Vec<ListState>) -> Self {
+    pub fn new(lists: Vec<(ListState, Option<Source>)>) -> Self {
         Fence {
             lists,
             waiting_for: None,
         }
     }
 
-    /// Whether this replica may write now.
-    pub fn check(&mut self, leadership: &Leadership, connect: &Connect) -> Gate {
+    /// Whether this replica may write now. A health gate's source whose cache predates
+    /// the term and whose watch fails now does not hold the writes up (the ends of
+    /// maintenance must go on): it counts as never read, and its gate holds every start.
+    pub fn check(&mut self, leadership: &Leadership, connect: &Connect) -> Access {
         let Some(term) = leadership.term() else {
-            return Gate::Closed;
+            return Access::Closed;
         };
-        let stale = self.lists.iter().filter(|l| !l.listed_since(term)).count();
+        for (list, source) in &self.lists {
+            if let Some(source) = source
+                && !list.listed_since(term)
+                && list.failing()
+            {
+                source.unread();
+            }
+        }
+        // A failing source's list does not hold the writes up.
+        let waits = |(list, source): &&(ListState, Option<Source>)| {
+            let excused = source.is_some() && list.failing();
+            !list.listed_since(term) && !excused
+        };
+        let stale = self.lists.iter().filter(waits).count();
         if stale == 0 {
             if self.waiting_for == Some(term) {
                 info!("lists complete: writing");
                 self.waiting_for = None;
             }
-            return Gate::Open(term);
+            return Access::Open(term);
         }
         if self.waiting_for == Some(term) {
-            return Gate::Closed;
+            return Access::Closed;
         }
         info!(
             stale,
@@ -71,15 +88,15 @@ impl Fence {
             Ok(client) => {
                 // Every stale cache at once: the lists run side by side; their completion
                 // wakes the loop.
-                for l in self.lists.iter().filter(|l| !l.listed_since(term)) {
+                for (l, _) in self.lists.iter().filter(|(l, _)| !l.listed_since(term)) {
                     l.relist(term, &client);
                 }
-                Gate::Relisting(client)
+                Access::Relisting(client)
             }
             // Only a configuration the first client was made from can fail here.
             Err(e) => {
                 warn!(error = %e, "cannot make a new client; not writing");
-                Gate::Closed
+                Access::Closed
             }
         }
     }

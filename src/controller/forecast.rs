@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use jiff::{SignedDuration, Timestamp};
 use tokio::task::JoinHandle;
 
-use super::gates::Holds;
 use super::windows::WindowCache;
 use crate::forecasting::{self, Beside};
+use crate::gates::Holds;
 use crate::in_progress::{BlockingPod, Policy};
 use crate::metrics::Metrics;
 use crate::node::SlimNode;
@@ -75,13 +75,15 @@ impl Forecaster {
             .filter_map(|s| s.window.as_ref().ok().cloned())
             .collect();
         let (policy, pods, metrics) = (policy.clone(), pods.clone(), metrics.clone());
-        let holds = holds.clone();
+        // The pause holds every start as the gates on every start do, first.
+        let cluster: Vec<_> = holds.pause.iter().chain(&holds.cluster).cloned().collect();
+        let node_holds = holds.nodes.clone();
         self.running = Some(tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let beside = Beside {
                 pods: Some(&pods),
-                holds: Some(&holds.nodes),
-                cluster: &holds.cluster,
+                holds: Some(&node_holds),
+                cluster: &cluster,
             };
             run(&windows, &policy, &nodes, beside, &metrics, now);
             let m = &metrics.forecast;

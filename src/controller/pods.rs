@@ -24,10 +24,11 @@ use serde::{Deserialize, Deserializer};
 use tokio::sync::Notify;
 
 use super::Connect;
-use super::watch::{LIST_PAGE, ListState, Watch, drive};
+use super::gates::{Hints, Source, Sources};
+use super::watch::{LIST_PAGE, ListState, WATCHED, Waiting, Watch, drive};
 use super::writer::Backoff;
-use crate::in_progress::{BlockingPod, waits_to_start};
-use crate::node::SlimNode;
+use crate::gates::Gate;
+use crate::in_progress::BlockingPod;
 use crate::selector::Selector;
 
 /// Scheduled and not finished: a pending pod not yet bound to a node blocks nothing, a
@@ -114,27 +115,11 @@ impl kube::Resource for SlimPod {
     }
 }
 
-/// The nodes on which a blocking pod can change a decision: those of the node cache
-/// that wait to start ([`waits_to_start`] with the `--require-condition` types).
-#[derive(Clone)]
-pub struct Waiting {
-    pub nodes: Store<SlimNode>,
-    pub required: Vec<String>,
-}
-
-impl Waiting {
-    fn on(&self, node: Option<&str>) -> bool {
-        node.is_some_and(|name| {
-            self.nodes
-                .get(&reflector::ObjectRef::new(name))
-                .is_some_and(|node| waits_to_start(&node.conditions, &self.required))
-        })
-    }
-}
-
-/// Starts one watch per `--block-pod-selector`, cluster-wide. `waiting`: to wake a pass
-/// only for pods on nodes waiting to start; `None` (a dry run, whose would-be writes
-/// never show on the nodes) wakes one for every pod that comes or goes.
+/// Starts one watch per `--block-pod-selector`, cluster-wide, each a source of its own:
+/// pods that cannot be read hold every start, since a blocking pod would not be seen.
+/// `waiting`: to wake a pass only for pods on nodes waiting to start; `None` (a dry run,
+/// whose would-be writes never show on the nodes) wakes one for every pod that comes or
+/// goes.
 pub fn spawn(
     client: &Client,
     connect: &Connect,
@@ -142,7 +127,8 @@ pub fn spawn(
     watch_timeout_secs: u32,
     wake: Arc<Notify>,
     waiting: Option<Waiting>,
-) -> Vec<(Store<SlimPod>, ListState)> {
+    sources: &Sources,
+) -> Vec<(Store<SlimPod>, ListState, Source)> {
     selectors
         .iter()
         .map(|selector| {
@@ -157,15 +143,30 @@ pub fn spawn(
             };
             let relevant = pod_relevance(waiting.clone());
             let lists = ListState::default();
+            let source = sources.add(
+                Gate::BlockingPods,
+                format!("the pods of --block-pod-selector '{selector}'"),
+                Hints {
+                    forbidden: Some(
+                        "kumaco needs `get list watch` on pods, cluster-wide (the chart \
+                         grants it with inProgress.blockPodSelectors; kustomize: the \
+                         components/blocking-pods component)"
+                            .into(),
+                    ),
+                    not_found: None,
+                },
+                WATCHED,
+            );
             let watch = Watch {
                 what: "pods",
                 lists: lists.clone(),
                 connect: connect.clone(),
                 wake: wake.clone(),
                 metrics: None,
+                source: Some(source.clone()),
             };
             tokio::spawn(drive(watch, stream, client.clone(), cache, relevant));
-            (store, lists)
+            (store, lists, source)
         })
         .collect()
 }
@@ -234,6 +235,7 @@ pub fn group<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::SlimNode;
     use serde_json::json;
 
     fn pod(name: &str, node: &str, phase: &str, version: &str) -> SlimPod {

@@ -10,10 +10,10 @@ use jiff::Timestamp;
 use kube::runtime::reflector::Store;
 
 use super::events::Poster;
-use super::fence::{Fence, Gate};
-use super::gated_pass::{Beside, Passed, views};
-use super::gates::Verdicts;
+use super::fence::{Access, Fence};
+use super::gated_pass::{Beside, Inputs, Passed, pass_with_gates, views};
 use super::gates::budgets::BudgetGate;
+use super::gates::{NodesInScope, Sources};
 use super::shadow::Shadow;
 use super::windows::WindowCache;
 use super::writer::NodeWriter;
@@ -67,8 +67,8 @@ pub(super) struct Shell {
     pub(super) silencer: Option<silences::Silencer>,
     /// `Some` with `--pod-disruption-budgets`.
     pub(super) budgets: Option<BudgetGate>,
-    /// The verdicts of the gates read by tasks of their own.
-    pub(super) verdicts: Verdicts,
+    /// The latest outcome of every gate's source.
+    pub(super) sources: Sources,
 }
 
 impl Shell {
@@ -90,14 +90,38 @@ impl Shell {
             self.writing_term()
         };
         let decides = self.settings.dry_run || term.is_some();
-        let holds = self.verdicts.holds();
+        let sets = self
+            .settings
+            .gates
+            .alerts
+            .as_ref()
+            .map_or(&[][..], |a| a.sets.as_slice());
+        let (holds, gates_change) = self.sources.holds(
+            &NodesInScope {
+                nodes: &cached,
+                scope: &self.settings.node_selector,
+                sets,
+            },
+            now,
+        );
+        let peers = self.peers.snapshot();
+        let inputs = Inputs {
+            rules: &self.rules,
+            windows: &self.windows,
+            pending: &self.writer.pending,
+            peers: &peers,
+            cached: &cached,
+            manager: &manager,
+            blocking: &pods,
+            holds: &holds,
+            now,
+        };
         let Passed {
             outcome,
             drains,
+            holds,
             list_failed,
-        } = self
-            .pass_with_gates(&cached, &manager, &pods, &holds, decides, now)
-            .await;
+        } = pass_with_gates(&inputs, self.budgets.as_mut(), decides).await;
         let beside = Beside {
             blocking: &pods,
             holds: &holds.nodes,
@@ -200,6 +224,7 @@ impl Shell {
                 .into_iter()
                 .chain(retry)
                 .chain(again)
+                .chain(gates_change)
                 .min(),
         )
     }
@@ -208,9 +233,9 @@ impl Shell {
     /// lists that catch up is the writers' from now on.
     fn writing_term(&mut self) -> Option<Instant> {
         match self.fence.check(&self.leadership, &self.connect) {
-            Gate::Open(term) => Some(term),
-            Gate::Closed => None,
-            Gate::Relisting(client) => {
+            Access::Open(term) => Some(term),
+            Access::Closed => None,
+            Access::Relisting(client) => {
                 self.writer.use_client(client.clone());
                 self.events.use_client(client.clone());
                 if let Some(b) = &mut self.budgets {

@@ -4,18 +4,18 @@
 
 use std::sync::Arc;
 
+use kube::Client;
+use kube::runtime::reflector::Store;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::events::Poster;
 use super::fence::Fence;
-use super::gates::alerts::AlertGates;
 use super::gates::budgets::BudgetGate;
-use super::gates::checks::ObjectChecks;
-use super::gates::{self, Verdicts};
+use super::gates::{Source, Sources, alerts, checks, pause};
 use super::reconcile::Shell;
 use super::shadow::Shadow;
-use super::watch::{self, LabelKeys, Tombstones};
+use super::watch::{self, LabelKeys, ListState, Tombstones, Waiting};
 use super::windows::WindowCache;
 use super::writer::NodeWriter;
 use super::{Connect, ControllerError, forecast, pods, report, silences};
@@ -23,6 +23,7 @@ use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAIN
 use crate::config::Settings;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
+use crate::node::SlimNode;
 use crate::pass::Rules;
 use crate::peer_leases::PeerLeases;
 
@@ -57,65 +58,19 @@ pub(super) async fn start(
         wake.clone(),
         metrics.clone(),
     );
-    let policy = settings.in_progress.as_ref();
-    let pod_watches = pods::spawn(
+    // Whatever the gates read: each source has its task, and its outcomes decide.
+    let sources = Sources::new(wake.clone(), metrics.clone());
+    let gate_lists = spawn_sources(
         &client,
         &connect,
-        policy.map_or(&[][..], |p| &p.block_pod_selectors),
-        settings.watch_timeout_secs,
-        wake.clone(),
-        (!settings.dry_run).then(|| pods::Waiting {
-            nodes: nodes.clone(),
-            required: policy.map_or_else(Vec::new, |p| p.required.clone()),
-        }),
-    );
-    if settings.gates.budgets {
-        BudgetGate::check_access(&client)
-            .await
-            .map_err(|e| ControllerError::Client(e.to_string()))?;
-    }
-    // The gates read by tasks of their own publish their verdicts here and wake a pass.
-    let verdicts = Verdicts::default();
-    let mut alert_gates = match &settings.gates.alerts {
-        Some(gate) => Some(
-            AlertGates::spawn(
-                gate,
-                alertmanager.as_ref(),
-                &settings.field_manager,
-                nodes.clone(),
-                settings.node_selector.clone(),
-                verdicts.clone(),
-                wake.clone(),
-                metrics.clone(),
-            )
-            .map_err(|e| ControllerError::Client(e.to_string()))?,
-        ),
-        None => None,
-    };
-    let mut object_checks = ObjectChecks::start(
-        &client,
-        &connect,
-        &settings.gates.checks,
-        settings.watch_timeout_secs,
-        wake.clone(),
-        verdicts.clone(),
-        metrics.clone(),
+        &settings,
+        alertmanager.as_ref(),
+        &nodes,
+        &sources,
+        &wake,
+        &metrics,
     )
-    .await
     .map_err(|e| ControllerError::Client(e.to_string()))?;
-    let budget_gate = settings.gates.budgets.then(|| {
-        BudgetGate::spawn(
-            &client,
-            &connect,
-            settings.watch_timeout_secs,
-            wake.clone(),
-            (!settings.dry_run).then(|| gates::budgets::Waiting {
-                nodes: nodes.clone(),
-                required: policy.map_or_else(Vec::new, |p| p.required.clone()),
-            }),
-            metrics.clone(),
-        )
-    });
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =
         watch::spawn_windows(&client, &connect, &settings, &tombstones, wake.clone())
@@ -132,34 +87,13 @@ pub(super) async fn start(
         settings.node_selector.clone(),
         settings.default_zone.clone(),
     );
-    let (pods, pod_lists): (Vec<_>, Vec<_>) = pod_watches.into_iter().unzip();
     if nodes.wait_until_ready().await.is_err() || !windows.ready().await {
         return Err(ControllerError::WatchEnded);
     }
-    for p in &pods {
-        p.wait_until_ready()
-            .await
-            .map_err(|_| ControllerError::WatchEnded)?;
-    }
-    // No start before every budget is known: an empty cache would let any node go.
-    let (budgets, budget_lists) = budget_gate.unzip();
-    if let Some(b) = &budgets {
-        b.wait_until_ready()
-            .await
-            .map_err(|_| ControllerError::WatchEnded)?;
-    }
-    // No pass before the alerts and queries are read once: a start must not go ahead
-    // of a verdict not read yet.
-    if let Some(gates) = &mut alert_gates {
-        gates
-            .first_reads()
-            .await
-            .map_err(|e| ControllerError::Client(e.to_string()))?;
-    }
-    object_checks
-        .first_verdict()
-        .await
-        .map_err(|_| ControllerError::WatchEnded)?;
+    // No pass before every gate's source has answered once, read or failed: a start must
+    // not go ahead of a verdict not known yet, and a source that cannot be read holds
+    // every start from the first pass.
+    sources.first_outcomes().await;
 
     if let Some(why) = settings.invisible_to_peers {
         warn!(field_manager = %settings.field_manager, why,
@@ -172,11 +106,9 @@ pub(super) async fn start(
             "dry run (shadow mode): decisions are logged and exported as kumaco_dry_run_*; nothing is written"
         );
     }
-    let mut lists = vec![node_lists];
-    lists.extend(window_lists);
-    lists.extend(pod_lists);
-    lists.extend(budget_lists);
-    lists.extend(object_checks.lists);
+    let mut lists: Vec<(ListState, Option<Source>)> = vec![(node_lists, None)];
+    lists.extend(window_lists.into_iter().map(|l| (l, None)));
+    lists.extend(gate_lists.lists.into_iter().map(|(l, s)| (l, Some(s))));
     // Started after the initial lists: its first round sees every node.
     let holding = settings.silences.clone().filter(|s| s.hold);
     let silencer = holding.zip(alertmanager).map(|(s, am)| {
@@ -222,11 +154,93 @@ pub(super) async fn start(
         metrics,
         nodes,
         windows,
-        pods,
-        budgets,
-        verdicts,
+        pods: gate_lists.pods,
+        budgets: gate_lists.budgets,
+        sources,
     };
     Ok((shell, wake))
+}
+
+/// What the gates' sources leave the shell: the stores a pass reads, and the lists the
+/// fence waits for.
+struct GateSources {
+    pods: Vec<Store<pods::SlimPod>>,
+    budgets: Option<BudgetGate>,
+    lists: Vec<(ListState, Source)>,
+}
+
+/// Spawns the task of every source the settings name (the pause, the blocking pods, the
+/// object checks, the alerts and queries, the PodDisruptionBudgets), each recording its
+/// outcomes in `sources`.
+#[allow(clippy::too_many_arguments)]
+fn spawn_sources(
+    client: &Client,
+    connect: &Connect,
+    settings: &Settings,
+    alertmanager: Option<&crate::alertmanager::Alertmanager>,
+    nodes: &Store<SlimNode>,
+    sources: &Sources,
+    wake: &Arc<Notify>,
+    metrics: &Arc<Metrics>,
+) -> Result<GateSources, alerts::StartError> {
+    let mut out = GateSources {
+        pods: Vec::new(),
+        budgets: None,
+        lists: Vec::new(),
+    };
+    let Some(policy) = settings.in_progress.as_ref() else {
+        return Ok(out);
+    };
+    // Only nodes waiting to start can a pod or a budget change a decision on; a dry run's
+    // would-be writes never show on the nodes, so it counts every change.
+    let waiting = (!settings.dry_run).then(|| Waiting {
+        nodes: nodes.clone(),
+        required: policy.required.clone(),
+    });
+    out.lists.push(pause::spawn(
+        client,
+        connect,
+        &settings.lease,
+        settings.watch_timeout_secs,
+        sources,
+    ));
+    for (store, list, source) in pods::spawn(
+        client,
+        connect,
+        &policy.block_pod_selectors,
+        settings.watch_timeout_secs,
+        wake.clone(),
+        waiting.clone(),
+        sources,
+    ) {
+        out.pods.push(store);
+        out.lists.push((list, source));
+    }
+    out.lists.extend(checks::spawn(
+        client,
+        connect,
+        &settings.gates.checks,
+        settings.watch_timeout_secs,
+        sources,
+        metrics,
+    ));
+    if let Some(gate) = &settings.gates.alerts {
+        alerts::spawn(gate, alertmanager, &settings.field_manager, sources)?;
+    }
+    if settings.gates.budgets {
+        let (gate, list) = BudgetGate::spawn(
+            client,
+            connect,
+            settings.watch_timeout_secs,
+            wake.clone(),
+            waiting,
+            sources,
+            metrics.clone(),
+        );
+        out.lists.push((list, gate.source().clone()));
+        out.budgets = Some(gate);
+    }
+    Ok(out)
 }
 
 /// The condition types any decision reads; the node cache keeps no others.

@@ -31,9 +31,12 @@ use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
 use super::Connect;
+use super::gates::Source;
 use super::writer::{Backoff, MAX_RETRY_DELAY};
 use crate::config::Settings;
 use crate::configmap;
+use crate::gates::{Failure, SourceError, SourcePolicy};
+use crate::in_progress::waits_to_start;
 use crate::metrics::Metrics;
 use crate::node::SlimNode;
 use crate::selector::Selector;
@@ -99,6 +102,7 @@ pub fn spawn_nodes(
         connect: connect.clone(),
         wake,
         metrics: Some(metrics),
+        source: None,
     };
     tokio::spawn(drive(watch, stream, client.clone(), cache, relevant));
     (store, lists)
@@ -146,11 +150,72 @@ pub fn spawn_windows(
             connect: connect.clone(),
             wake: wake.clone(),
             metrics: None,
+            source: None,
         };
         tokio::spawn(drive(watch, stream, client.clone(), cache, on_event));
         out.push((store, lists));
     }
     out
+}
+
+/// How the watched sources of the health gates (the pause, the blocking pods, the object
+/// checks, the PodDisruptionBudgets) treat a failure: their cache stands for this long
+/// once the watch fails, then the gate holds every start. A watch that fails lists
+/// again after each backoff step, so its recovery is a list that completes.
+pub const WATCHED: SourcePolicy = SourcePolicy {
+    stale_after: jiff::SignedDuration::from_secs(30),
+    allow_unreachable: false,
+};
+
+/// The nodes of the cache that wait to start ([`waits_to_start`] with the
+/// `--require-condition` types): only there can a blocking pod or a budget change a
+/// decision. `None` where it is used (a dry run, whose would-be writes never show on the
+/// nodes) counts every node.
+#[derive(Clone)]
+pub struct Waiting {
+    pub nodes: Store<SlimNode>,
+    pub required: Vec<String>,
+}
+
+impl Waiting {
+    /// Whether the node named waits to start.
+    pub fn on(&self, node: Option<&str>) -> bool {
+        node.is_some_and(|name| {
+            self.nodes
+                .get(&reflector::ObjectRef::new(name))
+                .is_some_and(|node| waits_to_start(&node.conditions, &self.required))
+        })
+    }
+
+    /// Whether any node waits to start.
+    pub fn anyone(&self) -> bool {
+        self.nodes
+            .state()
+            .iter()
+            .any(|n| waits_to_start(&n.conditions, &self.required))
+    }
+}
+
+/// What failed in a watch, as the health gates' failure policy reads it.
+pub fn watch_error(what: &str, e: &watcher::Error) -> SourceError {
+    let failure = match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => crate::kubeclient::failure(k),
+        watcher::Error::WatchError(status) => Failure::of_status(status.code),
+        watcher::Error::NoResourceVersion => Failure::Invalid,
+    };
+    let detail = match e {
+        watcher::Error::InitialListFailed(k) => format!("list: {}", crate::kubeclient::describe(k)),
+        watcher::Error::WatchStartFailed(k) | watcher::Error::WatchFailed(k) => {
+            format!("watch: {}", crate::kubeclient::describe(k))
+        }
+        other => other.to_string(),
+    };
+    SourceError {
+        failure,
+        message: format!("{what}: {detail}"),
+    }
 }
 
 /// One watch's record of its last complete list, and the way to ask it for another.
@@ -168,6 +233,8 @@ pub struct ListState(Arc<Mutex<Lists>>, Arc<Notify>);
 struct Lists {
     /// When the list the cache now shows was asked for.
     listed: Option<Instant>,
+    /// Whether the watch fails now (its latest answer an error).
+    failing: bool,
     /// The term for which a new list was asked (asked once per term: a list restarted at
     /// every pass might never finish).
     asked_for: Option<Instant>,
@@ -192,8 +259,19 @@ impl ListState {
         }
     }
 
+    /// Whether the watch fails now: its latest answer was an error.
+    pub fn failing(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).failing
+    }
+
+    pub(super) fn set_failing(&self, failing: bool) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).failing = failing;
+    }
+
     fn completed(&self, asked_at: Instant) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).listed = Some(asked_at);
+        let mut lists = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lists.listed = Some(asked_at);
+        lists.failing = false;
     }
 
     /// Resolves with the client of the next list asked for.
@@ -222,6 +300,9 @@ pub(super) struct Watch {
     pub wake: Arc<Notify>,
     /// Where node events are counted (`kumaco_node_events_total`).
     pub metrics: Option<Arc<Metrics>>,
+    /// A health gate's source: its outcomes recorded there, and a failing watch listed
+    /// again after each backoff step, so that its recovery shows as a list.
+    pub source: Option<Source>,
 }
 
 /// Drives one watch: applies each event to the cache, and wakes the loop when
@@ -245,7 +326,10 @@ pub(super) async fn drive<K, S>(
         connect,
         wake,
         metrics,
+        source,
     } = watch;
+    // Errors in a row, for the backoff of a source's lists.
+    let mut errors = 0u32;
     let reader = cache.as_reader();
     let mut stream = Box::pin(make(client.clone()));
     let mut client = client;
@@ -304,6 +388,16 @@ pub(super) async fn drive<K, S>(
                 {
                     lists.completed(asked_at);
                     stalls = 0;
+                    if let Some(s) = &source {
+                        s.listed(Timestamp::now());
+                    }
+                } else if let Some(s) = &source
+                    && !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_))
+                {
+                    s.alive(Timestamp::now());
+                }
+                if !matches!(event, watcher::Event::Init | watcher::Event::InitApply(_)) {
+                    errors = 0;
                 }
                 if let Some(m) = &metrics {
                     m.node_event(is_relevant);
@@ -323,7 +417,19 @@ pub(super) async fn drive<K, S>(
                 warn!(what, error = %status.message, "watch expired; listing again");
                 stream = Box::pin(make(client.clone()));
             }
-            Err(e) => warn!(what, error = %e, "watch error; retrying with backoff"),
+            Err(e) => {
+                warn!(what, error = %e, "watch error; retrying with backoff");
+                lists.set_failing(true);
+                if let Some(s) = &source {
+                    s.failed(watch_error(what, &e), Timestamp::now());
+                    // Listed again after the backoff step: a watch resumed in silence
+                    // would never show that it answers again.
+                    errors = errors.saturating_add(1);
+                    tokio::time::sleep(Backoff::delay(errors)).await;
+                    stream = Box::pin(make(client.clone()));
+                    listing = None;
+                }
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 //!   SVG), and [`forecast`]: the rollout as `plan --forecast` and `status --forecast`
 //!   show it;
 //! - [`status`]: the windows and the nodes' conditions, from the cluster;
+//! - [`pause`]: the emergency stop, `kumaco pause` and `kumaco resume`;
 //! - [`uninstall`]: every condition an instance owns taken off the nodes;
 //! - [`nodes`]: the nodes the tools read, and their slim form.
 //!
@@ -14,6 +15,7 @@
 
 pub mod forecast;
 pub mod nodes;
+pub mod pause;
 pub mod plan;
 pub mod status;
 pub mod uninstall;

@@ -9,14 +9,20 @@ use std::time::Duration;
 use jiff::SignedDuration;
 
 use super::super::{FlagError, flag_err, go_duration};
-use crate::alerts::{self, NameFilter, Unreachable};
+use crate::alerts::{self, NameFilter};
 use crate::cli::{AlertsUnreachable, GateArgs};
 use crate::config::SilenceSettings;
+use crate::gates::SourcePolicy;
 use crate::http_client::Endpoint;
 use crate::silence::{Matcher, MatcherSet};
 
 /// How often the sources are read unless `--block-alerts-interval` says.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
+/// `--block-alerts-warm-up` unless given: Prometheus sends every firing alert again after
+/// its `--rules.alert.resend-delay` (a minute by default), and evaluates rules every
+/// interval (another minute by default), so a restarted Alertmanager knows of every
+/// firing alert by then.
+const DEFAULT_WARM_UP: SignedDuration = SignedDuration::from_mins(2);
 /// After this many intervals without a good reading, a source counts as unreadable.
 pub const STALE_AFTER_INTERVALS: u32 = 3;
 /// Longest `--block-query`, in bytes: it is sent in a URL.
@@ -35,15 +41,21 @@ pub struct AlertGate {
     pub sets: Vec<MatcherSet>,
     /// `--block-alerts-interval`.
     pub interval: Duration,
-    /// `--alerts-unreachable`.
-    pub unreachable: Unreachable,
+    /// `--alerts-unreachable=allow`.
+    pub allow_unreachable: bool,
+    /// `--block-alerts-warm-up`.
+    pub warm_up: SignedDuration,
 }
 
 impl AlertGate {
-    /// How old the last good reading of a source may be before it counts as unreadable.
-    pub fn stale_after(&self) -> SignedDuration {
-        SignedDuration::try_from(self.interval * STALE_AFTER_INTERVALS)
-            .unwrap_or(SignedDuration::MAX)
+    /// How the sources' failures are treated: a reading stands for
+    /// [`STALE_AFTER_INTERVALS`] intervals once reads fail.
+    pub fn policy(&self) -> SourcePolicy {
+        SourcePolicy {
+            stale_after: SignedDuration::try_from(self.interval * STALE_AFTER_INTERVALS)
+                .unwrap_or(SignedDuration::MAX),
+            allow_unreachable: self.allow_unreachable,
+        }
     }
 }
 
@@ -135,24 +147,35 @@ pub fn from_args(
             Duration::try_from(d).unwrap_or(DEFAULT_INTERVAL)
         }
     };
+    let warm_up = match &args.block_alerts_warm_up {
+        None => DEFAULT_WARM_UP,
+        Some(_) if alertmanager.is_none() => {
+            return Err(flag_err("block-alerts-warm-up", "needs --block-alerts"));
+        }
+        Some(text) => {
+            let d = go_duration("block-alerts-warm-up", text)?;
+            if d.is_negative() || d > SignedDuration::from_mins(10) {
+                return Err(flag_err(
+                    "block-alerts-warm-up",
+                    "must be between 0s and 10m",
+                ));
+            }
+            d
+        }
+    };
     let sets = match silences {
         Some(s) => s.rules.sets.clone(),
         None => {
             crate::silence::parse_sets(true, &[]).map_err(|e| flag_err("silence-matchers", e))?
         }
     };
-    // The silences check their sets' syntax; a regular expression in them must also
-    // compile here, where alerts are matched against it.
-    alerts::check_sets(&sets).map_err(|e| flag_err("silence-matchers", e))?;
     Ok(Some(AlertGate {
         alertmanager,
         prometheus,
         sets,
         interval,
-        unreachable: match args.alerts_unreachable {
-            None | Some(AlertsUnreachable::Block) => Unreachable::Block,
-            Some(AlertsUnreachable::Allow) => Unreachable::Allow,
-        },
+        allow_unreachable: args.alerts_unreachable == Some(AlertsUnreachable::Allow),
+        warm_up,
     }))
 }
 
@@ -192,11 +215,13 @@ fn alertmanager(
         };
         flag_err(flag, e)
     })?;
-    let matchers = args
+    let mut matchers: Vec<Matcher> = args
         .block_alerts_matchers
         .iter()
         .map(|m| alerts::parse_filter(m).map_err(|e| flag_err("block-alerts-matcher", e)))
         .collect::<Result<_, _>>()?;
+    // An Alertmanager shared by clusters: only this cluster's alerts.
+    matchers.extend(silences.iter().flat_map(|s| s.cluster.iter().cloned()));
     Ok(Some(AlertFilters {
         ignore: args.block_alerts_ignore.clone(),
         only: args.block_alerts_only.clone(),
@@ -256,15 +281,14 @@ fn prometheus(args: &GateArgs) -> Result<Option<Queries>, FlagError> {
             queries.push(q.to_string());
         }
     }
-    Ok(Some(Queries {
-        endpoint: Endpoint {
-            urls: vec![url.clone()],
-            bearer_token_file: args.prometheus_bearer_token_file.clone(),
-            ca_file: args.prometheus_ca_file.clone(),
-            ..Endpoint::default()
-        },
-        queries,
-    }))
+    let endpoint = Endpoint {
+        urls: vec![url.clone()],
+        bearer_token_file: args.prometheus_bearer_token_file.clone(),
+        ca_file: args.prometheus_ca_file.clone(),
+        ..Endpoint::default()
+    };
+    crate::config::check_endpoint(&endpoint, "prometheus-url")?;
+    Ok(Some(Queries { endpoint, queries }))
 }
 
 #[cfg(test)]
@@ -323,8 +347,8 @@ mod tests {
         );
         assert_eq!(g.sets.len(), 2, "the silences' sets say whose an alert is");
         assert_eq!(g.interval, Duration::from_secs(15));
-        assert_eq!(g.stale_after(), SignedDuration::from_secs(45));
-        assert_eq!(g.unreachable, Unreachable::Block);
+        assert_eq!(g.policy().stale_after, SignedDuration::from_secs(45));
+        assert!(!g.allow_unreachable);
         assert!(g.prometheus.is_none());
     }
 
@@ -345,7 +369,7 @@ mod tests {
         assert_eq!(q.endpoint.urls, ["http://prometheus:9090"]);
         assert_eq!(g.sets[0].to_string(), r#"node="{{name}}""#);
         assert_eq!(g.interval, Duration::from_secs(30));
-        assert_eq!(g.unreachable, Unreachable::Allow);
+        assert!(g.allow_unreachable);
         assert!(g.alertmanager.is_none());
     }
 

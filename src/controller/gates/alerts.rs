@@ -1,146 +1,101 @@
 //! The alerts gate's sources (`--block-alerts`, `--block-query`): one task per source
-//! beside the passes, reading it every `--block-alerts-interval`, asking
-//! [`crate::alerts`] which starts the reading holds, and publishing that in
-//! [`Verdicts`]; a pass is woken only when the verdict changes. No pass ever waits for a
-//! read, and no pass makes a request.
+//! beside the passes, reading it every `--block-alerts-interval` and recording what holds
+//! in its [`Source`]; each pass finds whose starts the alerts hold against the nodes in
+//! scope then ([`crate::alerts`]). No pass ever waits for a read, and no pass makes a
+//! request.
 //!
 //! Every replica reads, the leader, a standby and a shadow (`--dry-run`) alike: each
 //! decides from what it reads, and a standby that takes over holds from its first pass
-//! as the leader did. That is one request per interval per replica (two with silenced
-//! alerts: the silences are listed to tell whose they are).
+//! as the leader did.
 //!
-//! What the task keeps between reads is the last good reading (only the alerts or series
-//! that hold, and when it was read) and the latest error: the verdict is a function of
-//! them, the nodes in scope now and the clock. Until its first read is done and the nodes
-//! are listed, the controller runs no pass, so no start happens on a verdict not read
-//! yet; a read takes at most [`crate::http_client::TIMEOUT`] per URL, and runs while
-//! the controller lists.
+//! **An HA pair of Alertmanagers** (`--alertmanager-url` repeated) is read whole: every
+//! peer each interval, and what fires on any holds. A peer that started within
+//! `--block-alerts-warm-up` lists only the alerts Prometheus sent it since, so its
+//! answer counts only beside a peer up longer; alone it is no reading (the gate's
+//! staleness bound then applies as to an outage). A peer that answers an error, or what
+//! does not decode, is left out and counted; only when no peer answers is the read a
+//! failure, an outage only if no peer said kumaco is misconfigured.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
 
 use futures::future::join_all;
-use jiff::Timestamp;
-use kube::runtime::reflector::Store;
-use tokio::sync::{Notify, oneshot};
+use jiff::{SignedDuration, Timestamp};
 use tracing::{info, warn};
 
-use super::{Verdict, Verdicts};
-use crate::alertmanager::Alertmanager;
-use crate::alerts::{self, Firing, Gate, Holding, Reads, Scope, SilencedBy, Unreachable};
+use super::{Hints, Reading, Source, Sources};
+use crate::alertmanager::{Alertmanager, AlertmanagerError};
+use crate::alerts::{self, Firing, SilencedBy};
 use crate::config::gates::AlertGate;
 use crate::config::gates::alerts::AlertFilters;
-use crate::metrics::Metrics;
-use crate::node::SlimNode;
-use crate::prometheus::{Prometheus, QueryError};
-use crate::selector::{Labels, Selector};
-
-/// The gates' names in metrics.
-pub const ALERTS: &str = "alerts";
-pub const QUERIES: &str = "queries";
+use crate::gates::{Failure, Gate, SourceError};
+use crate::prometheus::Prometheus;
 
 /// Why the gate could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{0}")]
-    Client(String),
-    /// A query Prometheus answered cannot work whatever the data (it does not parse, or
-    /// its result is not an instant vector).
-    #[error("{0}")]
-    Query(String),
-    #[error("a gate's task ended before its first read")]
-    Ended,
+    #[error("--block-alerts needs --alertmanager-url")]
+    NoAlertmanager,
+    #[error(transparent)]
+    Client(#[from] crate::http_client::HttpError),
 }
 
-/// The controller's side of the gate's tasks: their first reads.
-pub struct AlertGates {
-    /// Tells each task the nodes are listed, so that its first verdict says whose
-    /// starts its alerts hold. (Not `Store::wait_until_ready` in the task: kube's
-    /// readiness wakes one waiter only, and the controller waits on it too.)
-    listed: Vec<oneshot::Sender<()>>,
-    first: Vec<oneshot::Receiver<Result<(), String>>>,
-}
-
-impl AlertGates {
-    /// Starts a task per source the settings name. `alertmanager`: the client of
-    /// `--alertmanager-url`; `created_by`: this instance's silences' `createdBy`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn spawn(
-        settings: &AlertGate,
-        alertmanager: Option<&Alertmanager>,
-        created_by: &str,
-        nodes: Store<SlimNode>,
-        scope: Selector,
-        verdicts: Verdicts,
-        wake: Arc<Notify>,
-        metrics: Arc<Metrics>,
-    ) -> Result<AlertGates, StartError> {
-        let mut sources = Vec::new();
-        if let Some(filters) = &settings.alertmanager {
-            let client = alertmanager.cloned().ok_or_else(|| {
-                StartError::Client("--block-alerts needs --alertmanager-url".into())
-            })?;
-            sources.push(Source::Alertmanager {
+/// Starts a task per source the settings name, each recording its reads in a source of
+/// its own. `alertmanager`: the client of `--alertmanager-url`; `created_by`: this
+/// instance's silences' `createdBy`.
+pub fn spawn(
+    settings: &AlertGate,
+    alertmanager: Option<&Alertmanager>,
+    created_by: &str,
+    sources: &Sources,
+) -> Result<(), StartError> {
+    let mut readers = Vec::new();
+    if let Some(filters) = &settings.alertmanager {
+        let client = alertmanager.cloned().ok_or(StartError::NoAlertmanager)?;
+        let source = sources.add(
+            Gate::Alerts,
+            "the alerts of Alertmanager",
+            Hints::default(),
+            settings.policy(),
+        );
+        readers.push((
+            Reader::Alertmanager {
                 client,
                 filters: filters.clone(),
                 created_by: created_by.to_string(),
-            });
-        }
-        if let Some(q) = &settings.prometheus {
-            let client = Prometheus::new(q.endpoint.clone())
-                .map_err(|e| StartError::Client(e.to_string()))?;
-            sources.push(Source::Prometheus {
+                warm_up: settings.warm_up,
+            },
+            source,
+        ));
+    }
+    if let Some(q) = &settings.prometheus {
+        let client = Prometheus::new(q.endpoint.clone())?;
+        let source = sources.add(
+            Gate::Queries,
+            format!("the queries of {}", client.url()),
+            Hints::default(),
+            settings.policy(),
+        );
+        readers.push((
+            Reader::Prometheus {
                 client,
                 queries: q.queries.clone(),
-            });
-        }
-        let (mut listed, mut first) = (Vec::new(), Vec::new());
-        for source in sources {
-            let (tx, rx) = oneshot::channel();
-            let (listed_tx, listed_rx) = oneshot::channel();
-            let task = Task {
-                source,
-                settings: settings.clone(),
-                nodes: nodes.clone(),
-                scope: scope.clone(),
-                verdicts: verdicts.clone(),
-                wake: wake.clone(),
-                metrics: metrics.clone(),
-                last_good: None,
-                error: None,
-                failing: false,
-                last: None,
-            };
-            tokio::spawn(task.run(listed_rx, tx));
-            listed.push(listed_tx);
-            first.push(rx);
-        }
-        Ok(AlertGates { listed, first })
+            },
+            source,
+        ));
     }
-
-    /// Once the nodes are listed: waits for every source's first read and its first
-    /// verdict, published. A query that cannot work is an error: kumaco stops at its
-    /// start.
-    pub async fn first_reads(&mut self) -> Result<(), StartError> {
-        for tx in self.listed.drain(..) {
-            // A task that ended already has its answer waiting below.
-            let _ = tx.send(());
-        }
-        for rx in self.first.drain(..) {
-            rx.await
-                .map_err(|_| StartError::Ended)?
-                .map_err(StartError::Query)?;
-        }
-        Ok(())
+    for (reader, source) in readers {
+        tokio::spawn(run(reader, source, settings.interval));
     }
+    Ok(())
 }
 
 /// What one task reads.
-enum Source {
+enum Reader {
     Alertmanager {
         client: Alertmanager,
         filters: AlertFilters,
         created_by: String,
+        warm_up: SignedDuration,
     },
     Prometheus {
         client: Prometheus,
@@ -148,91 +103,73 @@ enum Source {
     },
 }
 
-/// Why a read failed.
-#[derive(Clone, Debug)]
-enum ReadError {
-    /// The source did not answer, or could not now.
-    Unreachable(String),
-    /// Prometheus answered that a query cannot be evaluated now (HTTP 422).
-    Failed(String),
-    /// A query cannot work whatever the data (HTTP 400, or not an instant vector).
-    Invalid(String),
-}
-
-impl ReadError {
-    fn message(&self) -> &str {
-        match self {
-            ReadError::Unreachable(m) | ReadError::Failed(m) | ReadError::Invalid(m) => m,
+/// Reads every interval, recording each outcome; logs once when reads start or stop
+/// failing, and when the alerts that hold change.
+async fn run(reader: Reader, source: Source, interval: std::time::Duration) {
+    let gate = reader.gate();
+    let mut failing = false;
+    let mut names: Vec<String> = Vec::new();
+    loop {
+        let started = tokio::time::Instant::now();
+        let now = Timestamp::now();
+        match reader.read(&source).await {
+            Ok(firing) => {
+                if failing {
+                    info!(gate = gate.name(), "the gate's source answers again");
+                }
+                failing = false;
+                let mut now_names: Vec<String> = firing.iter().map(|f| f.name.clone()).collect();
+                now_names.sort();
+                now_names.dedup();
+                if now_names != names {
+                    info!(gate = gate.name(), holding = now_names.len(), first = ?now_names.iter().take(3).collect::<Vec<_>>(),
+                          "the alerts or series that hold starts changed");
+                    names = now_names;
+                }
+                source.read(Reading::Firing(firing), now);
+            }
+            Err(error) => {
+                if !failing {
+                    warn!(gate = gate.name(), cause = error.failure.name(), error = %error.message,
+                          "the gate's source cannot be read; retrying every interval");
+                }
+                failing = true;
+                source.failed(error, now);
+            }
         }
+        tokio::time::sleep_until(started + interval).await;
     }
 }
 
-impl Source {
-    fn gate(&self) -> (&'static str, Gate) {
+impl Reader {
+    fn gate(&self) -> Gate {
         match self {
-            Source::Alertmanager { .. } => (ALERTS, Gate::Alerts),
-            Source::Prometheus { .. } => (QUERIES, Gate::Queries),
-        }
-    }
-
-    /// What cannot be read, in a sentence: `the alerts of Alertmanager`.
-    fn what(&self) -> String {
-        match self {
-            Source::Alertmanager { .. } => "the alerts of Alertmanager".into(),
-            Source::Prometheus { client, .. } => format!("the queries of {}", client.url()),
+            Reader::Alertmanager { .. } => Gate::Alerts,
+            Reader::Prometheus { .. } => Gate::Queries,
         }
     }
 
     /// The alerts or series that hold now.
-    async fn read(&self) -> Result<Vec<Firing>, ReadError> {
+    async fn read(&self, source: &Source) -> Result<Vec<Firing>, SourceError> {
         match self {
-            Source::Alertmanager {
+            Reader::Alertmanager {
                 client,
                 filters,
                 created_by,
+                warm_up,
             } => {
-                let unreachable = |e: crate::alertmanager::AlertmanagerError| {
-                    ReadError::Unreachable(e.to_string())
-                };
-                let listed = client
-                    .alerts(&filters.matchers)
-                    .await
-                    .map_err(unreachable)?;
-                // Whose silences mute them: listed only when some alert is silenced.
-                let silenced = listed.iter().any(|a| {
-                    !a.silenced_by.is_empty()
-                        && filters
-                            .names
-                            .lets(a.labels.get("alertname").map_or("", String::as_str))
-                });
-                let creators: HashMap<String, String> = if silenced {
-                    let silences = client.silences().await.map_err(unreachable)?;
-                    silences.into_iter().map(|s| (s.id, s.created_by)).collect()
-                } else {
-                    HashMap::new()
-                };
-                let who = |id: &String| match creators.get(id) {
-                    Some(by) if by == created_by => SilencedBy::Us,
-                    Some(_) => SilencedBy::Other,
-                    None => SilencedBy::Unknown,
-                };
-                Ok(listed
-                    .into_iter()
-                    .filter_map(|a| {
-                        let by: Vec<SilencedBy> = a.silenced_by.iter().map(who).collect();
-                        alerts::firing_alert(&filters.names, a.labels, &by)
-                    })
-                    .collect())
+                let peers = (0..client.peers()).map(|p| read_peer(client, p, filters, created_by));
+                let answers = join_all(peers).await;
+                union(client.urls(), answers, *warm_up, source, Timestamp::now())
             }
-            Source::Prometheus { client, queries } => {
+            Reader::Prometheus { client, queries } => {
                 // Side by side: a read takes one timeout, however many queries.
                 let answers = join_all(queries.iter().map(|q| client.query(q))).await;
                 let mut firing = Vec::new();
                 for (query, answer) in queries.iter().zip(answers) {
-                    let series = answer.map_err(|e| match e {
-                        QueryError::Unreachable(e) => ReadError::Unreachable(e.to_string()),
-                        e @ QueryError::Failed { .. } => ReadError::Failed(e.to_string()),
-                        e @ QueryError::Invalid { .. } => ReadError::Invalid(e.to_string()),
+                    let series = answer.map_err(|e| SourceError {
+                        failure: e.failure(),
+                        message: e.to_string(),
                     })?;
                     firing.extend(series.into_iter().map(|labels| Firing {
                         name: query.clone(),
@@ -246,154 +183,258 @@ impl Source {
     }
 }
 
-struct Task {
-    source: Source,
-    settings: AlertGate,
-    nodes: Store<SlimNode>,
-    scope: Selector,
-    verdicts: Verdicts,
-    wake: Arc<Notify>,
-    metrics: Arc<Metrics>,
-    /// When the source was last read without an error, and what held then.
-    last_good: Option<(Timestamp, Vec<Firing>)>,
-    /// The latest read's error.
-    error: Option<ReadError>,
-    /// Whether the latest reads failed (logged once per outage).
-    failing: bool,
-    /// The verdict as last published, for the log.
-    last: Option<Holding>,
+/// One peer's answer: the alerts that hold by its list, and when it started.
+struct PeerAnswer {
+    firing: Vec<Firing>,
+    started: Timestamp,
 }
 
-impl Task {
-    /// `listed`: the nodes are listed; `first`: the first read's outcome.
-    async fn run(
-        mut self,
-        listed: oneshot::Receiver<()>,
-        first: oneshot::Sender<Result<(), String>>,
-    ) {
-        let mut first = Some((listed, first));
-        loop {
-            let started = tokio::time::Instant::now();
-            self.read().await;
-            if let Some((listed, tx)) = first.take() {
-                if let Some(ReadError::Invalid(e)) = &self.error {
-                    let _ = tx.send(Err(e.clone()));
-                    return;
-                }
-                // Which node an alert is about needs the nodes.
-                if listed.await.is_err() {
-                    return;
-                }
-                self.publish();
-                let _ = tx.send(Ok(()));
-            } else {
-                self.publish();
-            }
-            tokio::time::sleep_until(started + self.settings.interval).await;
-        }
-    }
+/// Reads one peer: its alerts, when it started, and, if some alert is silenced, its
+/// silences (to tell whose they are).
+async fn read_peer(
+    client: &Alertmanager,
+    peer: usize,
+    filters: &AlertFilters,
+    created_by: &str,
+) -> Result<PeerAnswer, AlertmanagerError> {
+    let (listed, started) = futures::try_join!(
+        client.alerts_from(peer, &filters.matchers),
+        client.started_at(peer)
+    )?;
+    let silenced = listed.iter().any(|a| {
+        !a.silenced_by.is_empty()
+            && filters
+                .names
+                .lets(a.labels.get("alertname").map_or("", String::as_str))
+    });
+    let creators: HashMap<String, String> = if silenced {
+        let silences = client.silences_from(peer).await?;
+        silences.into_iter().map(|s| (s.id, s.created_by)).collect()
+    } else {
+        HashMap::new()
+    };
+    let who = |id: &String| match creators.get(id) {
+        Some(by) if by == created_by => SilencedBy::Us,
+        Some(_) => SilencedBy::Other,
+        None => SilencedBy::Unknown,
+    };
+    let firing = listed
+        .into_iter()
+        .filter_map(|a| {
+            let by: Vec<SilencedBy> = a.silenced_by.iter().map(who).collect();
+            alerts::firing_alert(&filters.names, a.labels, &by)
+        })
+        .collect();
+    Ok(PeerAnswer { firing, started })
+}
 
-    async fn read(&mut self) {
-        let (gate, _) = self.source.gate();
-        let result = self.source.read().await;
-        self.metrics.gates.read(gate, result.is_ok());
-        match result {
-            Ok(firing) => {
-                if self.failing {
-                    info!(gate, "the gate's source answers again");
-                }
-                self.failing = false;
-                self.error = None;
-                self.last_good = Some((Timestamp::now(), firing));
-            }
+/// What fires on any peer that answered, if one of them has been up for the warm-up;
+/// else why there is no reading. Peers that failed are counted as failed reads.
+fn union(
+    urls: &[String],
+    answers: Vec<Result<PeerAnswer, AlertmanagerError>>,
+    warm_up: SignedDuration,
+    source: &Source,
+    now: Timestamp,
+) -> Result<Vec<Firing>, SourceError> {
+    let mut firing: BTreeMap<BTreeMap<String, String>, Firing> = BTreeMap::new();
+    let mut errors: Vec<AlertmanagerError> = Vec::new();
+    let mut warm = false;
+    let mut youngest: Option<(&str, Timestamp)> = None;
+    for (url, answer) in urls.iter().zip(answers) {
+        let answer = match answer {
+            Ok(a) => a,
             Err(e) => {
-                if !self.failing {
-                    warn!(
-                        gate,
-                        error = e.message(),
-                        "the gate's source cannot be read; retrying every interval"
-                    );
+                source.count(Err(e.failure()));
+                errors.push(e);
+                continue;
+            }
+        };
+        if now.duration_since(answer.started) >= warm_up {
+            warm = true;
+        } else if youngest.is_none_or(|(_, t)| answer.started > t) {
+            youngest = Some((url, answer.started));
+        }
+        for f in answer.firing {
+            match firing.get_mut(&f.labels) {
+                // Silenced only by kumaco's own silences on every peer that lists it.
+                Some(known) => known.silenced_by_us &= f.silenced_by_us,
+                None => {
+                    firing.insert(f.labels.clone(), f);
                 }
-                self.failing = true;
-                self.error = Some(e);
             }
         }
     }
-
-    /// Decides from the last reading, the nodes and the clock, and publishes the verdict.
-    fn publish(&mut self) {
-        let (gate, kind) = self.source.gate();
-        let firing = self
-            .last_good
-            .as_ref()
-            .map_or(&[][..], |(_, f)| f.as_slice());
-        let holding = if firing.is_empty() {
-            Holding::default()
-        } else {
-            let cached = self.nodes.state();
-            let in_scope = cached
-                .iter()
-                .filter(|n| self.scope.matches(&n.labels))
-                .map(|n| {
-                    let name = n.metadata.name.as_deref().unwrap_or_default();
-                    (name, &n.labels as &dyn Labels)
-                });
-            alerts::holding(kind, firing, &Scope::new(&self.settings.sets, in_scope))
-        };
-        // A query that cannot be evaluated is not an outage to go on through.
-        let unreachable = match self.error {
-            Some(ReadError::Failed(_) | ReadError::Invalid(_)) => Unreachable::Block,
-            _ => self.settings.unreachable,
-        };
-        let reads = Reads {
-            last_good: self.last_good.as_ref().map(|(at, _)| *at),
-            error: self.error.as_ref().map(ReadError::message),
-        };
-        let holding = alerts::current(
-            reads,
-            holding,
-            &self.source.what(),
-            unreachable,
-            self.settings.stale_after(),
-            Timestamp::now(),
-        );
-        self.metrics.gates.holding(gate, holding.cluster.is_some());
-        if self.last.as_ref() != Some(&holding) {
-            log_change(gate, self.last.as_ref(), &holding);
-        }
-        let verdict = Verdict {
-            cluster: holding.cluster.iter().cloned().collect(),
-            nodes: holding
-                .nodes
-                .iter()
-                .map(|(node, hold)| (node.clone(), vec![hold.clone()]))
-                .collect(),
-        };
-        self.last = Some(holding);
-        if self.verdicts.set(gate, verdict) {
-            self.wake.notify_one();
-        }
+    if warm {
+        return Ok(firing.into_values().collect());
     }
+    if let Some((url, started)) = youngest {
+        return Err(SourceError {
+            failure: Failure::Unreachable,
+            message: format!(
+                "every Alertmanager that answers started less than --block-alerts-warm-up \
+                 ago ({url} at {}), and lists only the alerts sent to it since",
+                started.strftime("%Y-%m-%dT%H:%M:%SZ")
+            ),
+        });
+    }
+    // No peer answered: a misconfiguration any peer shows is not an outage.
+    let worst = errors
+        .iter()
+        .find(|e| e.failure() != Failure::Unreachable)
+        .or(errors.first());
+    Err(match worst {
+        Some(e) => SourceError {
+            failure: e.failure(),
+            message: e.to_string(),
+        },
+        None => SourceError {
+            failure: Failure::Invalid,
+            message: "no --alertmanager-url given".into(),
+        },
+    })
 }
 
-/// One line when what the gate holds changes: every start, or how many nodes.
-fn log_change(gate: &str, before: Option<&Holding>, now: &Holding) {
-    let cluster_before = before.and_then(|h| h.cluster.as_ref());
-    match (&now.cluster, cluster_before) {
-        (Some(hold), b) if b != Some(hold) => {
-            info!(gate, reason = hold.reason, message = %hold.message, "holding every start")
-        }
-        (None, Some(_)) => info!(gate, "no longer holding every start"),
-        _ => {}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::SourcePolicy;
+    use crate::http_client::HttpError;
+    use crate::metrics::Metrics;
+    use kumaco_core::testing::ts;
+    use std::sync::Arc;
+
+    fn source() -> Source {
+        let sources = Sources::new(Arc::default(), Arc::new(Metrics::new()));
+        sources.add(
+            Gate::Alerts,
+            "the alerts",
+            Hints::default(),
+            SourcePolicy {
+                stale_after: SignedDuration::from_secs(45),
+                allow_unreachable: true,
+            },
+        )
     }
-    let nodes_before = before.map_or(0, |h| h.nodes.len());
-    if now.nodes.len() != nodes_before {
-        let first: Vec<&String> = now.nodes.keys().take(3).collect();
-        info!(
-            gate,
-            nodes = now.nodes.len(),
-            ?first,
-            "holding the start of nodes its alerts name"
+
+    fn alert(name: &str, silenced_by_us: bool) -> Firing {
+        Firing {
+            name: name.into(),
+            labels: BTreeMap::from([("alertname".to_string(), name.to_string())]),
+            silenced_by_us,
+        }
+    }
+
+    fn peer(firing: Vec<Firing>, started: &str) -> Result<PeerAnswer, AlertmanagerError> {
+        Ok(PeerAnswer {
+            firing,
+            started: ts(started),
+        })
+    }
+
+    fn status(code: u16) -> Result<PeerAnswer, AlertmanagerError> {
+        Err(HttpError::Status {
+            url: "http://am-1:9093/api/v2/alerts".into(),
+            status: code,
+            body: "nope".into(),
+        })
+    }
+
+    const URLS: [&str; 2] = ["http://am-0:9093", "http://am-1:9093"];
+    const NOW: &str = "2026-01-01T01:00:00Z";
+
+    fn read(
+        answers: Vec<Result<PeerAnswer, AlertmanagerError>>,
+    ) -> Result<Vec<String>, SourceError> {
+        let urls: Vec<String> = URLS.map(String::from).to_vec();
+        union(
+            &urls,
+            answers,
+            SignedDuration::from_mins(2),
+            &source(),
+            ts(NOW),
+        )
+        .map(|f| f.into_iter().map(|f| f.name).collect())
+    }
+
+    #[test]
+    fn what_fires_on_any_peer_holds() {
+        let both = read(vec![
+            peer(vec![alert("A", false)], "2026-01-01T00:00:00Z"),
+            peer(
+                vec![alert("A", false), alert("B", false)],
+                "2026-01-01T00:00:00Z",
+            ),
+        ]);
+        assert_eq!(both.unwrap(), ["A", "B"]);
+        // A peer restarted a moment ago lists nothing yet: the other's alerts still hold.
+        let restarted = read(vec![
+            peer(Vec::new(), "2026-01-01T00:59:50Z"),
+            peer(vec![alert("A", false)], "2026-01-01T00:00:00Z"),
+        ]);
+        assert_eq!(restarted.unwrap(), ["A"]);
+        // A peer that answers an error is left out.
+        assert_eq!(
+            read(vec![
+                status(500),
+                peer(vec![alert("A", false)], "2026-01-01T00:00:00Z")
+            ])
+            .unwrap(),
+            ["A"]
         );
+    }
+
+    #[test]
+    fn a_restarted_peer_alone_is_no_reading() {
+        let e = read(vec![status(503), peer(Vec::new(), "2026-01-01T00:59:50Z")]).unwrap_err();
+        assert_eq!(e.failure, Failure::Unreachable);
+        assert!(
+            e.message.starts_with(
+                "every Alertmanager that answers started less than --block-alerts-warm-up ago \
+                 (http://am-1:9093 at 2026-01-01T00:59:50Z)"
+            ),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn no_answer_is_an_outage_only_if_no_peer_says_kumaco_is_misconfigured() {
+        let down = || {
+            Err(HttpError::Request {
+                url: "http://am-0:9093/api/v2/alerts".into(),
+                message: "connection refused".into(),
+                tls: false,
+            })
+        };
+        assert_eq!(
+            read(vec![down(), down()]).unwrap_err().failure,
+            Failure::Unreachable
+        );
+        let e = read(vec![down(), status(404)]).unwrap_err();
+        assert_eq!(e.failure, Failure::NotFound);
+        assert_eq!(e.message, "http://am-1:9093/api/v2/alerts: HTTP 404: nope");
+    }
+
+    #[test]
+    fn silenced_only_by_kumaco_only_where_every_peer_says_so() {
+        let f = read(vec![
+            peer(vec![alert("A", true)], "2026-01-01T00:00:00Z"),
+            peer(vec![alert("A", false)], "2026-01-01T00:00:00Z"),
+        ]);
+        assert_eq!(f.unwrap(), ["A"]);
+        let urls: Vec<String> = URLS.map(String::from).to_vec();
+        let firing = union(
+            &urls,
+            vec![
+                peer(vec![alert("A", true)], "2026-01-01T00:00:00Z"),
+                peer(vec![alert("A", false)], "2026-01-01T00:00:00Z"),
+            ],
+            SignedDuration::from_mins(2),
+            &source(),
+            ts(NOW),
+        )
+        .unwrap();
+        assert!(!firing[0].silenced_by_us);
     }
 }

@@ -25,17 +25,15 @@ use tokio::sync::Notify;
 use tracing::warn;
 
 use super::super::Connect;
-use super::super::watch::{LIST_PAGE, ListState, Watch, drive};
+use super::super::watch::{LIST_PAGE, ListState, WATCHED, Waiting, Watch, drive};
 use super::super::writer::Backoff;
+use super::{Hints, Source, Sources};
 use crate::budgets::{Budget, Budgets, Phase, Pod};
-use crate::in_progress::waits_to_start;
+use crate::gates::{Failure, Gate, Hold, SourceError};
 use crate::metrics::Metrics;
-use crate::node::SlimNode;
+use crate::reasons;
 use crate::selector::Selector;
 use crate::selector::object::{Expression, LabelSelectorObject, to_selector};
-
-/// The gate's name in metrics.
-pub const GATE: &str = "pod-disruption-budgets";
 
 /// Nodes whose pods are listed at once.
 const CONCURRENT_LISTS: usize = 8;
@@ -288,72 +286,68 @@ pub struct BudgetGate {
     /// they are converted for a pass only after a change.
     built: Option<(Vec<Arc<SlimBudget>>, Arc<Budgets>)>,
     client: Client,
+    source: Source,
     metrics: Arc<Metrics>,
 }
 
-/// The nodes of the cache that wait to start, for the budgets' relevance: `None` (a dry
-/// run, whose would-be writes never show on the nodes) counts every change.
-#[derive(Clone)]
-pub struct Waiting {
-    pub nodes: Store<SlimNode>,
-    pub required: Vec<String>,
+/// The rights the gate needs, as a node's message names them when they are missing.
+const RIGHTS: &str = "kumaco needs `list watch` on poddisruptionbudgets and `list` on pods, \
+                      cluster-wide (the chart grants them with inProgress.podDisruptionBudgets; \
+                      kustomize: the components/disruption-budgets component), or \
+                      --pod-disruption-budgets=false";
+
+/// A node whose pods could not be listed, or a budget that could not be read again:
+/// what the node that needs it shows. `in_progress`: the node in progress whose pods
+/// could not be listed, which leaves every budget's headroom unknown and so holds every
+/// start.
+pub fn unreadable(error: &SourceError, in_progress: Option<&str>) -> Hold {
+    let hint = match error.failure {
+        Failure::Forbidden => format!("; {RIGHTS}"),
+        _ => String::new(),
+    };
+    let what = match in_progress {
+        None => "what a drain of this node meets".to_string(),
+        Some(node) => format!("the pods of node {node}, in progress"),
+    };
+    Hold {
+        reason: reasons::GATE_UNAVAILABLE,
+        message: crate::conditions::bounded(
+            format!(
+                "the PodDisruptionBudget gate cannot read {what} ({}), so no maintenance \
+                 starts: {}{hint}",
+                error.failure.name(),
+                error.message
+            ),
+            MAX_MESSAGE_BYTES,
+        ),
+    }
 }
 
-/// Why the gate cannot read what it needs, as the deployer should read it.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "--pod-disruption-budgets (on by default with --in-progress) cannot {what}: {error}. \
-     kumaco needs `list watch` on poddisruptionbudgets and `list` on pods, cluster-wide \
-     (the chart grants them with inProgress.podDisruptionBudgets; kustomize: the \
-     components/disruption-budgets component), or --pod-disruption-budgets=false"
-)]
-pub struct AccessError {
-    what: &'static str,
-    error: kube::Error,
+/// The longest message of a node the gate cannot decide for, in bytes: it quotes the
+/// API server's answer.
+const MAX_MESSAGE_BYTES: usize = 512;
+
+/// What [`BudgetGate::confirm`] found of the budgets the nodes that start rely on.
+#[derive(Debug, Default)]
+pub struct Confirmed {
+    /// The budgets with the ones that changed, if one did.
+    pub fresh: Option<Budgets>,
+    /// The budgets that could not be read again, and why: a node whose drain asks one
+    /// does not start.
+    pub unread: Vec<((String, String), SourceError)>,
 }
 
 impl BudgetGate {
-    /// Asks once for what the gate reads, so that a missing right stops kumaco at
-    /// start-up with a message naming it, rather than holding it unready for ever. Other
-    /// errors pass: the watch and the lists retry them.
-    pub async fn check_access(client: &Client) -> Result<(), AccessError> {
-        let forbidden =
-            |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403);
-        let budgets = Api::<SlimBudget>::all(client.clone())
-            .list(&ListParams::default().limit(1))
-            .await;
-        if let Err(error) = budgets
-            && forbidden(&error)
-        {
-            return Err(AccessError {
-                what: "list poddisruptionbudgets",
-                error,
-            });
-        }
-        // A node name no node has: an empty answer, or the refusal.
-        let pods = Api::<ListedPod>::all(client.clone())
-            .list(
-                &ListParams::default()
-                    .fields("spec.nodeName=kumaco.invalid")
-                    .limit(1),
-            )
-            .await;
-        match pods {
-            Err(error) if forbidden(&error) => Err(AccessError {
-                what: "list pods",
-                error,
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Starts the budgets' watch, cluster-wide.
+    /// Starts the budgets' watch, cluster-wide, recorded in a source of its own: a right
+    /// missing or revoked holds every start (`GateUnavailable`), naming the right.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         client: &Client,
         connect: &Connect,
         watch_timeout_secs: u32,
         wake: Arc<Notify>,
         waiting: Option<Waiting>,
+        sources: &Sources,
         metrics: Arc<Metrics>,
     ) -> (BudgetGate, ListState) {
         let (store, cache) = reflector::store::<SlimBudget>();
@@ -365,25 +359,37 @@ impl BudgetGate {
         };
         let relevant = relevance(waiting);
         let lists = ListState::default();
+        let source = sources.add(
+            Gate::PodDisruptionBudgets,
+            "the PodDisruptionBudgets",
+            Hints {
+                forbidden: Some(RIGHTS.into()),
+                not_found: None,
+            },
+            WATCHED,
+        );
         let watch = Watch {
             what: "poddisruptionbudgets",
             lists: lists.clone(),
             connect: connect.clone(),
             wake,
             metrics: None,
+            source: Some(source.clone()),
         };
         tokio::spawn(drive(watch, stream, client.clone(), cache, relevant));
         let gate = BudgetGate {
             store,
             built: None,
             client: client.clone(),
+            source,
             metrics,
         };
         (gate, lists)
     }
 
-    pub async fn wait_until_ready(&self) -> Result<(), reflector::store::WriterDropped> {
-        self.store.wait_until_ready().await
+    /// The gate's source, for the fence.
+    pub fn source(&self) -> &Source {
+        &self.source
     }
 
     /// The writers' client from now on (a new leader lists on new connections).
@@ -406,9 +412,12 @@ impl BudgetGate {
         budgets
     }
 
-    /// Lists the pods of `nodes`, a few at a time; a node whose list failed is left out
-    /// (it does not start in this pass) and logged.
-    pub async fn list_pods(&self, nodes: &[String]) -> HashMap<String, Vec<Pod>> {
+    /// Lists the pods of `nodes`, a few at a time: each node's pods, or why they could
+    /// not be listed (the node does not start in this pass, and says why).
+    pub async fn list_pods(
+        &self,
+        nodes: &[String],
+    ) -> HashMap<String, Result<Vec<Pod>, SourceError>> {
         let lists = futures::stream::iter(nodes.iter().cloned())
             .map(|node| async move {
                 let listed = tokio::time::timeout(LIST_TIMEOUT, pods_on(&self.client, &node)).await;
@@ -421,30 +430,33 @@ impl BudgetGate {
         for (node, listed) in lists {
             let result = match listed {
                 Ok(Ok(pods)) => Ok(pods),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer within {}s", LIST_TIMEOUT.as_secs())),
+                Ok(Err(e)) => Err(SourceError {
+                    failure: crate::kubeclient::failure(&e),
+                    message: format!("listing its pods: {}", crate::kubeclient::describe(&e)),
+                }),
+                Err(_) => Err(SourceError {
+                    failure: Failure::Unreachable,
+                    message: format!("listing its pods: no answer within {LIST_TIMEOUT:?}"),
+                }),
             };
-            self.metrics.gates.read(GATE, result.is_ok());
-            match result {
-                Ok(pods) => {
-                    out.insert(node, pods);
-                }
-                Err(error) => warn!(%node, %error,
-                    "could not list the node's pods for the PodDisruptionBudget gate: it does not start now"),
+            self.source
+                .count(result.as_ref().map(drop).map_err(|e| e.failure));
+            if let Err(error) = &result {
+                warn!(%node, error = %error.message,
+                      "could not list the node's pods for the PodDisruptionBudget gate: it does not start now");
             }
+            out.insert(node, result);
         }
         out
     }
-}
 
-impl BudgetGate {
     /// Reads again, fresh, the budgets a drain of the nodes that start would ask
-    /// (`starting`: their pods), and returns `budgets` with the ones that changed, or
-    /// `None` when none did. The pods were listed fresh; the budgets come from a watch
-    /// that may be a moment behind them (an eviction on a node in progress decrements
-    /// its budget just before its pod goes), and a start must not count a disruption the
-    /// eviction already took. A budget that cannot be read keeps its cached copy.
-    pub async fn confirm(&self, budgets: &Budgets, starting: &[&[Pod]]) -> Option<Budgets> {
+    /// (`starting`: their pods). The pods were listed fresh; the budgets come from a
+    /// watch that may be a moment behind them (an eviction on a node in progress
+    /// decrements its budget just before its pod goes), and a start must not count a
+    /// disruption the eviction already took. A budget that cannot be read again holds
+    /// the nodes whose drain asks it.
+    pub async fn confirm(&self, budgets: &Budgets, starting: &[&[Pod]]) -> Confirmed {
         let mut asked: Vec<(String, String)> = starting
             .iter()
             .flat_map(|pods| budgets.asked_by(pods))
@@ -453,7 +465,7 @@ impl BudgetGate {
         asked.sort();
         asked.dedup();
         if asked.is_empty() {
-            return None;
+            return Confirmed::default();
         }
         let reads = futures::stream::iter(asked)
             .map(|(ns, name)| async move {
@@ -464,20 +476,48 @@ impl BudgetGate {
             .buffer_unordered(CONCURRENT_LISTS)
             .collect::<Vec<_>>()
             .await;
-        let (mut fresh, mut gone) = (Vec::new(), Vec::new());
+        let (mut fresh, mut gone, mut unread) = (Vec::new(), Vec::new(), Vec::new());
         for (ns, name, read) in reads {
             let cached = budgets.get(&ns, &name);
-            match read {
-                Ok(Ok(Some(b))) if Some(&b.budget) != cached => fresh.push(b.budget),
-                Ok(Ok(Some(_))) => {}
-                Ok(Ok(None)) => gone.push((ns, name)),
-                Ok(Err(error)) => warn!(%ns, %name, %error,
-                    "could not read a PodDisruptionBudget again before a start: its cached copy decides"),
-                Err(_) => warn!(%ns, %name,
-                    "no answer reading a PodDisruptionBudget again before a start: its cached copy decides"),
+            let error = match read {
+                Ok(Ok(Some(b))) => {
+                    if Some(&b.budget) != cached {
+                        fresh.push(b.budget);
+                    }
+                    None
+                }
+                Ok(Ok(None)) => {
+                    gone.push((ns.clone(), name.clone()));
+                    None
+                }
+                Ok(Err(e)) => Some(SourceError {
+                    failure: crate::kubeclient::failure(&e),
+                    message: format!(
+                        "reading PodDisruptionBudget {ns}/{name} again before the start: {}",
+                        crate::kubeclient::describe(&e)
+                    ),
+                }),
+                Err(_) => Some(SourceError {
+                    failure: Failure::Unreachable,
+                    message: format!(
+                        "reading PodDisruptionBudget {ns}/{name} again before the start: no \
+                         answer within {LIST_TIMEOUT:?}"
+                    ),
+                }),
+            };
+            self.source
+                .count(error.as_ref().map_or(Ok(()), |e| Err(e.failure)));
+            if let Some(error) = error {
+                warn!(%ns, %name, error = %error.message,
+                      "could not read a PodDisruptionBudget again before a start: the nodes it asks do not start now");
+                unread.push(((ns, name), error));
             }
         }
-        (!fresh.is_empty() || !gone.is_empty()).then(|| budgets.with_fresh(fresh, &gone))
+        Confirmed {
+            fresh: (!fresh.is_empty() || !gone.is_empty())
+                .then(|| budgets.with_fresh(fresh, &gone)),
+            unread,
+        }
     }
 }
 
@@ -503,14 +543,6 @@ async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>, kube::Error> {
 fn relevance(
     waiting: Option<Waiting>,
 ) -> impl FnMut(&watcher::Event<SlimBudget>, &Store<SlimBudget>) -> bool {
-    let anyone_waits = move || {
-        waiting.as_ref().is_none_or(|w| {
-            w.nodes
-                .state()
-                .iter()
-                .any(|n| waits_to_start(&n.conditions, &w.required))
-        })
-    };
     move |event, cached| {
         let changed = match event {
             watcher::Event::Apply(b) => cached
@@ -520,7 +552,7 @@ fn relevance(
             // The lists: their end wakes a pass of its own.
             _ => false,
         };
-        changed && anyone_waits()
+        changed && waiting.as_ref().is_none_or(Waiting::anyone)
     }
 }
 

@@ -6,8 +6,13 @@
 //! it is namespaced), listed and watched (by name, or by label selector), and kept
 //! without their `managedFields`. An object is evaluated when it changes (and after each
 //! list), never per pass: its outcome is kept beside it until the watch replaces it. The
-//! verdict, published in [`Verdicts`] under [`GATE`], is a function of the watched
-//! objects alone, so a restarted kumaco holds exactly when one that never stopped would.
+//! verdict, recorded in the check's [`Source`], is a function of the watched objects
+//! alone, so a restarted kumaco holds exactly when one that never stopped would.
+//!
+//! What the cluster may change under a check (its CustomResourceDefinition deleted or
+//! not installed yet, a right revoked, the kind's scope) holds every start with
+//! `GateUnavailable` naming the check and the answer, and is retried: it never stops
+//! kumaco.
 //!
 //! What fails a check, and what the nodes then show: the expression is false; it cannot
 //! be evaluated (a field absent, a wrong type: the CEL error, also logged); its result is
@@ -18,27 +23,25 @@ use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, WatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::core::TypeMeta;
 use kube::discovery::{self, Scope};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::super::Connect;
-use super::super::watch::{LIST_PAGE, ListState, Watch, drive};
+use super::super::watch::{LIST_PAGE, ListState, WATCHED, Watch, drive};
 use super::super::writer::Backoff;
-use super::{Verdict, Verdicts};
+use super::{Hints, Reading, Source, Sources};
 use crate::conditions::bounded;
 use crate::config::gates::{OBJECT_VARIABLE, ObjectCheck, Target};
-use crate::gates::Hold;
+use crate::gates::{Failure, Gate, Hold, SourceError, Verdict};
 use crate::metrics::Metrics;
 use crate::reasons;
-
-/// The gate's name in metrics and [`Verdicts`].
-pub const GATE: &str = "object-checks";
 
 /// Most bytes of an expression quoted in a node's message: the error after it must fit
 /// in the message's bound.
@@ -192,7 +195,10 @@ impl Watched {
                         Outcome::Error(e) => Some(e),
                         _ => None,
                     };
-                    metrics.gates.read(GATE, error.is_none());
+                    metrics.gates.read(
+                        Gate::ObjectChecks,
+                        error.map_or(Ok(()), |_| Err(Failure::Invalid)),
+                    );
                     // Once per object and error: an object's status may change every
                     // few seconds.
                     if let Some(error) = error
@@ -225,101 +231,161 @@ impl Watched {
     }
 }
 
-/// Why the checks cannot start, as the deployer should read it.
+/// Why a check's objects cannot be found, as the node and the deployer should read it.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckError {
     #[error(
-        "--block-unless '{spec}': the API server serves no kind {kind} in {api_version} (is \
-         its CustomResourceDefinition installed?): {error}"
+        "the API server serves no kind {kind} in {api_version} (is its \
+         CustomResourceDefinition installed?): {error}"
     )]
-    Discovery {
-        spec: String,
+    NotServed {
         kind: String,
         api_version: String,
-        error: kube::Error,
+        error: String,
     },
-    #[error("--block-unless '{spec}': {kind} is namespaced: name its namespace ({example})")]
-    NeedsNamespace {
-        spec: String,
+    #[error("discovering kind {kind} in {api_version}: {error}")]
+    Discovery {
         kind: String,
-        example: &'static str,
+        api_version: String,
+        error: String,
+        failure: Failure,
     },
-    #[error("--block-unless '{spec}': {kind} is cluster-scoped: name no namespace")]
-    ClusterScoped { spec: String, kind: String },
-    #[error(
-        "--block-unless '{spec}' cannot {verb} {resource}{place}: {error}. kumaco needs `get \
-         list watch` on {resource}{place} (the chart grants it with inProgress.objectChecks; \
-         kustomize: a rule of your own, docs/maintenance-in-progress.md)"
-    )]
-    Access {
-        spec: String,
-        verb: &'static str,
-        resource: String,
-        place: String,
-        error: kube::Error,
-    },
+    #[error("{kind} is namespaced: name its namespace ({example})")]
+    NeedsNamespace { kind: String, example: &'static str },
+    #[error("{kind} is cluster-scoped: name no namespace")]
+    ClusterScoped { kind: String },
 }
 
-/// The checks' watches, as the controller waits for them.
-pub struct ObjectChecks {
-    /// One per check, for the fence: a new leader writes only from lists asked for in
-    /// its term.
-    pub lists: Vec<ListState>,
-    first: Option<oneshot::Receiver<()>>,
-}
-
-impl ObjectChecks {
-    /// Finds each check's kind, asks once for what it reads (so that a missing right or
-    /// a kind the API server does not serve stops kumaco at start-up, naming it), and
-    /// starts the watches and the task that evaluates them. No checks: nothing.
-    pub async fn start(
-        client: &Client,
-        connect: &Connect,
-        checks: &[ObjectCheck],
-        watch_timeout_secs: u32,
-        wake: Arc<Notify>,
-        verdicts: Verdicts,
-        metrics: Arc<Metrics>,
-    ) -> Result<ObjectChecks, CheckError> {
-        if checks.is_empty() {
-            return Ok(ObjectChecks {
-                lists: Vec::new(),
-                first: None,
-            });
+impl CheckError {
+    fn failure(&self) -> Failure {
+        match self {
+            CheckError::NotServed { .. } => Failure::NotFound,
+            CheckError::Discovery { failure, .. } => *failure,
+            CheckError::NeedsNamespace { .. } | CheckError::ClusterScoped { .. } => {
+                Failure::Invalid
+            }
         }
-        let changed = Arc::new(Notify::new());
-        let mut watched = Vec::new();
-        let mut lists = Vec::new();
-        for check in checks {
-            let resource = resource(client, check).await?;
-            let config = watch_config(check, watch_timeout_secs);
-            check_access(client, check, &resource, &config).await?;
-            let (store, list) = spawn_watch(client, connect, check, resource, config, &changed);
-            lists.push(list);
-            watched.push(Watched {
-                check: check.clone(),
-                store,
-                evaluated: Vec::new(),
-                published: None,
-            });
-        }
-        let (first, first_rx) = oneshot::channel();
-        tokio::spawn(evaluate_on_change(
-            watched, changed, verdicts, wake, metrics, first,
-        ));
-        Ok(ObjectChecks {
-            lists,
-            first: Some(first_rx),
-        })
     }
+}
 
-    /// Waits until every check's objects are listed and evaluated, and the verdict is
-    /// published: no start before it is known. `Err` if a watch ended.
-    pub async fn first_verdict(&mut self) -> Result<(), oneshot::error::RecvError> {
-        match self.first.take() {
-            Some(first) => first.await,
-            None => Ok(()),
+/// How long to wait before discovering a check's kind again, after `failures` failures
+/// in a row: doubling from one second to [`MAX_DISCOVERY_RETRY`].
+fn discovery_retry(failures: u32) -> std::time::Duration {
+    let secs = 1u64 << failures.saturating_sub(1).min(5);
+    std::time::Duration::from_secs(secs).min(MAX_DISCOVERY_RETRY)
+}
+
+/// The longest wait between two discoveries of a kind not served: a
+/// CustomResourceDefinition installed later is found within it.
+const MAX_DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Starts one task per check, each a source of its own: it finds the check's kind by
+/// discovery (again and again while the API server does not serve it: a
+/// CustomResourceDefinition installed later is found), watches the objects and
+/// evaluates them when they change. What cannot be found or read holds every start
+/// (`GateUnavailable`, naming the check and the answer); nothing here stops kumaco.
+/// Returns each check's list and source, for the fence.
+pub fn spawn(
+    client: &Client,
+    connect: &Connect,
+    checks: &[ObjectCheck],
+    watch_timeout_secs: u32,
+    sources: &Sources,
+    metrics: &Arc<Metrics>,
+) -> Vec<(ListState, Source)> {
+    checks
+        .iter()
+        .map(|check| {
+            let source = sources.add(
+                Gate::ObjectChecks,
+                format!("the objects of --block-unless '{}'", check.objects()),
+                Hints {
+                    forbidden: Some(
+                        "kumaco needs `get list watch` on them (the chart grants it with \
+                         inProgress.objectChecks; kustomize: a rule of your own, \
+                         docs/maintenance-in-progress.md)"
+                            .into(),
+                    ),
+                    not_found: None,
+                },
+                WATCHED,
+            );
+            let lists = ListState::default();
+            tokio::spawn(run(
+                client.clone(),
+                connect.clone(),
+                check.clone(),
+                watch_timeout_secs,
+                lists.clone(),
+                source.clone(),
+                metrics.clone(),
+            ));
+            (lists, source)
+        })
+        .collect()
+}
+
+/// One check: its kind found, its objects watched and evaluated at every change.
+async fn run(
+    client: Client,
+    connect: Connect,
+    check: ObjectCheck,
+    watch_timeout_secs: u32,
+    lists: ListState,
+    source: Source,
+    metrics: Arc<Metrics>,
+) {
+    let mut failures = 0;
+    let resource = loop {
+        match resource(&client, &check).await {
+            Ok(resource) => break resource,
+            Err(e) => {
+                if failures == 0 {
+                    warn!(check = %check.spec, error = %e,
+                          "an object check's kind cannot be found: no node starts until it is; trying again");
+                }
+                lists.set_failing(true);
+                source.failed(
+                    SourceError {
+                        failure: e.failure(),
+                        message: e.to_string(),
+                    },
+                    Timestamp::now(),
+                );
+                failures += 1;
+                tokio::time::sleep(discovery_retry(failures)).await;
+            }
         }
+    };
+    if failures > 0 {
+        info!(check = %check.spec, "the object check's kind is served now");
+    }
+    let changed = Arc::new(Notify::new());
+    let config = watch_config(&check, watch_timeout_secs);
+    let store = spawn_watch(
+        &client, &connect, &check, resource, config, &changed, lists, &source,
+    );
+    let mut watched = Watched {
+        check,
+        store,
+        evaluated: Vec::new(),
+        published: None,
+    };
+    if watched.store.wait_until_ready().await.is_err() {
+        return;
+    }
+    let env = Arc::new(cel::Env::stdlib());
+    loop {
+        let notified = changed.notified();
+        let hold = watched.refresh(&env, &metrics);
+        source.read(
+            Reading::Verdict(Verdict {
+                cluster: hold,
+                nodes: BTreeMap::new(),
+            }),
+            Timestamp::now(),
+        );
+        notified.await;
     }
 }
 
@@ -332,15 +398,27 @@ async fn resource(client: &Client, check: &ObjectCheck) -> Result<ApiResource, C
     let gvk = GroupVersionKind::gvk(group, version, &check.kind);
     let (resource, capabilities) = discovery::pinned_kind(client, &gvk)
         .await
-        .map_err(|error| CheckError::Discovery {
-            spec: check.spec.clone(),
-            kind: check.kind.clone(),
-            api_version: check.api_version.clone(),
-            error,
+        .map_err(|error| match &error {
+            // A group the API server does not serve, or a kind its group lacks.
+            kube::Error::Discovery(_) => CheckError::NotServed {
+                kind: check.kind.clone(),
+                api_version: check.api_version.clone(),
+                error: crate::kubeclient::describe(&error),
+            },
+            e if crate::kubeclient::failure(e) == Failure::NotFound => CheckError::NotServed {
+                kind: check.kind.clone(),
+                api_version: check.api_version.clone(),
+                error: crate::kubeclient::describe(&error),
+            },
+            e => CheckError::Discovery {
+                kind: check.kind.clone(),
+                api_version: check.api_version.clone(),
+                error: crate::kubeclient::describe(e),
+                failure: crate::kubeclient::failure(e),
+            },
         })?;
     match (capabilities.scope, &check.namespace) {
         (Scope::Namespaced, None) => Err(CheckError::NeedsNamespace {
-            spec: check.spec.clone(),
             kind: check.kind.clone(),
             example: match check.target {
                 Target::Name(_) => "NAMESPACE/NAME",
@@ -348,7 +426,6 @@ async fn resource(client: &Client, check: &ObjectCheck) -> Result<ApiResource, C
             },
         }),
         (Scope::Cluster, Some(_)) => Err(CheckError::ClusterScoped {
-            spec: check.spec.clone(),
             kind: check.kind.clone(),
         }),
         _ => Ok(resource),
@@ -373,53 +450,8 @@ fn watch_config(check: &ObjectCheck, watch_timeout_secs: u32) -> watcher::Config
     }
 }
 
-/// Lists and watches once as the watch will: a refusal stops kumaco, naming the right.
-/// Other errors pass: the watch retries them.
-async fn check_access(
-    client: &Client,
-    check: &ObjectCheck,
-    resource: &ApiResource,
-    config: &watcher::Config,
-) -> Result<(), CheckError> {
-    let forbidden =
-        |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403);
-    let refused = |verb: &'static str, error: kube::Error| CheckError::Access {
-        spec: check.spec.clone(),
-        verb,
-        resource: match resource.group.as_str() {
-            "" => resource.plural.clone(),
-            group => format!("{}.{group}", resource.plural),
-        },
-        place: check
-            .namespace
-            .as_ref()
-            .map_or_else(String::new, |ns| format!(" in namespace {ns}")),
-        error,
-    };
-    let api = api(client.clone(), check, resource);
-    let mut list = ListParams::default().limit(1);
-    let mut watch = WatchParams::default().timeout(1);
-    if let Some(fields) = &config.field_selector {
-        list = list.fields(fields);
-        watch = watch.fields(fields);
-    }
-    if let Some(labels) = &config.label_selector {
-        list = list.labels(labels);
-        watch = watch.labels(labels);
-    }
-    let version = match api.list(&list).await {
-        Err(error) if forbidden(&error) => return Err(refused("list", error)),
-        Err(_) => return Ok(()),
-        Ok(listed) => listed.metadata.resource_version.unwrap_or_default(),
-    };
-    // The answer's headers carry a refusal; the events themselves are not read.
-    match api.watch(&watch, &version).await {
-        Err(error) if forbidden(&error) => Err(refused("watch", error)),
-        _ => Ok(()),
-    }
-}
-
 /// Starts the watch of one check's objects, waking `changed` at every change.
+#[allow(clippy::too_many_arguments)]
 fn spawn_watch(
     client: &Client,
     connect: &Connect,
@@ -427,7 +459,9 @@ fn spawn_watch(
     resource: ApiResource,
     config: watcher::Config,
     changed: &Arc<Notify>,
-) -> (Store<DynamicObject>, ListState) {
+    lists: ListState,
+    source: &Source,
+) -> Store<DynamicObject> {
     let cache = reflector::store::Writer::new(resource.clone());
     let store = cache.as_reader();
     let check = check.clone();
@@ -445,55 +479,18 @@ fn spawn_watch(
                 object.types = Some(types.clone());
             })
     };
-    let lists = ListState::default();
     let watch = Watch {
         what: "object checks",
-        lists: lists.clone(),
+        lists,
         connect: connect.clone(),
         wake: changed.clone(),
         metrics: None,
+        source: Some(source.clone()),
     };
     // Every change of an object is one the expression may read.
     let relevant = |_: &watcher::Event<DynamicObject>, _: &Store<DynamicObject>| true;
     tokio::spawn(drive(watch, stream, client.clone(), cache, relevant));
-    (store, lists)
-}
-
-/// The task: once every check's objects are listed, and again after each change,
-/// evaluates what changed and publishes the verdict, waking a pass when it changed.
-async fn evaluate_on_change(
-    mut watched: Vec<Watched>,
-    changed: Arc<Notify>,
-    verdicts: Verdicts,
-    wake: Arc<Notify>,
-    metrics: Arc<Metrics>,
-    first: oneshot::Sender<()>,
-) {
-    for w in &watched {
-        if w.store.wait_until_ready().await.is_err() {
-            return;
-        }
-    }
-    let env = Arc::new(cel::Env::stdlib());
-    let mut first = Some(first);
-    loop {
-        let cluster: Vec<Hold> = watched
-            .iter_mut()
-            .filter_map(|w| w.refresh(&env, &metrics))
-            .collect();
-        metrics.gates.holding(GATE, !cluster.is_empty());
-        let verdict = Verdict {
-            cluster,
-            nodes: BTreeMap::new(),
-        };
-        if verdicts.set(GATE, verdict) {
-            wake.notify_one();
-        }
-        if let Some(first) = first.take() {
-            let _ = first.send(());
-        }
-        changed.notified().await;
-    }
+    store
 }
 
 #[cfg(test)]

@@ -164,7 +164,7 @@ fn only_a_changed_object_is_evaluated_again() {
     let metrics = Metrics::new();
     let reads = || {
         let labels = crate::metrics::GateReadLabels {
-            gate: GATE.into(),
+            gate: Gate::ObjectChecks.name().into(),
             result: "ok".into(),
         };
         metrics.gates.reads.get_or_create(&labels).get()
