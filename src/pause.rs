@@ -19,6 +19,9 @@ use crate::reasons;
 /// The annotation holding why the pause was made.
 pub const REASON_ANNOTATION: &str = "kumaco.dev/pause-reason";
 
+/// The label every pause Lease carries, as a selector: `kumaco status` finds them by it.
+pub const LABEL: &str = "app.kubernetes.io/component=kumaco-pause";
+
 /// Most bytes of the reason quoted on the nodes.
 const MAX_REASON_BYTES: usize = 256;
 
@@ -28,6 +31,16 @@ pub fn pause_lease(lease: &LeaseRef) -> LeaseRef {
         namespace: lease.namespace.clone(),
         name: format!("{}-pause", lease.name),
     }
+}
+
+/// The instance whose pause `lease` is: its own Lease, the pause's name without its
+/// suffix.
+pub fn instance_of(lease: &Lease) -> Option<LeaseRef> {
+    let name = lease.metadata.name.as_deref()?.strip_suffix("-pause")?;
+    Some(LeaseRef {
+        namespace: lease.metadata.namespace.clone()?,
+        name: name.to_string(),
+    })
 }
 
 /// What a pause Lease says, as the nodes show it: `paused by alice at

@@ -29,7 +29,7 @@ use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
 use testkit::cluster::Cluster;
 use testkit::faultproxy::{Fault, FaultProxy};
-use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, metric_sum};
 use testkit::nodes::{condition, wait_for_condition};
 use testkit::prometheus::{Prometheus, Target};
 use testkit::time::poll_showing;
@@ -63,6 +63,8 @@ fn alertmanager_flags_to(url: &str) -> Vec<String> {
         format!("--alertmanager-url={url}"),
         "--block-alerts".into(),
         "--silence-lease=20s".into(),
+        // Each test's Alertmanager has just started, and is the one source of alerts.
+        "--block-alerts-warm-up=0s".into(),
     ]);
     flags
 }
@@ -331,19 +333,23 @@ async fn alertmanager_down_holds_every_start_and_allow_goes_on_without_it() {
         metric_sum(
             &text,
             "kumaco_gate_reads_total",
-            &[("gate", "alerts"), ("result", "error")]
+            &[("gate", "alerts"), ("result", "unreachable")]
         ) >= 3.0,
         "{text}"
     );
     needs_reboot(&c, &a, 60).await;
-    let blocked = wait_mip(&c, &a, "False", Some("Blocked")).await;
+    let blocked = wait_mip(&c, &a, "False", Some("GateUnavailable")).await;
     let m = message(&blocked);
     assert!(
-        m.starts_with("the alerts of Alertmanager cannot be read, so no maintenance starts: ")
-            && m.contains(&am.url()),
+        m.starts_with(
+            "the alerts of Alertmanager cannot be read (unreachable), so no maintenance \
+             starts: "
+        ) && m.contains(&am.url()),
         "{m}"
     );
     stays_waiting(&c, &a).await;
+    let unavailable = [("gate", "alerts"), ("cause", "unreachable")];
+    wait_metric(&k, "kumaco_gate_unavailable", &unavailable, 1.0).await;
 
     // Allowed to go on without the gate: it starts, Alertmanager still down (and never
     // read by this process).
@@ -419,36 +425,47 @@ async fn a_query_with_series_holds_and_an_empty_one_lets_starts_happen() {
     wait_mip(&c, &b, "True", None).await;
 }
 
+/// A query that cannot work (Prometheus refuses it; its result is not an instant
+/// vector) does not stop kumaco: it runs, and no node starts while the query stands,
+/// the node naming the query and Prometheus' answer.
 #[tokio::test]
-async fn a_query_prometheus_refuses_stops_kumaco_at_its_start() {
+async fn a_query_prometheus_refuses_holds_every_start_naming_it() {
     let target = Target::start(&gate_metric(None, 0)).await.unwrap();
     let prometheus = Prometheus::start(&[&target]).await.expect("prometheus");
-    let server = ApiServer::shared();
-    let c = Cluster::new(server, "query-refused", KUMACO).await;
-    for (query, says) in [
+    for (i, (query, says)) in [
         ("gate_blocked ===", "Prometheus refuses it: "),
         (
             "scalar(gate_blocked)",
             "its result is a scalar, not an instant vector",
         ),
-    ] {
-        let mut args: Vec<String> = c.scope_args();
-        args.extend(base_flags());
-        args.extend([
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let c = Cluster::new(ApiServer::shared(), &format!("query-refused-{i}"), KUMACO).await;
+        let a = c.node("a", &[]).await;
+        c.put_active_window("now", "").await;
+        let mut flags = base_flags();
+        flags.extend([
             format!("--prometheus-url={}", prometheus.url()),
             format!("--block-query={query}"),
         ]);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let e =
-            KumacoProcess::start_on(KUMACO, server.kubeconfig(), &args, &StartOptions::default())
-                .await
-                .map(|_| ())
-                .expect_err("kumaco runs with a query that cannot work");
-        let e = format!("{e:#}");
+        let mut k = kumaco(&c, &flags).await;
+        needs_reboot(&c, &a, 60).await;
+        let held = wait_mip(&c, &a, "False", Some("GateUnavailable")).await;
+        let m = message(&held);
         assert!(
-            e.contains(&format!("--block-query '{query}': {says}")),
-            "{query}: {e}"
+            m.contains("(invalid), so no maintenance starts: ")
+                && m.contains(&format!("--block-query '{query}': {says}")),
+            "{query}: {m}"
         );
+        stays_waiting(&c, &a).await;
+        k.terminate(Duration::from_secs(10)).await.unwrap();
+        // Even allowed to go on through an outage: this is no outage.
+        flags.push("--alerts-unreachable=allow".into());
+        let _k = kumaco(&c, &flags).await;
+        stays_waiting(&c, &a).await;
+        assert_eq!(mip(&c, &a).await.reason.as_deref(), Some("GateUnavailable"));
     }
 }
 

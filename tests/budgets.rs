@@ -378,39 +378,6 @@ async fn two_nodes_sharing_a_budget_that_allows_one_go_in_turn() {
     assert!(waited, "{}", seen.timeline());
 }
 
-/// Without the rights the gate needs, kumaco stops at start-up and names them, instead of
-/// waiting unready for a list it may not make.
-#[tokio::test]
-async fn without_the_rights_of_the_gate_kumaco_stops_and_says_which() {
-    let server = ApiServer::shared();
-    let c = Cluster::new(server, "budget-rights", KUMACO).await;
-    let user = format!("kumaco-nobudgets-{}", c.scope.value());
-    let kubeconfig = server.kubeconfig_for(&user, &[]).unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(KUMACO)
-            .args(["run", "--leader-elect=false", "--in-progress"])
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={}", c.ns))
-            .args([
-                "--metrics-address=127.0.0.1:0",
-                "--health-address=127.0.0.1:0",
-            ])
-            .output(),
-    )
-    .await
-    .expect("kumaco to stop within a minute")
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("--pod-disruption-budgets")
-            && stderr.contains("poddisruptionbudgets")
-            && stderr.contains("components/disruption-budgets"),
-        "{stderr}"
-    );
-}
-
 /// The kustomize component grants exactly what the gate reads: `list watch` on
 /// poddisruptionbudgets and `list` on pods, nothing else about pods.
 #[tokio::test]

@@ -7,8 +7,10 @@
 //! - every object a selector matches must hold, and one on which the expression cannot
 //!   be evaluated (a field absent) holds every start with the CEL error, in the nodes'
 //!   message and in the log;
-//! - kumaco refuses to start, naming the cause, on an expression that does not compile,
-//!   a kind the API server does not serve, and a missing right to read the objects.
+//! - kumaco refuses to start on an expression that does not compile (what it can tell
+//!   alone); a kind the API server does not serve, a namespaced kind named without its
+//!   namespace and a missing right to read the objects hold every start instead, each
+//!   node naming the check and the cause (`GateUnavailable`).
 //!
 //! Waits watch or poll with deadlines; the sleeps are the scenario (the observation
 //! period of a "nothing starts" check).
@@ -131,7 +133,7 @@ async fn every_object_a_selector_matches_must_hold_and_an_evaluation_error_holds
         "no log line with the CEL error:\n{log}"
     );
     let metrics = kumaco.metrics_text().await.unwrap();
-    let errors = [("gate", "object-checks"), ("result", "error")];
+    let errors = [("gate", "object-checks"), ("result", "invalid")];
     assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &errors) >= 1.0);
 
     // A third object, unhealthy, before the second is mended: no moment without a
@@ -157,12 +159,13 @@ async fn every_object_a_selector_matches_must_hold_and_an_evaluation_error_holds
     c.wait_mip(&nodes[0], "True", None).await;
 }
 
-/// Refused at start-up, before anything is written, each naming what is wrong: an
-/// expression that does not compile (a usage error, with the CEL parser's message), a
-/// kind the API server does not serve, a namespaced kind named without its namespace,
-/// and an identity that may not list the objects.
+/// Refused at start-up, before anything is written: an expression that does not compile
+/// (a usage error, with the CEL parser's message), which kumaco can tell alone. What the
+/// cluster decides does not stop kumaco: a kind the API server does not serve, a
+/// namespaced kind named without its namespace, an identity that may not list the
+/// objects: each holds every start, the node naming the check and the cause.
 #[tokio::test]
-async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
+async fn a_check_kumaco_cannot_make_refuses_only_what_it_can_tell_alone() {
     let c = Cluster::new("check-refused").await;
     let ns = c.ns.clone();
     let broken = format!("{GROUP}/v1 {KIND} {ns}/ceph: object.status.(");
@@ -173,39 +176,91 @@ async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
         "{stderr}"
     );
 
+    let nodes = c.nodes(&["a"]).await;
+    c.put_active_window("w", &c.scope.selector()).await;
     let cases = [
         (
             format!("{GROUP}/v1 NoSuchKind {ns}/x: {HEALTHY}"),
-            format!("the API server serves no kind NoSuchKind in {GROUP}/v1"),
+            format!(
+                "the objects of --block-unless 'NoSuchKind {ns}/x' cannot be read (not-found), \
+                 so no maintenance starts: the API server serves no kind NoSuchKind in \
+                 {GROUP}/v1 (is its CustomResourceDefinition installed?)"
+            ),
         ),
         (
             format!("{GROUP}/v1 {KIND} ceph: {HEALTHY}"),
-            format!("{KIND} is namespaced: name its namespace (NAMESPACE/NAME)"),
+            format!(
+                "the objects of --block-unless '{KIND} ceph' cannot be read (invalid), so no \
+                 maintenance starts: {KIND} is namespaced: name its namespace (NAMESPACE/NAME)"
+            ),
         ),
     ];
     for (spec, expected) in cases {
-        let (code, stderr) = c.run_to_exit(&["--block-unless", &spec], None);
-        assert_eq!(code, Some(1), "{spec}: {stderr}");
-        assert!(
-            stderr.contains(&format!("--block-unless '{spec}'")),
-            "{stderr}"
-        );
-        assert!(stderr.contains(&expected), "{spec}: {stderr}");
+        let mut k = c.kumaco(&["--block-unless", &spec]).await;
+        let held = c
+            .wait_mip(&nodes[0], "False", Some("GateUnavailable"))
+            .await;
+        assert_eq!(held.message.as_deref(), Some(expected.as_str()), "{spec}");
+        c.stays_waiting(&nodes, Duration::from_secs(2)).await;
+        k.terminate(Duration::from_secs(10)).await.unwrap();
     }
 
-    // An identity with no rights at all: the list is refused.
+    // An identity that may read nodes, windows and Leases, not the checked objects.
     let user = format!("no-rights-{}", c.scope.value());
     let kubeconfig = ApiServer::shared().kubeconfig_for(&user, &[]).unwrap();
+    grant_base(&c.client, &user).await;
     let spec = format!("{GROUP}/v1 {KIND} {ns}/ceph: {HEALTHY}");
-    let flags = ["--block-unless", &spec, "--pod-disruption-budgets=false"];
-    let (code, stderr) = c.run_to_exit(&flags, Some(&kubeconfig));
-    assert_eq!(code, Some(1), "{stderr}");
+    let _k = c
+        .kumaco_as(
+            &kubeconfig,
+            &["--block-unless", &spec, "--pod-disruption-budgets=false"],
+        )
+        .await;
+    let held = c
+        .wait_mip(&nodes[0], "False", Some("GateUnavailable"))
+        .await;
+    let message = held.message.unwrap_or_default();
     assert!(
-        stderr.contains(&format!(
-            "cannot list storageclusters.{GROUP} in namespace {ns}"
-        )) && stderr.contains("kumaco needs `get list watch` on"),
-        "{stderr}"
+        message.starts_with(&format!(
+            "the objects of --block-unless '{KIND} {ns}/ceph' cannot be read (forbidden), so \
+             no maintenance starts: object checks: list: "
+        )) && message.contains("kumaco needs `get list watch` on them"),
+        "{message}"
     );
+}
+
+/// Grants `user` what kumaco needs besides the object checks: nodes and their status,
+/// window ConfigMaps and events, Leases.
+async fn grant_base(client: &kube::Client, user: &str) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = format!("{user}-base");
+    let role: ClusterRole = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": { "name": name },
+        "rules": [
+            { "apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"] },
+            { "apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"] },
+            { "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch"] },
+            { "apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"] },
+            { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"] },
+        ],
+    }))
+    .unwrap();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": name },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name },
+        "subjects": [{ "apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user }],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(client.clone())
+        .patch(&name, &apply(), &Patch::Apply(&role))
+        .await
+        .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .patch(&name, &apply(), &Patch::Apply(&binding))
+        .await
+        .unwrap();
 }
 
 /// The chart's `inProgress.objectChecks`, rendered by the real `helm template`: its
@@ -287,7 +342,18 @@ async fn the_charts_object_checks_pass_the_flag_and_grant_what_it_reads() {
 
     let nodes = c.nodes(&["a"]).await;
     c.put_active_window("w", &c.scope.selector()).await;
-    let _kumaco = c.kumaco_as(&kubeconfig, &[&flag]).await;
+    // As the chart's Deployment runs it: in the release's namespace, with its Lease's name
+    // (the pause switch's Lease is named after it).
+    let lease = deployment_args(&objects)
+        .into_iter()
+        .find(|a| a.starts_with("--lease-name="))
+        .expect("--lease-name in the Deployment's args");
+    let options = testkit::kumaco::StartOptions {
+        kubeconfig: Some(kubeconfig.clone()),
+        env: vec![("POD_NAMESPACE".into(), c.ns.clone())],
+        ..Default::default()
+    };
+    let _kumaco = c.kumaco_with(&[&flag, &lease], &options).await;
     c.wait_mip(&nodes[0], "False", Some("HealthCheckFailed"))
         .await;
     c.health("ceph", "HEALTH_OK").await;

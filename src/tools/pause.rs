@@ -100,10 +100,13 @@ pub async fn set(
         metadata: ObjectMeta {
             name: Some(pause.name.clone()),
             namespace: Some(pause.namespace.clone()),
-            labels: Some(BTreeMap::from([(
-                "app.kubernetes.io/managed-by".to_string(),
-                "kumaco".to_string(),
-            )])),
+            labels: Some(
+                [crate::pause::LABEL, "app.kubernetes.io/managed-by=kumaco"]
+                    .iter()
+                    .filter_map(|l| l.split_once('='))
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
             annotations: Some(BTreeMap::from([(
                 REASON_ANNOTATION.to_string(),
                 reason.to_string(),

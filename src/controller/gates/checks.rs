@@ -236,13 +236,9 @@ impl Watched {
 pub enum CheckError {
     #[error(
         "the API server serves no kind {kind} in {api_version} (is its \
-         CustomResourceDefinition installed?): {error}"
+         CustomResourceDefinition installed?)"
     )]
-    NotServed {
-        kind: String,
-        api_version: String,
-        error: String,
-    },
+    NotServed { kind: String, api_version: String },
     #[error("discovering kind {kind} in {api_version}: {error}")]
     Discovery {
         kind: String,
@@ -403,12 +399,10 @@ async fn resource(client: &Client, check: &ObjectCheck) -> Result<ApiResource, C
             kube::Error::Discovery(_) => CheckError::NotServed {
                 kind: check.kind.clone(),
                 api_version: check.api_version.clone(),
-                error: crate::kubeclient::describe(&error),
             },
             e if crate::kubeclient::failure(e) == Failure::NotFound => CheckError::NotServed {
                 kind: check.kind.clone(),
                 api_version: check.api_version.clone(),
-                error: crate::kubeclient::describe(&error),
             },
             e => CheckError::Discovery {
                 kind: check.kind.clone(),

@@ -128,12 +128,14 @@ pub async fn run(
         .iter()
         .filter_map(|r| r.window.as_ref().ok())
         .collect();
-    let owners = match &nodes {
+    let (owners, paused) = match &nodes {
         Some(nodes) => {
             let peers = read_leases(&connection.client, nodes).await;
-            kumaco_owners(nodes, &peers, now, &names)
+            let paused =
+                read_pauses(&connection.client, peers.leases.keys(), &args.namespaces).await;
+            (kumaco_owners(nodes, &peers, now, &names), paused)
         }
-        None => Owners::new(),
+        None => (Owners::new(), Vec::new()),
     };
     // With --forecast: each forecast node's expected start or end, and the rollout's;
     // a forecast that cannot be made (no durations recorded yet) is said, not fatal.
@@ -167,16 +169,28 @@ pub async fn run(
             Some(Err(e)) => report["forecast"] = serde_json::json!({ "error": e.to_string() }),
             None => {}
         }
+        report["paused"] = paused
+            .iter()
+            .map(|(lease, message)| {
+                serde_json::json!({ "lease": lease.to_string(), "message": message })
+            })
+            .collect();
         let mut text = serde_json::to_string_pretty(&report)
             .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
         text.push('\n');
         text
     } else {
-        let mut text = format!(
+        let mut text = String::new();
+        for (lease, message) in &paused {
+            text.push_str(&format!(
+                "PAUSED: the instance of Lease {lease}: {message}\n\n"
+            ));
+        }
+        text.push_str(&format!(
             "WINDOWS (as of {})\n{}",
             format_time(now, &TimeZone::UTC),
             windows_table(&reports, now, wide, nodes.is_some()),
-        );
+        ));
         match (&nodes, &outcome) {
             (Some(nodes), _) => {
                 text.push_str(&format!(
@@ -240,6 +254,42 @@ async fn read_leases(client: &kube::Client, nodes: &[Node]) -> Peers {
         peers.leases.insert(lease, (read, now));
     }
     peers
+}
+
+/// The instances (by their Leases) that are paused, with what their waiting nodes show:
+/// those whose field managers the nodes show, and those whose pause Lease is in one of
+/// `namespaces` (where an instance often runs beside its windows). A pause Lease this
+/// identity may not read goes unsaid.
+async fn read_pauses<'a>(
+    client: &kube::Client,
+    instances: impl Iterator<Item = &'a peers::LeaseRef>,
+    namespaces: &[String],
+) -> Vec<(peers::LeaseRef, String)> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let mut found: std::collections::BTreeMap<peers::LeaseRef, String> = Default::default();
+    for instance in instances {
+        let pause = crate::pause::pause_lease(instance);
+        let api: Api<Lease> = Api::namespaced(client.clone(), &pause.namespace);
+        if let Ok(Some(lease)) = api.get_opt(&pause.name).await {
+            found.insert(instance.clone(), crate::pause::hold(&lease).message);
+        }
+    }
+    for ns in namespaces {
+        let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+        let Ok(list) = api
+            .list(&ListParams::default().labels(crate::pause::LABEL))
+            .await
+        else {
+            continue;
+        };
+        for lease in list.items {
+            if let Some(instance) = crate::pause::instance_of(&lease) {
+                let message = crate::pause::hold(&lease).message;
+                found.entry(instance).or_insert(message);
+            }
+        }
+    }
+    found.into_iter().collect()
 }
 
 /// How far ahead `kumaco status --forecast` looks, as the controller's gauges do.

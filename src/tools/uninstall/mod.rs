@@ -26,6 +26,7 @@
 //! conditions are on the nodes, and their removal. This module runs the command.
 
 pub mod instance;
+pub mod maintenance;
 pub mod removals;
 #[cfg(test)]
 mod tests;
@@ -39,6 +40,7 @@ use kube::api::{Api, DeleteParams};
 use super::ToolError;
 use crate::cli::UninstallArgs;
 use crate::conditions::MAINTENANCE_IN_PROGRESS as IN_PROGRESS;
+use crate::kubeclient::Connection;
 use crate::node::names::Names;
 use instance::{
     Target, live_holder, read_lease, refuse_if_writer_runs, shadow_report, target, writer_holder,
@@ -84,6 +86,20 @@ pub enum UninstallError {
          Deployment, or another Lease name); stop it and run again"
     )]
     ConditionsCameBack { manager: String, node: String },
+    /// Nodes still in maintenance once `--wait-for-maintenance` passed.
+    #[error(
+        "{count} node(s) still in maintenance after waiting {waited}: {nodes}. Nothing was \
+         removed, and new starts stay paused (Lease {pause}), so that no other maintenance \
+         begins. Run again once they end (`kumaco status` shows them) or with a longer \
+         --wait-for-maintenance; --force removes their conditions mid-drain; `kumaco \
+         resume` ends the pause if you keep the instance"
+    )]
+    StillInMaintenance {
+        count: usize,
+        nodes: String,
+        waited: String,
+        pause: String,
+    },
     /// Neither the instance's Lease nor a condition of its manager: most often a mistyped
     /// namespace, Lease name or field manager.
     #[error(
@@ -130,6 +146,17 @@ fn api_error(server: &str, action: String, error: kube::Error) -> ToolError {
     }
 }
 
+/// What one run of the command works with.
+struct Run<'a> {
+    args: &'a UninstallArgs,
+    names: Names,
+    target: Target,
+    /// `--wait`: for the instance to stop.
+    wait: Duration,
+    /// `--wait-for-maintenance`.
+    wait_for_maintenance: Duration,
+}
+
 /// Runs `kumaco uninstall`; the report on `out`. Returns the exit status.
 pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<u8, ToolError> {
     let names = Names::new(
@@ -138,90 +165,84 @@ pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<
         &[],
     )
     .map_err(|e| super::flag_err(e.flag(), e))?;
-    let wait = crate::duration::parse(&args.wait)
-        .map_err(|e| super::flag_err("wait", e))?
-        .as_nanos();
-    let wait = Duration::from_nanos(u64::try_from(wait.max(0)).unwrap_or(u64::MAX));
-    let target = target(
-        args.lease_namespace.as_deref(),
-        args.lease_name.as_deref(),
-        args.field_manager.as_deref(),
-    )?;
+    let run = Run {
+        args,
+        names,
+        target: target(
+            args.lease_namespace.as_deref(),
+            args.lease_name.as_deref(),
+            args.field_manager.as_deref(),
+        )?,
+        wait: go_duration("wait", &args.wait)?,
+        wait_for_maintenance: go_duration("wait-for-maintenance", &args.wait_for_maintenance)?,
+    };
     let mut write = |text: &str| out.write_all(text.as_bytes()).map_err(ToolError::Write);
     if args.shadow {
-        write(&shadow_report(&target))?;
+        write(&shadow_report(&run.target))?;
         return Ok(0);
     }
-    let Target { lease, manager, .. } = &target;
-    let namespace = &lease.namespace;
     let connection = crate::kubeclient::connect(&args.client).await?;
-    let (client, server) = (&connection.client, connection.server.as_str());
-
-    let mut lease_found = false;
     if args.yes {
-        // Before anything changes: stopping this instance would not stop that one.
-        refuse_if_writer_runs(client, server, &target).await?;
-        lease_found = instance::stop(client, server, lease, args, wait, &mut write).await?;
+        run.remove(&connection, &mut write).await
+    } else {
+        run.preview(&connection, &mut write).await
     }
+}
 
-    let nodes = list_nodes(client, server, &names).await?;
-    let plan = removals(&nodes, manager, &names);
-    // Without --yes the Lease is only read for what is said: one this identity may not
-    // read counts as found, and its holder goes unsaid.
-    let own = if args.yes {
-        None
-    } else {
+/// A Go duration flag as a wait.
+fn go_duration(flag: &'static str, text: &str) -> Result<Duration, ToolError> {
+    let nanos = crate::duration::parse(text)
+        .map_err(|e| super::flag_err(flag, e))?
+        .as_nanos();
+    Ok(Duration::from_nanos(
+        u64::try_from(nanos.max(0)).unwrap_or(u64::MAX),
+    ))
+}
+
+impl Run<'_> {
+    /// Without `--yes`: what would be removed, and what stands in the way.
+    async fn preview(
+        &self,
+        connection: &Connection,
+        write: &mut impl FnMut(&str) -> Result<(), ToolError>,
+    ) -> Result<u8, ToolError> {
+        let (client, server) = (&connection.client, connection.server.as_str());
+        let Target { lease, manager, .. } = &self.target;
+        let nodes = list_nodes(client, server, &self.names).await?;
+        let plan = removals(&nodes, manager, &self.names);
+        // The Lease is only read for what is said: one this identity may not read counts
+        // as found, and its holder goes unsaid.
         let read = read_lease(client, lease).await;
-        lease_found = !matches!(read, Ok(None));
-        read.ok().flatten()
-    };
-    if plan.is_empty() && !lease_found {
-        if args.ignore_not_found {
-            write(&format!(
-                "found nothing to remove: no Lease {lease}, and none of the {} node(s) \
-                 carries a condition of field manager {manager:?} (--ignore-not-found: done)\n",
-                nodes.len()
-            ))?;
-            return Ok(0);
+        let lease_found = !matches!(read, Ok(None));
+        if let Some(code) = self.nothing_found(&plan, lease_found, &nodes, write)? {
+            return Ok(code);
         }
-        return Err(UninstallError::NothingFound {
-            lease: lease.to_string(),
-            manager: manager.clone(),
-            nodes: nodes.len(),
-            seen: kumaco_managers_seen(&nodes),
-        }
-        .into());
-    }
-    let count: usize = plan.iter().map(|r| r.removed.len()).sum();
-    if plan.is_empty() {
-        write(&format!(
-            "no node carries a condition owned by field manager {manager:?}\n"
-        ))?;
-    } else {
-        write(&format!(
-            "field manager {manager:?} owns {count} condition(s) on {} node(s):\n{}",
-            plan.len(),
-            removals_table(&plan)
-        ))?;
-        for r in plan.iter().filter(|r| r.in_progress) {
+        self.report(&plan, write)?;
+        let in_maintenance = in_maintenance(&plan);
+        if !in_maintenance.is_empty() {
             write(&format!(
-                "warning: {} is in maintenance ({}=True): without it, an executor takes the \
-                 maintenance for ended and may uncordon the node\n",
-                r.node,
-                names.to_wire(IN_PROGRESS)
+                "{} node(s) in maintenance ({}): --yes pauses new starts and waits up to {} \
+                 (--wait-for-maintenance) for them to end before it stops the instance; \
+                 --force removes their conditions mid-drain\n",
+                in_maintenance.len(),
+                in_maintenance.join(", "),
+                fmt_wait(self.wait_for_maintenance)
             ))?;
         }
-    }
-    if !args.yes {
-        if let Some(holder) = own.and_then(|l| live_holder(&l, Timestamp::now())) {
+        if let Some(holder) = read
+            .ok()
+            .flatten()
+            .and_then(|l| live_holder(&l, Timestamp::now()))
+        {
             write(&format!(
                 "the instance still runs (Lease {lease} held by {holder}): stop it before \
                  removing its conditions, or pass --stop-deployment\n"
             ))?;
         }
-        if let (Some(writer), Ok(Some(holder))) =
-            (&target.writer, writer_holder(client, server, &target).await)
-        {
+        if let (Some(writer), Ok(Some(holder))) = (
+            &self.target.writer,
+            writer_holder(client, server, &self.target).await,
+        ) {
             write(&format!(
                 "field manager {manager:?} writes for the instance of Lease {writer}, held by \
                  {holder}: that instance runs, and --yes refuses to remove its conditions\n"
@@ -231,23 +252,130 @@ pub async fn run(args: &UninstallArgs, out: &mut impl std::io::Write) -> Result<
             "dry run: nothing changed. Stop the instance, then run again with --yes to \
              remove them (and its Lease).\n",
         )?;
-        return Ok(0);
+        Ok(0)
     }
 
-    // Again just before the removal: that instance may have started meanwhile.
-    refuse_if_writer_runs(client, server, &target).await?;
-    removals::remove(client, server, manager, &names, &plan).await?;
-    match Api::<Lease>::namespaced(client.clone(), namespace)
-        .delete(&lease.name, &DeleteParams::default())
-        .await
-    {
-        Ok(_) => write(&format!("deleted Lease {lease}\n"))?,
-        Err(kube::Error::Api(e)) if e.code == 404 => {}
-        Err(e) => return Err(api_error(server, format!("delete Lease {lease}"), e)),
+    /// With `--yes`: the nodes in maintenance left to end, the instance stopped, its
+    /// conditions removed, its Leases deleted.
+    async fn remove(
+        &self,
+        connection: &Connection,
+        write: &mut impl FnMut(&str) -> Result<(), ToolError>,
+    ) -> Result<u8, ToolError> {
+        let (client, server) = (&connection.client, connection.server.as_str());
+        let Target { lease, manager, .. } = &self.target;
+        // Before anything changes: stopping this instance would not stop that one.
+        refuse_if_writer_runs(client, server, &self.target).await?;
+        maintenance::wait(
+            connection,
+            &self.target,
+            &self.names,
+            self.wait_for_maintenance,
+            self.args.force,
+            write,
+        )
+        .await?;
+        let lease_found =
+            instance::stop(client, server, lease, self.args, self.wait, write).await?;
+        let nodes = list_nodes(client, server, &self.names).await?;
+        let plan = removals(&nodes, manager, &self.names);
+        if let Some(code) = self.nothing_found(&plan, lease_found, &nodes, write)? {
+            return Ok(code);
+        }
+        self.report(&plan, write)?;
+        // Again just before the removal: that instance may have started meanwhile.
+        refuse_if_writer_runs(client, server, &self.target).await?;
+        removals::remove(client, server, manager, &self.names, &plan).await?;
+        match Api::<Lease>::namespaced(client.clone(), &lease.namespace)
+            .delete(&lease.name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => write(&format!("deleted Lease {lease}\n"))?,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(api_error(server, format!("delete Lease {lease}"), e)),
+        }
+        // The instance is gone, and with it the reason for its pause.
+        if crate::tools::pause::unset(connection, lease).await? {
+            write("deleted its pause Lease\n")?;
+        }
+        let count: usize = plan.iter().map(|r| r.removed.len()).sum();
+        write(&format!(
+            "removed {count} condition(s) from {} node(s)\n",
+            plan.len()
+        ))?;
+        Ok(0)
     }
-    write(&format!(
-        "removed {count} condition(s) from {} node(s)\n",
-        plan.len()
-    ))?;
-    Ok(0)
+
+    /// Neither a Lease nor a condition of the manager: exit 3, or 0 with
+    /// `--ignore-not-found` (`Some`); `None` when there is something to remove.
+    fn nothing_found(
+        &self,
+        plan: &[removals::Removal],
+        lease_found: bool,
+        nodes: &[crate::node::SlimNode],
+        write: &mut impl FnMut(&str) -> Result<(), ToolError>,
+    ) -> Result<Option<u8>, ToolError> {
+        if !plan.is_empty() || lease_found {
+            return Ok(None);
+        }
+        let Target { lease, manager, .. } = &self.target;
+        if self.args.ignore_not_found {
+            write(&format!(
+                "found nothing to remove: no Lease {lease}, and none of the {} node(s) \
+                 carries a condition of field manager {manager:?} (--ignore-not-found: done)\n",
+                nodes.len()
+            ))?;
+            return Ok(Some(0));
+        }
+        Err(UninstallError::NothingFound {
+            lease: lease.to_string(),
+            manager: manager.clone(),
+            nodes: nodes.len(),
+            seen: kumaco_managers_seen(nodes),
+        }
+        .into())
+    }
+
+    /// What is removed, node by node, and a warning for each node in maintenance.
+    fn report(
+        &self,
+        plan: &[removals::Removal],
+        write: &mut impl FnMut(&str) -> Result<(), ToolError>,
+    ) -> Result<(), ToolError> {
+        let manager = &self.target.manager;
+        if plan.is_empty() {
+            return write(&format!(
+                "no node carries a condition owned by field manager {manager:?}\n"
+            ));
+        }
+        let count: usize = plan.iter().map(|r| r.removed.len()).sum();
+        write(&format!(
+            "field manager {manager:?} owns {count} condition(s) on {} node(s):\n{}",
+            plan.len(),
+            removals_table(plan)
+        ))?;
+        for r in plan.iter().filter(|r| r.in_progress) {
+            write(&format!(
+                "warning: {} is in maintenance ({}=True): without it, an executor takes the \
+                 maintenance for ended and may uncordon the node\n",
+                r.node,
+                self.names.to_wire(IN_PROGRESS)
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+/// The nodes of `plan` in maintenance now.
+fn in_maintenance(plan: &[removals::Removal]) -> Vec<&str> {
+    plan.iter()
+        .filter(|r| r.in_progress)
+        .map(|r| r.node.as_str())
+        .collect()
+}
+
+/// A wait as a Go duration: `1m30s`.
+fn fmt_wait(d: Duration) -> String {
+    let nanos = i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+    crate::duration::GoDuration::from_nanos(nanos).to_string()
 }
