@@ -3,7 +3,7 @@
 //! - a real promtool (built once per machine from the Go module proxy, see
 //!   `testkit::gobuild::promtool`) checks the rules and runs their unit tests,
 //!   `tests/alerts/*.yaml`, in which every alert both fires and stays silent;
-//! - every alert has its runbook in docs/operations.md;
+//! - every alert has its runbook in docs/monitoring.md;
 //! - the chart's PrometheusRule and the kustomize component carry exactly these rules
 //!   (the chart with its two thresholds replaced when they are set).
 //!
@@ -114,15 +114,15 @@ fn every_alert_is_tested_firing_and_silent() {
 
 #[test]
 fn every_alert_has_a_runbook() {
-    let operations = read_repo("docs/operations.md");
+    let monitoring = read_repo("docs/monitoring.md");
     for (name, rule) in alerts() {
         assert!(
-            operations.contains(&format!("\n#### {name}\n")),
-            "docs/operations.md has no runbook heading `#### {name}`"
+            monitoring.contains(&format!("\n#### {name}\n")),
+            "docs/monitoring.md has no runbook heading `#### {name}`"
         );
         let runbook = rule["annotations"]["runbook"].as_str().unwrap_or_default();
         assert!(
-            runbook.starts_with(&format!("docs/operations.md#{}", name.to_lowercase())),
+            runbook.starts_with(&format!("docs/monitoring.md#{}", name.to_lowercase())),
             "{name}'s runbook annotation points elsewhere: {runbook:?}"
         );
     }
@@ -246,7 +246,7 @@ fn the_dashboard_queries_are_promql() {
     assert!(ok, "the dashboard's queries, as rules:\n{out}");
 }
 
-/// The inhibition recipe (docs/operations.md, "Without API access: inhibition"): its rule
+/// The inhibition recipe (docs/silences.md, "Without API access: inhibition"): its rule
 /// passes promtool (its unit test is tests/alerts/inhibition-recipe.yaml), and its
 /// Alertmanager configuration passes amtool of the Alertmanager the silence tests run.
 #[test]

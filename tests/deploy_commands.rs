@@ -1,4 +1,4 @@
-//! The install commands of README.md and docs/operations.md, run as written with a real
+//! The install commands of README.md and docs/install.md and docs/uninstall.md, run as written with a real
 //! kubectl (built from the same Kubernetes module as the test API server, see
 //! `testkit::gobuild::kubectl`) and a real helm, against the test API server.
 //!
@@ -214,7 +214,7 @@ async fn kustomize_install_commands_work_as_written() {
         "{applied}"
     );
 
-    // docs/operations.md: the same, looking first, in a clean copy.
+    // docs/install.md: the same, looking first, in a clean copy.
     let ops = Workdir::new(&server);
     let out = ops.run_block(&server, "kustomize-install");
     let rendered = ops.run(
@@ -263,7 +263,7 @@ async fn kustomize_install_commands_work_as_written() {
     assert_eq!(holder, format!("{pod}\n"));
 }
 
-/// docs/operations.md's kustomize uninstall after its install, with kumaco running in
+/// docs/uninstall.md's kustomize uninstall after its install, with kumaco running in
 /// the Pod's place, a node in maintenance and a window in each of the overlay's
 /// namespaces: no kumaco condition is left, every object of the overlay is gone but its
 /// namespaces, and every window stays.

@@ -6,7 +6,7 @@
 //!   kinds, and the API server accepts every object (server-side apply, strict field
 //!   validation, for real: namespaces first, as kustomize orders them);
 //! - its patches took effect (image, flags);
-//! - the optional ServiceMonitor component, added the way docs/operations.md shows, adds
+//! - the optional ServiceMonitor component, added the way docs/install.md shows, adds
 //!   a Service and a ServiceMonitor, and the ServiceMonitor is exactly what a cluster
 //!   without the CRDs refuses;
 //! - the NetworkPolicy component applies, and the PrometheusRule component renders (and
@@ -54,12 +54,9 @@ fn kinds(objects: &[DynamicObject]) -> Vec<String> {
     objects.iter().map(|o| api_version_and_kind(o).1).collect()
 }
 
-#[tokio::test]
-async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() {
-    let objects = build(&repo().join("deploy/overlays/example"));
-
-    // Only kinds every cluster has: core, apps, RBAC, admission policies.
-    for obj in &objects {
+/// Only kinds every cluster has: core, apps, RBAC, admission policies.
+fn assert_built_in_kinds(objects: &[DynamicObject], overlay: &str) {
+    for obj in objects {
         let (api_version, kind) = api_version_and_kind(obj);
         assert!(
             matches!(
@@ -69,10 +66,16 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
                     | "rbac.authorization.k8s.io/v1"
                     | "admissionregistration.k8s.io/v1"
             ),
-            "the example overlay renders {api_version} {kind}, which a plain cluster may not \
-             have: put it in an optional component"
+            "the {overlay} overlay renders {api_version} {kind}, which a plain cluster may \
+             not have: put it in an optional component"
         );
     }
+}
+
+#[tokio::test]
+async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() {
+    let objects = build(&repo().join("deploy/overlays/example"));
+    assert_built_in_kinds(&objects, "example");
     for kind in [
         "Namespace",
         "ServiceAccount",
@@ -121,7 +124,7 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
             .unwrap_or_else(|e| panic!("{e:#}"));
     }
 
-    // The optional component, added the way docs/operations.md shows: a copy of the
+    // The optional component, added the way docs/install.md shows: a copy of the
     // example overlay next to it, with `components:` added (in a copy of deploy/, so the
     // relative paths are the real ones).
     let deploy = Path::new(env!("CARGO_TARGET_TMPDIR"))

@@ -2,7 +2,7 @@
 //! Each check derives both sides, so that a new alert, value, reason or flag fails here
 //! until the docs name it, and a removed one until they stop naming it:
 //!
-//! - docs/operations.md's alert table and its promtool output against
+//! - docs/monitoring.md's alert table and docs/development.md's promtool output against
 //!   charts/kumaco/files/prometheus-rules.yaml and tests/alerts/;
 //! - charts/kumaco/README.md's value tables against every leaf key of values.yaml;
 //! - docs/configuration.md's reason table, and every "N reasons" in the docs, against
@@ -16,10 +16,10 @@
 //! - docs/kured.md's kured v1 table against kured v1's flags and environment variables
 //!   (tests/fixtures/kured-v1-flags.txt);
 //! - the README's part for operators: its length, and its `helm install` against the
-//!   tested one;
+//!   tested one; the blocks marked as tested only in the documents testkit runs them from;
 //! - the number of test binaries, stated once, against the workspace's targets;
-//! - docs/benchmarks.md's summary against the sections it links to, and every link to a
-//!   heading of the docs against the headings.
+//! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
+//!   link to, and every link to a heading of the docs against the headings.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -75,7 +75,7 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
         .flat_map(|g| g["rules"].as_array().expect("rules"))
         .filter(|r| r["alert"].is_string())
         .collect();
-    let ops = read_repo("docs/operations.md");
+    let ops = read_repo("docs/monitoring.md");
     let rows = table_after(&ops, "| alert | fires when | for | severity |");
     let documented: Vec<String> = rows
         .iter()
@@ -90,7 +90,7 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
         .collect();
     assert_eq!(
         documented, defined,
-        "docs/operations.md's alert table must list the rules file's alerts, in its order"
+        "docs/monitoring.md's alert table must list the rules file's alerts, in its order"
     );
     for (row, alert) in rows.iter().zip(&alerts) {
         let name = alert["alert"].as_str().unwrap();
@@ -110,9 +110,10 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
     }
 
     // The sample output of promtool: every rule counted, every unit test file run.
+    let development = read_repo("docs/development.md");
     assert!(
-        ops.contains(&format!("  SUCCESS: {} rules found", alerts.len())),
-        "docs/operations.md: `promtool check rules` should say SUCCESS: {} rules found",
+        development.contains(&format!("  SUCCESS: {} rules found", alerts.len())),
+        "docs/development.md: `promtool check rules` should say SUCCESS: {} rules found",
         alerts.len()
     );
     let mut files: Vec<String> = std::fs::read_dir(repo().join("tests/alerts"))
@@ -121,13 +122,13 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
         .filter(|f| f.ends_with(".yaml"))
         .collect();
     files.sort();
-    let shown: Vec<&str> = ops
+    let shown: Vec<&str> = development
         .lines()
         .filter_map(|l| l.strip_prefix("Processing test file: tests/alerts/"))
         .collect();
     assert_eq!(
         shown, files,
-        "docs/operations.md: `promtool test rules` output should show every tests/alerts file"
+        "docs/development.md: `promtool test rules` output should show every tests/alerts file"
     );
 }
 
@@ -223,7 +224,7 @@ fn the_reason_table_and_every_reason_count_match_the_code() {
     for doc in [
         "README.md",
         "docs/configuration.md",
-        "docs/operations.md",
+        "docs/monitoring.md",
         "docs/design.md",
     ] {
         let text = read_repo(doc);
@@ -354,7 +355,7 @@ fn one_memory_sizing_figure_everywhere() {
     for file in [
         "deploy/base/deployment.yaml",
         "charts/kumaco/values.yaml",
-        "docs/operations.md",
+        "docs/sizing.md",
         "charts/kumaco/README.md",
         "README.md",
     ] {
@@ -409,7 +410,7 @@ fn the_compatibility_statement_names_the_tested_and_the_oldest_kubernetes() {
         )),
         "docs/versioning.md must name the chart's kubeVersion floor, {floor}"
     );
-    for doc in ["README.md", "docs/operations.md"] {
+    for doc in ["README.md", "docs/install.md"] {
         let text = read_repo(doc);
         assert!(
             !text.contains("any Kubernetes"),
@@ -522,7 +523,7 @@ fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
         "cargo install --locked --path .",
         "make demo",
         "make test",
-        "docs/operations.md#try-it-on-a-laptop",
+        "docs/install.md#try-it-on-a-laptop",
     ] {
         assert!(
             readme[..end].contains(needed),
@@ -533,7 +534,7 @@ fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
 
 #[test]
 fn the_readmes_helm_install_is_the_tested_one() {
-    // The README shows docs/operations.md's `helm install`, which tests/deploy_commands.rs
+    // The README shows docs/install.md's `helm install`, which tests/deploy_commands.rs
     // runs; the two must not drift apart.
     let readme = read_repo("README.md");
     let start = readme
@@ -544,7 +545,29 @@ fn the_readmes_helm_install_is_the_tested_one() {
     assert_eq!(
         &readme[start..start + len],
         testkit::docs::block("helm-install"),
-        "README.md's helm install differs from docs/operations.md's tested `helm-install` block"
+        "README.md's helm install differs from docs/install.md's tested `helm-install` block"
+    );
+}
+
+#[test]
+fn blocks_marked_as_tested_are_only_where_the_tests_read_them() {
+    // testkit::docs reads its DOCS only: a marked block anywhere else would never run.
+    let mut stray = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let marks = text
+            .lines()
+            .any(|l| l.trim_start().starts_with(testkit::docs::MARKER));
+        if !testkit::docs::DOCS.contains(&doc.as_str()) && marks {
+            stray.push(doc);
+        }
+    }
+    assert!(
+        stray.is_empty(),
+        "{stray:?} mark blocks as tested, but testkit::docs::DOCS ({:?}) does not list \
+         them: add the document there",
+        testkit::docs::DOCS
     );
 }
 
@@ -626,7 +649,7 @@ fn the_number_of_test_binaries_is_stated_once_and_right() {
     );
 }
 
-// --- docs/benchmarks.md's summary -----------------------------------------------------
+// --- docs/sizing.md's headline figures -----------------------------------------------
 
 /// GitHub's anchor for a heading: lower case, letters, digits, `-` and `_` kept, spaces
 /// as `-`, the rest dropped.
@@ -674,19 +697,27 @@ fn section<'a>(text: &'a str, anchor: &str) -> Option<Vec<&'a str>> {
 }
 
 #[test]
-fn the_benchmarks_summary_repeats_its_sections_figures() {
+fn the_sizing_pages_figures_repeat_the_benchmarks_sections() {
+    let sizing = read_repo("docs/sizing.md");
     let text = read_repo("docs/benchmarks.md");
-    let rows = table_after(&text, "| what | measured | where |");
-    assert!(rows.len() >= 10, "docs/benchmarks.md's summary: {rows:?}");
+    let rows = table_after(&sizing, "| what | measured | where |");
+    assert!(
+        rows.len() >= 10,
+        "docs/sizing.md's headline figures: {rows:?}"
+    );
     for row in &rows {
         let link = &row[2];
         let anchor = link
-            .split("(#")
+            .split("(benchmarks.md#")
             .nth(1)
             .and_then(|r| r.split(')').next())
-            .unwrap_or_else(|| panic!("summary row without a link to its section: {row:?}"));
+            .unwrap_or_else(|| {
+                panic!("headline row without a link to its section of benchmarks.md: {row:?}")
+            });
         let body = section(&text, anchor)
-            .unwrap_or_else(|| panic!("summary row {row:?}: no heading #{anchor}"))
+            .unwrap_or_else(|| {
+                panic!("headline row {row:?}: no heading #{anchor} in benchmarks.md")
+            })
             .join("\n");
         // Every number the row states, in the section it links to.
         for number in row[0]
@@ -697,8 +728,8 @@ fn the_benchmarks_summary_repeats_its_sections_figures() {
         {
             assert!(
                 body.contains(number),
-                "docs/benchmarks.md's summary says {number} ({row:?}), its section \
-                 #{anchor} does not: update the summary with the section"
+                "docs/sizing.md says {number} ({row:?}), docs/benchmarks.md's section \
+                 #{anchor} does not: update the figure with the section"
             );
         }
     }

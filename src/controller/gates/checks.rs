@@ -249,7 +249,7 @@ pub enum CheckError {
     #[error(
         "--block-unless '{spec}' cannot {verb} {resource}{place}: {error}. kumaco needs `get \
          list watch` on {resource}{place} (the chart grants it with inProgress.objectChecks; \
-         kustomize: a rule of your own, docs/maintenance-in-progress.md)"
+         kustomize: a rule of your own, docs/health-gates.md)"
     )]
     Access {
         spec: String,
