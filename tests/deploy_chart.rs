@@ -1,8 +1,9 @@
 //! Checks of the Helm chart:
 //!
 //! - the chart ships the same admission policy as the kustomize base;
-//! - every flag of `kumaco run` has a value in values.yaml (its comment names the flag),
-//!   so a new flag cannot be forgotten in the chart;
+//! - every flag of `kumaco run` has a value in values.yaml (its comment names the flag)
+//!   that the Deployment template passes, but the ones values.yaml's header names as
+//!   having none, so a new flag cannot be forgotten in the chart;
 //! - rendered by a real `helm template` (Helm built once per machine from the Go module
 //!   proxy, see `testkit::gobuild::helm`), with the defaults and with most options on,
 //!   every object is accepted by the real API server (server-side apply, dry run, strict
@@ -41,6 +42,7 @@ fn every_run_flag_has_a_chart_value() {
     assert!(help.status.success(), "{help:?}");
     let help = String::from_utf8_lossy(&help.stdout);
     let values = read_repo("charts/kumaco/values.yaml");
+    let template = read_repo("charts/kumaco/templates/deployment.yaml");
     // Flags are the `--name` words that start an option line of clap's help.
     let flags: Vec<&str> = help
         .lines()
@@ -56,15 +58,55 @@ fn every_run_flag_has_a_chart_value() {
         flags.len() > 20 && flags.contains(&"--node-selector"),
         "unexpected help: {help}"
     );
+    // A flag is named when it stands as a word: `--silence-matcher` is not named by
+    // `--silence-matchers`.
+    let names = |text: &str, flag: &str| {
+        text.match_indices(flag).any(|(i, _)| {
+            !text[i + flag.len()..].starts_with(|c: char| c.is_ascii_lowercase() || c == '-')
+        })
+    };
+    // The flags the chart has no value for, as values.yaml's header says.
+    let header: String = values
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let without = header
+        .split_once("has a value here but")
+        .map(|(_, rest)| rest.split(';').next().unwrap_or_default())
+        .unwrap_or_default();
+    let omitted: Vec<&str> = flags
+        .iter()
+        .copied()
+        .filter(|flag| names(without, flag))
+        .collect();
     let missing: Vec<&&str> = flags
         .iter()
-        .filter(|flag| !values.contains(**flag))
+        .filter(|flag| !omitted.contains(flag))
+        .filter(|flag| !names(&values, flag) || !names(&template, flag))
         .collect();
     assert!(
         missing.is_empty(),
         "charts/kumaco/values.yaml has no value for {missing:?} (name the flag in the \
-         value's comment and pass it in templates/deployment.yaml)"
+         value's comment and pass it in templates/deployment.yaml, or name it in the \
+         header as one without a value)"
     );
+    let passed: Vec<&&str> = omitted
+        .iter()
+        .filter(|flag| names(&template, flag))
+        .collect();
+    assert!(
+        passed.is_empty(),
+        "values.yaml's header says {passed:?} have no value, but the chart passes them"
+    );
+    // What the header says, the chart's README says.
+    let readme = read_repo("charts/kumaco/README.md");
+    for flag in &omitted {
+        assert!(
+            readme.contains(&format!("but `{flag}`")),
+            "charts/kumaco/README.md should say that {flag} has no value"
+        );
+    }
 }
 
 /// `helm template` of the chart with `--set` values, as objects.
