@@ -11,7 +11,9 @@
 //! - the uninstall hook passes what keeps it from harming a live instance: `--shadow`
 //!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names;
 //! - the alerts gate's values pass flags `kumaco run` accepts, with the Prometheus
-//!   Secret mounted where they point.
+//!   Secret mounted where they point;
+//! - docs/install.md's rights table names every rule the chart grants kumaco, with every
+//!   option that adds one on.
 
 use std::path::Path;
 use std::process::Command;
@@ -622,4 +624,111 @@ fn uninstall_hook_passes_shadow_and_reads_the_lease_a_set_field_manager_names() 
         assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
     }
     assert!(reads_leases(&shadow), "the named Lease cannot be read");
+}
+
+/// docs/install.md's rights table against every rule the chart grants kumaco: by default,
+/// with `--in-progress` alone (its PodDisruptionBudget gate is on by default: those rights
+/// must be in a row granted with `--in-progress`), and with every option that adds one
+/// (blocking pods, an object check, node events). A right granted and not in the table is
+/// a drift. The uninstall hook's rights are its own (docs/uninstall.md).
+#[test]
+fn the_install_pages_rights_table_names_every_rule_the_chart_grants() {
+    let default = render(&[]);
+    let in_progress = render(&["inProgress.enabled=true"]);
+    let everything = render(&[
+        "inProgress.enabled=true",
+        "inProgress.blockPodSelectors={app=postgres}",
+        "nodeEvents=true",
+        "inProgress.objectChecks[0].apiVersion=ceph.rook.io/v1",
+        "inProgress.objectChecks[0].kind=CephCluster",
+        "inProgress.objectChecks[0].resource=cephclusters",
+        "inProgress.objectChecks[0].namespace=rook-ceph",
+        "inProgress.objectChecks[0].name=rook-ceph",
+        "inProgress.objectChecks[0].expression=has(object.status)",
+    ]);
+    let install = read_repo("docs/install.md");
+    let table = &install[install
+        .find("### Rights")
+        .expect("docs/install.md: ### Rights")..];
+    // Each row's cells: the right, when it is granted, ...
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim_start_matches('|').split(" | ").collect())
+        .collect();
+    assert!(rows.len() >= 8, "{rows:?}");
+    let words = |cell: &str| -> Vec<String> {
+        cell.split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    // kumaco's rules (not the uninstall hook's): (kind, name, resource, verbs).
+    let rules = |objects: &[DynamicObject]| -> Vec<(String, String, String, Vec<String>)> {
+        let mut out = Vec::new();
+        for obj in objects {
+            let kind = obj
+                .types
+                .as_ref()
+                .map(|t| t.kind.clone())
+                .unwrap_or_default();
+            let hook = obj
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("helm.sh/hook"));
+            if !matches!(kind.as_str(), "Role" | "ClusterRole") || hook {
+                continue;
+            }
+            for rule in obj.data["rules"].as_array().expect("rules") {
+                let verbs: Vec<String> = rule["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect();
+                for resource in rule["resources"].as_array().unwrap() {
+                    let resource = resource.as_str().unwrap().to_string();
+                    let name = obj.metadata.name.clone().unwrap_or_default();
+                    out.push((kind.clone(), name, resource, verbs.clone()));
+                }
+            }
+        }
+        out
+    };
+    let by_default = rules(&default);
+    let mut checked = 0;
+    for (objects, granted_with) in [
+        (&default, None),
+        (&in_progress, Some("`--in-progress`")),
+        (&everything, None),
+    ] {
+        for (kind, name, resource, verbs) in rules(objects) {
+            if granted_with.is_some() && by_default.iter().any(|r| r.2 == resource && r.3 == verbs)
+            {
+                continue;
+            }
+            // An object check's resource is whatever the check reads.
+            let right = if resource == "cephclusters" {
+                "`--block-unless`".to_string()
+            } else {
+                format!("`{resource}`")
+            };
+            let row = rows.iter().find(|cells| {
+                cells[0].contains(&right)
+                    && verbs.iter().all(|v| words(cells[0]).contains(v))
+                    && granted_with.is_none_or(|w| cells.get(1).is_some_and(|c| c.contains(w)))
+            });
+            assert!(
+                row.is_some(),
+                "docs/install.md's rights table has no row granting {verbs:?} on {right}{} \
+                 (the chart's {kind} {name} does)",
+                granted_with.map_or(String::new(), |w| format!(" with {w}"))
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked} rules checked");
 }
