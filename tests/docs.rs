@@ -5,8 +5,9 @@
 //! - docs/monitoring.md's alert table and docs/development.md's promtool output against
 //!   charts/kumaco/files/prometheus-rules.yaml and tests/alerts/;
 //! - charts/kumaco/README.md's value tables against every leaf key of values.yaml;
-//! - docs/configuration.md's reason table, and every "N reasons" in the docs, against
-//!   `kumaco_core::reasons::ALL`;
+//! - docs/configuration.md's reason table against `kumaco_core::reasons::ALL`, and every
+//!   count of a thing the code defines written in prose ("20 reasons", "kumaco's three
+//!   conditions") against the code;
 //! - docs/configuration.md's flags against `kumaco run --help`, both ways;
 //! - one memory-sizing figure (the node count beyond which to raise the limit) in every
 //!   place that gives one;
@@ -208,7 +209,7 @@ fn the_chart_readme_lists_every_value_of_values_yaml() {
 // --- reasons ------------------------------------------------------------------------
 
 #[test]
-fn the_reason_table_and_every_reason_count_match_the_code() {
+fn the_reason_table_matches_the_code() {
     let all: BTreeSet<&str> = kumaco_core::reasons::ALL.into_iter().collect();
     let config = read_repo("docs/configuration.md");
     let rows = table_after(&config, "### Reasons");
@@ -218,30 +219,102 @@ fn the_reason_table_and_every_reason_count_match_the_code() {
         "docs/configuration.md's reason table must list kumaco_core::reasons::ALL"
     );
     assert_eq!(rows.len(), all.len(), "a reason listed twice");
+}
 
-    // "16 reasons", "kumaco's 16 reasons", "~15 reasons": one count, the code's.
-    let mut counts = Vec::new();
-    for doc in [
-        "README.md",
-        "docs/configuration.md",
-        "docs/monitoring.md",
-        "docs/design.md",
-    ] {
-        let text = read_repo(doc);
-        for (i, _) in text.match_indices(" reasons") {
-            let before = text[..i].rsplit([' ', '\n', '(']).next().unwrap_or("");
-            let number = before.trim_start_matches('~');
-            if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()) {
-                counts.push((doc, before.to_string()));
+/// A count in prose: a number in digits or in words.
+fn number(word: &str) -> Option<usize> {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let word = word.trim_start_matches('~');
+    word.parse()
+        .ok()
+        .or_else(|| WORDS.iter().position(|w| w.eq_ignore_ascii_case(word)))
+}
+
+#[test]
+fn every_count_in_prose_is_the_codes() {
+    // What the code counts, and how the docs phrase a count of it: the number sits between
+    // the prefix (which may be empty) and the suffix. "N in all" counts the reasons when
+    // a reason is named just before it.
+    let reasons = kumaco_core::reasons::ALL.len();
+    let types = kumaco_core::peers::KUMACO_TYPES.len();
+    let phrases: [(&str, &str, usize, &str); 6] = [
+        ("", " reasons", reasons, "kumaco_core::reasons::ALL"),
+        ("", " in all", reasons, "kumaco_core::reasons::ALL"),
+        (
+            "kumaco's ",
+            " conditions",
+            types,
+            "kumaco_core::peers::KUMACO_TYPES",
+        ),
+        (
+            "kumaco's ",
+            " types",
+            types,
+            "kumaco_core::peers::KUMACO_TYPES",
+        ),
+        ("kumaco's ", ")", types, "kumaco_core::peers::KUMACO_TYPES"),
+        (
+            "condition type (",
+            ")",
+            types,
+            "kumaco_core::peers::KUMACO_TYPES",
+        ),
+    ];
+    let mut found = Vec::new();
+    let mut wrong = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = prose(&std::fs::read_to_string(&path).unwrap()).join(" ");
+        for (prefix, suffix, want, source) in phrases {
+            for (i, _) in text.match_indices(suffix) {
+                let before = &text[..i];
+                let word = before.rsplit([' ', '(', '\n']).next().unwrap_or("");
+                let Some(n) = number(word) else { continue };
+                if !before[..before.len() - word.len()].ends_with(prefix) {
+                    continue;
+                }
+                let near = before.char_indices().rev().nth(80).map_or(0, |(i, _)| i);
+                if suffix == " in all" && !before[near..].contains("reason") {
+                    continue;
+                }
+                found.push((doc.clone(), format!("{prefix}{word}{suffix}")));
+                if n != want {
+                    wrong.push(format!(
+                        "{doc}: \"{prefix}{word}{suffix}\": {source} has {want}"
+                    ));
+                }
             }
         }
     }
-    assert!(!counts.is_empty(), "no reason count found in the docs");
-    let want = all.len().to_string();
-    let wrong: Vec<_> = counts.iter().filter(|(_, n)| *n != want).collect();
+    assert!(
+        found.iter().any(|(_, f)| f.ends_with(" reasons")),
+        "no reason count found in the docs: {found:?}"
+    );
     assert!(
         wrong.is_empty(),
-        "reason counts that are not {want} (kumaco_core::reasons::ALL): {wrong:?}"
+        "counts in prose that the code contradicts: {wrong:#?}"
     );
 }
 
