@@ -19,6 +19,7 @@
 //! - the README's part for operators: its length, and its `helm install` against the
 //!   tested one; the blocks marked as tested only in the documents testkit runs them from;
 //! - the number of test binaries, stated once, against the workspace's targets;
+//! - every repository path a document names, and every file it links, exists;
 //! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
 //!   link to, and every link to a heading of the docs against the headings.
 
@@ -863,4 +864,59 @@ fn every_link_to_a_heading_of_the_docs_finds_it() {
         broken.is_empty(),
         "links to headings that do not exist: {broken:#?}"
     );
+}
+
+// --- paths ----------------------------------------------------------------------------
+
+#[test]
+fn every_path_a_document_names_exists() {
+    // Code spans that name a file or directory of the repository, and relative links to
+    // files other than documents (whose anchors the link test checks).
+    const ROOTS: [&str; 13] = [
+        "core/",
+        "src/",
+        "tests/",
+        "testkit/",
+        "testenv/",
+        "deploy/",
+        "charts/",
+        "hack/",
+        "benches/",
+        "fuzz/",
+        "examples/",
+        "docs/",
+        ".ci/",
+    ];
+    // Paths the docs have the reader create.
+    const CREATED: [&str; 1] = ["deploy/overlays/prod"];
+    let mut missing = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines = prose(&text);
+        for span in lines.iter().flat_map(|l| l.split('`').skip(1).step_by(2)) {
+            if !ROOTS.iter().any(|r| span.starts_with(r))
+                || span.contains(|c: char| c.is_whitespace() || "*<>{}$".contains(c))
+            {
+                continue;
+            }
+            let named = span.split(['#', ':']).next().unwrap().trim_end_matches('/');
+            if !CREATED.contains(&named) && !repo().join(named).exists() {
+                missing.push(format!("{doc}: `{span}`"));
+            }
+        }
+        for line in &lines {
+            for (i, _) in line.match_indices("](") {
+                let target = line[i + 2..].split(')').next().unwrap_or("");
+                let file = target.split('#').next().unwrap();
+                if file.is_empty() || file.contains("://") || file.ends_with(".md") {
+                    continue;
+                }
+                if !path.parent().unwrap().join(file).exists() {
+                    missing.push(format!("{doc}: ({target})"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "paths that do not exist: {missing:#?}");
 }
