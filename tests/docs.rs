@@ -19,6 +19,8 @@
 //! - the README's part for operators: its length, and its `helm install` against the
 //!   tested one; the blocks marked as tested only in the documents testkit runs them from;
 //! - the number of test binaries, stated once, against the workspace's targets;
+//! - docs/versioning.md's interface against the subcommands and the flags the chart's
+//!   uninstall hook passes;
 //! - every repository path a document names, and every file it links, exists;
 //! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
 //!   link to, and every link to a heading of the docs against the headings.
@@ -863,6 +865,58 @@ fn every_link_to_a_heading_of_the_docs_finds_it() {
     assert!(
         broken.is_empty(),
         "links to headings that do not exist: {broken:#?}"
+    );
+}
+
+// --- the interface -------------------------------------------------------------------
+
+#[test]
+fn the_interface_names_every_subcommand_and_what_the_uninstall_hook_passes() {
+    let versioning = read_repo("docs/versioning.md").replace('\n', " ");
+    let start = versioning
+        .find("- the flags of ")
+        .expect("docs/versioning.md: the interface's flags bullet");
+    let bullet =
+        &versioning[start..start + versioning[start..].find("- the condition types").unwrap()];
+    // The subcommands `kumaco --help` lists.
+    let top = help(&["--help"]);
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(
+        commands.len() >= 5 && commands.contains(&"uninstall"),
+        "{top}"
+    );
+    for command in &commands {
+        assert!(
+            bullet.contains(&format!("`{command}`"))
+                || bullet.contains(&format!("`kumaco {command}`")),
+            "docs/versioning.md's interface does not name `kumaco {command}`: {bullet}"
+        );
+    }
+    // What the chart's uninstall hook relies on: the flags it passes, and exit 3.
+    let hook = read_repo("charts/kumaco/templates/uninstall-hook.yaml");
+    let passed: BTreeSet<&str> = hook
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --"))
+        .map(|l| l.split(['=', ' ']).next().unwrap())
+        .collect();
+    assert!(passed.len() >= 8, "{passed:?}");
+    for flag in &passed {
+        assert!(
+            bullet.contains(&format!("`--{flag}`")),
+            "docs/versioning.md's interface does not name --{flag}, which the chart's \
+             uninstall hook passes to `kumaco uninstall`"
+        );
+    }
+    assert!(
+        bullet.contains("exit statuses") && bullet.contains("3"),
+        "docs/versioning.md: the hook relies on `kumaco uninstall`'s exit statuses (3)"
     );
 }
 
