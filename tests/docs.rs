@@ -19,6 +19,7 @@
 //! - the README's part for operators: its length, and its `helm install` against the
 //!   tested one; the blocks marked as tested only in the documents testkit runs them from;
 //! - the number of test binaries, stated once, against the workspace's targets;
+//! - docs/configuration.md's environment variables against those the code reads, both ways;
 //! - docs/versioning.md's interface against the subcommands and the flags the chart's
 //!   uninstall hook passes;
 //! - every repository path a document names, and every file it links, exists;
@@ -866,6 +867,78 @@ fn every_link_to_a_heading_of_the_docs_finds_it() {
         broken.is_empty(),
         "links to headings that do not exist: {broken:#?}"
     );
+}
+
+// --- environment variables ------------------------------------------------------------
+
+/// The Rust files of a directory, recursively, but the tests' (`tests.rs`, `tests/`).
+fn rust_sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy();
+        if path.is_dir() {
+            if name != "tests" {
+                rust_sources(&path, out);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" {
+            out.push(path);
+        }
+    }
+}
+
+/// What kumaco reads of its environment without naming it in its own code: the log
+/// filter (`tracing_subscriber::EnvFilter::try_from_default_env`) and the in-cluster
+/// configuration's port (kube's `Config::incluster`, beside the host kumaco checks).
+const READ_BY_LIBRARIES: [&str; 2] = ["RUST_LOG", "KUBERNETES_SERVICE_PORT"];
+
+#[test]
+fn every_environment_variable_kumaco_reads_is_documented_once() {
+    let mut files = Vec::new();
+    rust_sources(&repo().join("src"), &mut files);
+    rust_sources(&repo().join("core/src"), &mut files);
+    let mut read: BTreeSet<String> = READ_BY_LIBRARIES.iter().map(|v| v.to_string()).collect();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for call in ["env::var(\"", "env::var_os(\"", "nonempty(\"", "env = \""] {
+            for (i, _) in text.match_indices(call) {
+                let rest = &text[i + call.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if rest[name.len()..].starts_with('"') && !name.is_empty() {
+                    read.insert(name);
+                }
+            }
+        }
+    }
+    assert!(
+        read.contains("POD_NAME") && read.contains("TZDIR") && read.contains("NO_COLOR"),
+        "the scan found {read:?}"
+    );
+    let config = read_repo("docs/configuration.md");
+    let rows = table_after(&config, "## Environment variables");
+    let documented: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|r| {
+            spans(&r[0])
+                .into_iter()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        documented, read,
+        "docs/configuration.md's environment variables must be those kumaco reads (src/, \
+         core/src, and READ_BY_LIBRARIES)"
+    );
+    // One home: the other pages link it rather than list the variables again.
+    for doc in ["docs/kured.md", "docs/versioning.md"] {
+        assert!(
+            read_repo(doc).contains("configuration.md#environment-variables"),
+            "{doc}: link configuration.md#environment-variables for the variables kumaco reads"
+        );
+    }
 }
 
 // --- the interface -------------------------------------------------------------------
