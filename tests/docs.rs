@@ -22,6 +22,8 @@
 //! - docs/configuration.md's environment variables against those the code reads, both ways;
 //! - docs/versioning.md's interface against the subcommands and the flags the chart's
 //!   uninstall hook passes;
+//! - the worked examples of docs/maintenance-in-progress.md against the reason their flags
+//!   end a maintenance with;
 //! - every repository path a document names, and every file it links, exists;
 //! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
 //!   link to, and every link to a heading of the docs against the headings.
@@ -991,6 +993,43 @@ fn the_interface_names_every_subcommand_and_what_the_uninstall_hook_passes() {
         bullet.contains("exit statuses") && bullet.contains("3"),
         "docs/versioning.md: the hook relies on `kumaco uninstall`'s exit statuses (3)"
     );
+}
+
+// --- worked examples ------------------------------------------------------------------
+
+#[test]
+fn worked_examples_end_maintenance_with_the_reason_their_flags_give() {
+    // With --complete-on-reboot (the default) kured's reboots end a maintenance with
+    // NodeRebooted; MaintenanceCompleted only where the example turns it off.
+    let text = read_repo("docs/maintenance-in-progress.md");
+    let start = text.find("## Worked examples").expect("## Worked examples");
+    let end = start
+        + 3
+        + text[start + 3..]
+            .find("\n## ")
+            .unwrap_or(text.len() - start - 3);
+    let examples: Vec<&str> = text[start..end].split("\n### ").skip(1).collect();
+    assert!(examples.len() >= 2, "worked examples: {}", examples.len());
+    for example in examples {
+        let title = example.lines().next().unwrap_or_default();
+        // Its command: the first block of the example.
+        let command = example
+            .split("```sh\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap_or_else(|| panic!("\"{title}\": no ```sh block with its command"));
+        let reboots = !command.contains("--complete-on-reboot=false");
+        let rows: Vec<&str> = example
+            .lines()
+            .filter(|l| l.starts_with('|') && l.contains("MaintenanceCompleted"))
+            .collect();
+        assert!(
+            !reboots || rows.is_empty(),
+            "docs/maintenance-in-progress.md, \"{title}\": with --complete-on-reboot (the \
+             default) a reboot ends maintenance with NodeRebooted, not MaintenanceCompleted: \
+             {rows:#?}"
+        );
+    }
 }
 
 // --- paths ----------------------------------------------------------------------------
