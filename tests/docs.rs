@@ -23,7 +23,7 @@
 //! - docs/versioning.md's interface against the subcommands and the flags the chart's
 //!   uninstall hook passes;
 //! - the worked examples of docs/maintenance-in-progress.md against the reason their flags
-//!   end a maintenance with;
+//!   end a maintenance with; the log commands against reading one pod of several;
 //! - every repository path a document names, and every file it links, exists;
 //! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
 //!   link to, and every link to a heading of the docs against the headings.
@@ -1030,6 +1030,51 @@ fn worked_examples_end_maintenance_with_the_reason_their_flags_give() {
              {rows:#?}"
         );
     }
+}
+
+// --- logs -----------------------------------------------------------------------------
+
+#[test]
+fn log_commands_read_every_replica_or_the_leader() {
+    // `kubectl logs deploy/NAME` reads one pod of the Deployment, maybe the standby,
+    // which writes nothing: a check of what kumaco did must read the leader or all.
+    let mut texts: Vec<(String, String)> = markdown_docs()
+        .into_iter()
+        .map(|p| {
+            let doc = p.strip_prefix(repo()).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&p).unwrap();
+            // The commands: fenced code only.
+            let mut fenced = false;
+            let code: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    if l.trim_start().starts_with("```") {
+                        fenced = !fenced;
+                        return false;
+                    }
+                    fenced
+                })
+                .collect();
+            (doc, code.join("\n"))
+        })
+        .collect();
+    texts.push((
+        "charts/kumaco/templates/NOTES.txt".into(),
+        read_repo("charts/kumaco/templates/NOTES.txt"),
+    ));
+    let wrong: Vec<String> = texts
+        .iter()
+        .flat_map(|(doc, text)| {
+            text.lines()
+                .filter(|l| l.contains("logs deploy/") || l.contains("logs deployment/"))
+                .map(move |l| format!("{doc}: {l}"))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "read every replica (`logs -l app.kubernetes.io/name=kumaco --prefix --tail=-1`) or \
+         the leader (the Lease's holderIdentity), not one pod of the Deployment: {wrong:#?}"
+    );
 }
 
 // --- paths ----------------------------------------------------------------------------
