@@ -603,6 +603,9 @@ fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
         "make demo",
         "make test",
         "docs/install.md#try-it-on-a-laptop",
+        "docs/shadow-trial.md",
+        "docs/uninstall.md",
+        "conditions outlive it",
     ] {
         assert!(
             readme[..end].contains(needed),
