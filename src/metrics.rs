@@ -80,7 +80,7 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     pub config_hash: Gauge<i64, AtomicI64>,
     pub dry_run: DryRun,
-    /// Per-window and per-condition gauges (docs/operations.md, Monitoring).
+    /// Per-window and per-condition gauges (docs/monitoring.md, "Series and useful queries").
     pub pass: PassMetrics,
     /// The forecast's gauges and the recorded durations' histograms.
     pub forecast: ForecastMetrics,

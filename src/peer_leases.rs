@@ -123,7 +123,7 @@ impl PeerLeases {
                     warn!(lease = %lease,
                           "may not read another kumaco instance's Lease (403): it is taken for \
                            live, so its conditions are never overruled (grant `get` on leases, \
-                           docs/operations.md)");
+                           docs/install.md)");
                 } else if before.is_none() {
                     info!(lease = %lease, state = ?read, "read another kumaco instance's Lease");
                 }

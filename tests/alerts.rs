@@ -3,7 +3,8 @@
 //! - a real promtool (built once per machine from the Go module proxy, see
 //!   `testkit::gobuild::promtool`) checks the rules and runs their unit tests,
 //!   `tests/alerts/*.yaml`, in which every alert both fires and stays silent;
-//! - every alert has its runbook in docs/operations.md;
+//! - every alert has its runbook in docs/monitoring.md, linked by a `runbook_url`
+//!   annotation holding a URL (the chart's `prometheusRule.runbookBaseUrl` moves them);
 //! - the chart's PrometheusRule and the kustomize component carry exactly these rules
 //!   (the chart with its two thresholds replaced when they are set).
 //!
@@ -114,16 +115,33 @@ fn every_alert_is_tested_firing_and_silent() {
 
 #[test]
 fn every_alert_has_a_runbook() {
-    let operations = read_repo("docs/operations.md");
+    // The convention is a `runbook_url` annotation holding a URL: the runbook on the
+    // repository's home, whose base is chosen once (the chart's default, which the rules
+    // file is written with).
+    let base = runbook_base_url();
+    assert!(
+        base.starts_with("https://") && base.ends_with("/docs/monitoring.md"),
+        "prometheusRule.runbookBaseUrl: {base:?}"
+    );
+    let monitoring = read_repo("docs/monitoring.md");
     for (name, rule) in alerts() {
         assert!(
-            operations.contains(&format!("\n#### {name}\n")),
-            "docs/operations.md has no runbook heading `#### {name}`"
+            monitoring.contains(&format!("\n#### {name}\n")),
+            "docs/monitoring.md has no runbook heading `#### {name}`"
         );
-        let runbook = rule["annotations"]["runbook"].as_str().unwrap_or_default();
+        let annotations = rule["annotations"].as_object().expect("annotations");
         assert!(
-            runbook.starts_with(&format!("docs/operations.md#{}", name.to_lowercase())),
-            "{name}'s runbook annotation points elsewhere: {runbook:?}"
+            !annotations.contains_key("runbook"),
+            "{name}: the annotation is `runbook_url`, with a URL"
+        );
+        let url = annotations
+            .get("runbook_url")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert_eq!(
+            url,
+            format!("{base}#{}", name.to_lowercase()),
+            "{name}'s runbook_url"
         );
     }
 }
@@ -136,6 +154,16 @@ fn the_kustomize_component_carries_the_rules_file() {
         component["spec"] == yaml(&read_repo(RULES), RULES),
         "{COMPONENT} differs from {RULES}: run `make prometheusrule`"
     );
+}
+
+/// The chart's `prometheusRule.runbookBaseUrl`: where the runbooks are, for every
+/// alert's `runbook_url`.
+fn runbook_base_url() -> String {
+    let values = yaml(&read_repo("charts/kumaco/values.yaml"), "values.yaml");
+    values["prometheusRule"]["runbookBaseUrl"]
+        .as_str()
+        .expect("prometheusRule.runbookBaseUrl")
+        .to_string()
 }
 
 /// `helm template` of the PrometheusRule alone, with `--set` values.
@@ -208,6 +236,32 @@ fn the_chart_renders_the_rules_file_with_its_thresholds() {
             assert_ne!(&set, default, "{name}'s threshold was not replaced");
         }
     }
+
+    // The default runbooks' home is the rules file's; another moves every runbook_url.
+    let urls = |v: &Value| -> Vec<String> {
+        v["spec"]["groups"][0]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r["annotations"]["runbook_url"].as_str().map(String::from))
+            .collect()
+    };
+    assert_eq!(
+        urls(&rendered).len(),
+        alerts().len(),
+        "{}",
+        rendered["spec"]
+    );
+    assert_eq!(urls(&custom), urls(&rendered), "the default runbookBaseUrl");
+    let moved = render_rule(&["prometheusRule.runbookBaseUrl=https://docs.example.com/kumaco"]);
+    for rule in moved["spec"]["groups"][0]["rules"].as_array().unwrap() {
+        let name = rule["alert"].as_str().unwrap();
+        assert_eq!(
+            rule["annotations"]["runbook_url"],
+            format!("https://docs.example.com/kumaco#{}", name.to_lowercase()),
+            "{name}"
+        );
+    }
 }
 
 /// The dashboard's queries parse as PromQL: promtool checks them as the expressions of
@@ -246,7 +300,7 @@ fn the_dashboard_queries_are_promql() {
     assert!(ok, "the dashboard's queries, as rules:\n{out}");
 }
 
-/// The inhibition recipe (docs/operations.md, "Without API access: inhibition"): its rule
+/// The inhibition recipe (docs/silences.md, "Without API access: inhibition"): its rule
 /// passes promtool (its unit test is tests/alerts/inhibition-recipe.yaml), and its
 /// Alertmanager configuration passes amtool of the Alertmanager the silence tests run.
 #[test]

@@ -32,7 +32,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 /// minutes). The stand-in drain evicts with no grace period and the StatefulSet
 /// controller recreates the pod under its own name at once; when the disruption
 /// controller did not see the old pod go, it counts the new one as disrupted until that
-/// timeout, and the budget allows nothing meanwhile (docs/maintenance-in-progress.md,
+/// timeout, and the budget allows nothing meanwhile (docs/health-gates.md,
 /// "A pod recreated under its own name may wait two minutes"). Seen in CI: the second
 /// node started 2 minutes to the second after the first one's eviction.
 const ROLLOUT: Duration = Duration::from_secs(120 + 120);

@@ -1,8 +1,9 @@
 //! Checks of the Helm chart:
 //!
 //! - the chart ships the same admission policy as the kustomize base;
-//! - every flag of `kumaco run` has a value in values.yaml (its comment names the flag),
-//!   so a new flag cannot be forgotten in the chart;
+//! - every flag of `kumaco run` has a value in values.yaml (its comment names the flag)
+//!   that the Deployment template passes, but the ones values.yaml's header names as
+//!   having none, so a new flag cannot be forgotten in the chart;
 //! - rendered by a real `helm template` (Helm built once per machine from the Go module
 //!   proxy, see `testkit::gobuild::helm`), with the defaults and with most options on,
 //!   every object is accepted by the real API server (server-side apply, dry run, strict
@@ -10,7 +11,9 @@
 //! - the uninstall hook passes what keeps it from harming a live instance: `--shadow`
 //!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names;
 //! - the alerts gate's values pass flags `kumaco run` accepts, with the Prometheus
-//!   Secret mounted where they point.
+//!   Secret mounted where they point;
+//! - docs/install.md's rights table names every rule the chart grants kumaco, with every
+//!   option that adds one on.
 
 use std::path::Path;
 use std::process::Command;
@@ -41,6 +44,7 @@ fn every_run_flag_has_a_chart_value() {
     assert!(help.status.success(), "{help:?}");
     let help = String::from_utf8_lossy(&help.stdout);
     let values = read_repo("charts/kumaco/values.yaml");
+    let template = read_repo("charts/kumaco/templates/deployment.yaml");
     // Flags are the `--name` words that start an option line of clap's help.
     let flags: Vec<&str> = help
         .lines()
@@ -56,15 +60,55 @@ fn every_run_flag_has_a_chart_value() {
         flags.len() > 20 && flags.contains(&"--node-selector"),
         "unexpected help: {help}"
     );
+    // A flag is named when it stands as a word: `--silence-matcher` is not named by
+    // `--silence-matchers`.
+    let names = |text: &str, flag: &str| {
+        text.match_indices(flag).any(|(i, _)| {
+            !text[i + flag.len()..].starts_with(|c: char| c.is_ascii_lowercase() || c == '-')
+        })
+    };
+    // The flags the chart has no value for, as values.yaml's header says.
+    let header: String = values
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let without = header
+        .split_once("has a value here but")
+        .map(|(_, rest)| rest.split(';').next().unwrap_or_default())
+        .unwrap_or_default();
+    let omitted: Vec<&str> = flags
+        .iter()
+        .copied()
+        .filter(|flag| names(without, flag))
+        .collect();
     let missing: Vec<&&str> = flags
         .iter()
-        .filter(|flag| !values.contains(**flag))
+        .filter(|flag| !omitted.contains(flag))
+        .filter(|flag| !names(&values, flag) || !names(&template, flag))
         .collect();
     assert!(
         missing.is_empty(),
         "charts/kumaco/values.yaml has no value for {missing:?} (name the flag in the \
-         value's comment and pass it in templates/deployment.yaml)"
+         value's comment and pass it in templates/deployment.yaml, or name it in the \
+         header as one without a value)"
     );
+    let passed: Vec<&&str> = omitted
+        .iter()
+        .filter(|flag| names(&template, flag))
+        .collect();
+    assert!(
+        passed.is_empty(),
+        "values.yaml's header says {passed:?} have no value, but the chart passes them"
+    );
+    // What the header says, the chart's README says.
+    let readme = read_repo("charts/kumaco/README.md");
+    for flag in &omitted {
+        assert!(
+            readme.contains(&format!("but `{flag}`")),
+            "charts/kumaco/README.md should say that {flag} has no value"
+        );
+    }
 }
 
 /// `helm template` of the chart with `--set` values, as objects.
@@ -580,4 +624,111 @@ fn uninstall_hook_passes_shadow_and_reads_the_lease_a_set_field_manager_names() 
         assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
     }
     assert!(reads_leases(&shadow), "the named Lease cannot be read");
+}
+
+/// docs/install.md's rights table against every rule the chart grants kumaco: by default,
+/// with `--in-progress` alone (its PodDisruptionBudget gate is on by default: those rights
+/// must be in a row granted with `--in-progress`), and with every option that adds one
+/// (blocking pods, an object check, node events). A right granted and not in the table is
+/// a drift. The uninstall hook's rights are its own (docs/uninstall.md).
+#[test]
+fn the_install_pages_rights_table_names_every_rule_the_chart_grants() {
+    let default = render(&[]);
+    let in_progress = render(&["inProgress.enabled=true"]);
+    let everything = render(&[
+        "inProgress.enabled=true",
+        "inProgress.blockPodSelectors={app=postgres}",
+        "nodeEvents=true",
+        "inProgress.objectChecks[0].apiVersion=ceph.rook.io/v1",
+        "inProgress.objectChecks[0].kind=CephCluster",
+        "inProgress.objectChecks[0].resource=cephclusters",
+        "inProgress.objectChecks[0].namespace=rook-ceph",
+        "inProgress.objectChecks[0].name=rook-ceph",
+        "inProgress.objectChecks[0].expression=has(object.status)",
+    ]);
+    let install = read_repo("docs/install.md");
+    let table = &install[install
+        .find("### Rights")
+        .expect("docs/install.md: ### Rights")..];
+    // Each row's cells: the right, when it is granted, ...
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim_start_matches('|').split(" | ").collect())
+        .collect();
+    assert!(rows.len() >= 8, "{rows:?}");
+    let words = |cell: &str| -> Vec<String> {
+        cell.split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    // kumaco's rules (not the uninstall hook's): (kind, name, resource, verbs).
+    let rules = |objects: &[DynamicObject]| -> Vec<(String, String, String, Vec<String>)> {
+        let mut out = Vec::new();
+        for obj in objects {
+            let kind = obj
+                .types
+                .as_ref()
+                .map(|t| t.kind.clone())
+                .unwrap_or_default();
+            let hook = obj
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key("helm.sh/hook"));
+            if !matches!(kind.as_str(), "Role" | "ClusterRole") || hook {
+                continue;
+            }
+            for rule in obj.data["rules"].as_array().expect("rules") {
+                let verbs: Vec<String> = rule["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect();
+                for resource in rule["resources"].as_array().unwrap() {
+                    let resource = resource.as_str().unwrap().to_string();
+                    let name = obj.metadata.name.clone().unwrap_or_default();
+                    out.push((kind.clone(), name, resource, verbs.clone()));
+                }
+            }
+        }
+        out
+    };
+    let by_default = rules(&default);
+    let mut checked = 0;
+    for (objects, granted_with) in [
+        (&default, None),
+        (&in_progress, Some("`--in-progress`")),
+        (&everything, None),
+    ] {
+        for (kind, name, resource, verbs) in rules(objects) {
+            if granted_with.is_some() && by_default.iter().any(|r| r.2 == resource && r.3 == verbs)
+            {
+                continue;
+            }
+            // An object check's resource is whatever the check reads.
+            let right = if resource == "cephclusters" {
+                "`--block-unless`".to_string()
+            } else {
+                format!("`{resource}`")
+            };
+            let row = rows.iter().find(|cells| {
+                cells[0].contains(&right)
+                    && verbs.iter().all(|v| words(cells[0]).contains(v))
+                    && granted_with.is_none_or(|w| cells.get(1).is_some_and(|c| c.contains(w)))
+            });
+            assert!(
+                row.is_some(),
+                "docs/install.md's rights table has no row granting {verbs:?} on {right}{} \
+                 (the chart's {kind} {name} does)",
+                granted_with.map_or(String::new(), |w| format!(" with {w}"))
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "{checked} rules checked");
 }

@@ -1,4 +1,4 @@
-//! The install commands of README.md and docs/operations.md, run as written with a real
+//! The install commands of README.md and docs/install.md and docs/uninstall.md, run as written with a real
 //! kubectl (built from the same Kubernetes module as the test API server, see
 //! `testkit::gobuild::kubectl`) and a real helm, against the test API server.
 //!
@@ -133,8 +133,9 @@ async fn get(client: &kube::Client, obj: &DynamicObject, namespace: &str) -> Opt
 }
 
 /// Every object of `installed` is gone after `what`, but the Namespaces, which hold the
-/// windows and stay. No namespace controller runs here to finish deleting a Namespace:
-/// one being deleted counts as gone.
+/// windows, and the objects labelled `kumaco.dev/uninstall: keep` (the maintenance
+/// managers' Role and RoleBinding, who still edit the windows), which stay. No namespace
+/// controller runs here to finish deleting a Namespace: one being deleted counts as gone.
 async fn assert_gone_but_namespaces(
     client: &kube::Client,
     installed: &[DynamicObject],
@@ -146,9 +147,14 @@ async fn assert_gone_but_namespaces(
             .as_ref()
             .is_none_or(|o| o.metadata.deletion_timestamp.is_some());
         let is_namespace = obj.types.as_ref().is_some_and(|t| t.kind == "Namespace");
+        let kept = obj
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.get("kumaco.dev/uninstall").map(String::as_str) == Some("keep"));
         assert_eq!(
             gone,
-            !is_namespace,
+            !(is_namespace || kept),
             "{} after {what}: {}",
             describe(obj),
             if gone { "gone" } else { "left" }
@@ -214,7 +220,7 @@ async fn kustomize_install_commands_work_as_written() {
         "{applied}"
     );
 
-    // docs/operations.md: the same, looking first, in a clean copy.
+    // docs/install.md: the same, looking first, in a clean copy.
     let ops = Workdir::new(&server);
     let out = ops.run_block(&server, "kustomize-install");
     let rendered = ops.run(
@@ -263,10 +269,10 @@ async fn kustomize_install_commands_work_as_written() {
     assert_eq!(holder, format!("{pod}\n"));
 }
 
-/// docs/operations.md's kustomize uninstall after its install, with kumaco running in
+/// docs/uninstall.md's kustomize uninstall after its install, with kumaco running in
 /// the Pod's place, a node in maintenance and a window in each of the overlay's
 /// namespaces: no kumaco condition is left, every object of the overlay is gone but its
-/// namespaces, and every window stays.
+/// namespaces and the maintenance managers' Role and RoleBinding, and every window stays.
 #[tokio::test]
 async fn kustomize_uninstall_keeps_the_windows_and_their_namespaces() {
     let server = ApiServer::start_fresh().expect("test API server");
@@ -357,6 +363,23 @@ async fn kustomize_uninstall_keeps_the_windows_and_their_namespaces() {
         stored.status
     );
     assert_gone_but_namespaces(&client, &installed, "the kustomize uninstall").await;
+    // The people who edit the kept windows keep their rights.
+    for kind in ["Role", "RoleBinding"] {
+        let role = installed
+            .iter()
+            .find(|o| {
+                o.metadata.name.as_deref() == Some("maintenance-manager")
+                    && o.metadata.namespace.as_deref() == Some("maintenance")
+                    && o.types.as_ref().is_some_and(|t| t.kind == kind)
+            })
+            .unwrap_or_else(|| panic!("the overlay installs the maintenance managers' {kind}"));
+        let left = get(&client, role, "maintenance").await;
+        assert!(
+            left.is_some_and(|o| o.metadata.deletion_timestamp.is_none()),
+            "the maintenance managers' {kind} was deleted with kumaco: they could no \
+             longer edit the windows kept"
+        );
+    }
     for ns in windows {
         let window = Api::<ConfigMap>::namespaced(client.clone(), ns)
             .get_opt("weekly")

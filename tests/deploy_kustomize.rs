@@ -6,11 +6,15 @@
 //!   kinds, and the API server accepts every object (server-side apply, strict field
 //!   validation, for real: namespaces first, as kustomize orders them);
 //! - its patches took effect (image, flags);
-//! - the optional ServiceMonitor component, added the way docs/operations.md shows, adds
+//! - the optional ServiceMonitor component, added the way docs/install.md shows, adds
 //!   a Service and a ServiceMonitor, and the ServiceMonitor is exactly what a cluster
 //!   without the CRDs refuses;
 //! - the NetworkPolicy component applies, and the PrometheusRule component renders (and
-//!   is refused the same way without the CRDs).
+//!   is refused the same way without the CRDs);
+//! - the kured v2 overlay applies the same way, passes flags kumaco accepts as kured v2's
+//!   brain, and grants what they need: the API server's authorizer lets kumaco's
+//!   ServiceAccount read the PodDisruptionBudgets and list pods cluster-wide, and post
+//!   events about Nodes.
 
 use std::path::Path;
 use std::process::Command;
@@ -54,12 +58,9 @@ fn kinds(objects: &[DynamicObject]) -> Vec<String> {
     objects.iter().map(|o| api_version_and_kind(o).1).collect()
 }
 
-#[tokio::test]
-async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() {
-    let objects = build(&repo().join("deploy/overlays/example"));
-
-    // Only kinds every cluster has: core, apps, RBAC, admission policies.
-    for obj in &objects {
+/// Only kinds every cluster has: core, apps, RBAC, admission policies.
+fn assert_built_in_kinds(objects: &[DynamicObject], overlay: &str) {
+    for obj in objects {
         let (api_version, kind) = api_version_and_kind(obj);
         assert!(
             matches!(
@@ -69,10 +70,16 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
                     | "rbac.authorization.k8s.io/v1"
                     | "admissionregistration.k8s.io/v1"
             ),
-            "the example overlay renders {api_version} {kind}, which a plain cluster may not \
-             have: put it in an optional component"
+            "the {overlay} overlay renders {api_version} {kind}, which a plain cluster may \
+             not have: put it in an optional component"
         );
     }
+}
+
+#[tokio::test]
+async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() {
+    let objects = build(&repo().join("deploy/overlays/example"));
+    assert_built_in_kinds(&objects, "example");
     for kind in [
         "Namespace",
         "ServiceAccount",
@@ -121,7 +128,7 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
             .unwrap_or_else(|e| panic!("{e:#}"));
     }
 
-    // The optional component, added the way docs/operations.md shows: a copy of the
+    // The optional component, added the way docs/install.md shows: a copy of the
     // example overlay next to it, with `components:` added (in a copy of deploy/, so the
     // relative paths are the real ones).
     let deploy = Path::new(env!("CARGO_TARGET_TMPDIR"))
@@ -269,6 +276,125 @@ async fn may(client: &kube::Client, verb: &str, namespace: &str) -> bool {
                 resource: Some("events".into()),
                 verb: Some(verb.into()),
                 namespace: Some(namespace.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    kube::Api::<SubjectAccessReview>::all(client.clone())
+        .create(&Default::default(), &review)
+        .await
+        .expect("a SubjectAccessReview")
+        .status
+        .is_some_and(|s| s.allowed)
+}
+
+/// `deploy/overlays/kured-v2`: kumaco as kured v2's brain in one overlay.
+#[tokio::test]
+async fn kured_v2_overlay_applies_and_grants_what_its_flags_need() {
+    use clap::Parser;
+
+    let objects = build(&repo().join("deploy/overlays/kured-v2"));
+    assert_built_in_kinds(&objects, "kured-v2");
+    let deployment = objects
+        .iter()
+        .find(|o| api_version_and_kind(o).1 == "Deployment")
+        .unwrap();
+    let container = &deployment.data["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["image"], "registry.example.com/platform/kumaco:0.1.0",
+        "{container}"
+    );
+    let env = container["env"].as_array().expect("env");
+    assert!(
+        env.iter()
+            .any(|e| e["name"] == "KUMACO_NODE_EVENTS" && e["value"] == "true"),
+        "node events: {env:?}"
+    );
+    // The flags, as kumaco reads them: the brain, its required and blocking conditions,
+    // its ceilings, and the PodDisruptionBudget gate on by default.
+    let mut argv = vec!["kumaco".to_string()];
+    argv.extend(
+        container["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from)),
+    );
+    let cli = kumaco::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
+    let kumaco::cli::Command::Run(run) = cli.command else {
+        panic!("the args start with `run`: {argv:?}")
+    };
+    let settings = kumaco::config::Settings::from_args(&run, Some("kumaco".into()), None)
+        .unwrap_or_else(|e| panic!("the overlay's flags: {e}"));
+    assert!(settings.in_progress.is_some(), "--in-progress: {argv:?}");
+    assert!(
+        settings.gates.budgets,
+        "the PodDisruptionBudget gate: {argv:?}"
+    );
+    for flag in [
+        "--require-condition=kured.dev/RebootRequired",
+        "--block-condition=kured.dev/RebootBlocked",
+        "--max-in-progress-per=topology.kubernetes.io/zone=1",
+    ] {
+        assert!(argv.iter().any(|a| a == flag), "{flag} missing: {argv:?}");
+    }
+
+    // Applied to a cluster of its own, the rights its flags need are granted.
+    let server = ApiServer::start_fresh().expect("test API server");
+    let client = server.client().await.expect("admin client");
+    for obj in &objects {
+        manifests::apply(&client, obj, &APPLY)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"));
+    }
+    for (verb, group, resource, namespace) in [
+        ("list", "policy", "poddisruptionbudgets", ""),
+        ("watch", "policy", "poddisruptionbudgets", ""),
+        ("list", "", "pods", ""),
+        ("create", "events.k8s.io", "events", "default"),
+        ("patch", "", "nodes/status", ""),
+    ] {
+        poll_until(
+            &format!("kumaco's ServiceAccount may {verb} {resource} in {namespace:?}"),
+            std::time::Duration::from_secs(30),
+            || may_on(&client, verb, group, resource, namespace),
+        )
+        .await;
+    }
+    assert!(
+        !may_on(&client, "watch", "", "pods", "").await,
+        "without --block-pod-selector kumaco watches no pod"
+    );
+}
+
+/// Whether the API server authorizes kumaco's ServiceAccount (namespace `kumaco`) to
+/// `verb` `resource` (a subresource after `/`) in `namespace` (empty: cluster-wide).
+async fn may_on(
+    client: &kube::Client,
+    verb: &str,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s.to_string())),
+        None => (resource, None),
+    };
+    let review = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some("system:serviceaccount:kumaco:kumaco".into()),
+            groups: Some(vec!["system:serviceaccounts".into()]),
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.into()),
+                resource: Some(resource.into()),
+                subresource,
+                verb: Some(verb.into()),
+                namespace: (!namespace.is_empty()).then(|| namespace.into()),
                 ..Default::default()
             }),
             ..Default::default()

@@ -324,7 +324,7 @@ async fn create_namespace(client: &kube::Client, name: &str) {
 }
 
 /// The Role a cluster admin gives a maintenance manager: window ConfigMaps in kumaco's
-/// watched namespace (docs/operations.md shows the same).
+/// watched namespace (docs/install.md shows the same).
 async fn grant_window_editor(client: &kube::Client, user: &str) {
     let objects = [
         json!({

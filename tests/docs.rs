@@ -2,11 +2,12 @@
 //! Each check derives both sides, so that a new alert, value, reason or flag fails here
 //! until the docs name it, and a removed one until they stop naming it:
 //!
-//! - docs/operations.md's alert table and its promtool output against
+//! - docs/monitoring.md's alert table and docs/development.md's promtool output against
 //!   charts/kumaco/files/prometheus-rules.yaml and tests/alerts/;
 //! - charts/kumaco/README.md's value tables against every leaf key of values.yaml;
-//! - docs/configuration.md's reason table, and every "N reasons" in the docs, against
-//!   `kumaco_core::reasons::ALL`;
+//! - docs/configuration.md's reason table against `kumaco_core::reasons::ALL`, and every
+//!   count of a thing the code defines written in prose ("20 reasons", "kumaco's three
+//!   conditions") against the code;
 //! - docs/configuration.md's flags against `kumaco run --help`, both ways;
 //! - one memory-sizing figure (the node count beyond which to raise the limit) in every
 //!   place that gives one;
@@ -16,10 +17,16 @@
 //! - docs/kured.md's kured v1 table against kured v1's flags and environment variables
 //!   (tests/fixtures/kured-v1-flags.txt);
 //! - the README's part for operators: its length, and its `helm install` against the
-//!   tested one;
+//!   tested one; the blocks marked as tested only in the documents testkit runs them from;
 //! - the number of test binaries, stated once, against the workspace's targets;
-//! - docs/benchmarks.md's summary against the sections it links to, and every link to a
-//!   heading of the docs against the headings.
+//! - docs/configuration.md's environment variables against those the code reads, both ways;
+//! - docs/versioning.md's interface against the subcommands and the flags the chart's
+//!   uninstall hook passes;
+//! - the worked examples of docs/maintenance-in-progress.md against the reason their flags
+//!   end a maintenance with; the log commands against reading one pod of several;
+//! - every repository path a document names, and every file it links, exists;
+//! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
+//!   link to, and every link to a heading of the docs against the headings.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -75,7 +82,7 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
         .flat_map(|g| g["rules"].as_array().expect("rules"))
         .filter(|r| r["alert"].is_string())
         .collect();
-    let ops = read_repo("docs/operations.md");
+    let ops = read_repo("docs/monitoring.md");
     let rows = table_after(&ops, "| alert | fires when | for | severity |");
     let documented: Vec<String> = rows
         .iter()
@@ -90,7 +97,7 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
         .collect();
     assert_eq!(
         documented, defined,
-        "docs/operations.md's alert table must list the rules file's alerts, in its order"
+        "docs/monitoring.md's alert table must list the rules file's alerts, in its order"
     );
     for (row, alert) in rows.iter().zip(&alerts) {
         let name = alert["alert"].as_str().unwrap();
@@ -110,9 +117,10 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
     }
 
     // The sample output of promtool: every rule counted, every unit test file run.
+    let development = read_repo("docs/development.md");
     assert!(
-        ops.contains(&format!("  SUCCESS: {} rules found", alerts.len())),
-        "docs/operations.md: `promtool check rules` should say SUCCESS: {} rules found",
+        development.contains(&format!("  SUCCESS: {} rules found", alerts.len())),
+        "docs/development.md: `promtool check rules` should say SUCCESS: {} rules found",
         alerts.len()
     );
     let mut files: Vec<String> = std::fs::read_dir(repo().join("tests/alerts"))
@@ -121,13 +129,13 @@ fn the_alert_table_and_promtool_output_list_every_alert_of_the_rules_file() {
         .filter(|f| f.ends_with(".yaml"))
         .collect();
     files.sort();
-    let shown: Vec<&str> = ops
+    let shown: Vec<&str> = development
         .lines()
         .filter_map(|l| l.strip_prefix("Processing test file: tests/alerts/"))
         .collect();
     assert_eq!(
         shown, files,
-        "docs/operations.md: `promtool test rules` output should show every tests/alerts file"
+        "docs/development.md: `promtool test rules` output should show every tests/alerts file"
     );
 }
 
@@ -207,7 +215,7 @@ fn the_chart_readme_lists_every_value_of_values_yaml() {
 // --- reasons ------------------------------------------------------------------------
 
 #[test]
-fn the_reason_table_and_every_reason_count_match_the_code() {
+fn the_reason_table_matches_the_code() {
     let all: BTreeSet<&str> = kumaco_core::reasons::ALL.into_iter().collect();
     let config = read_repo("docs/configuration.md");
     let rows = table_after(&config, "### Reasons");
@@ -217,30 +225,102 @@ fn the_reason_table_and_every_reason_count_match_the_code() {
         "docs/configuration.md's reason table must list kumaco_core::reasons::ALL"
     );
     assert_eq!(rows.len(), all.len(), "a reason listed twice");
+}
 
-    // "16 reasons", "kumaco's 16 reasons", "~15 reasons": one count, the code's.
-    let mut counts = Vec::new();
-    for doc in [
-        "README.md",
-        "docs/configuration.md",
-        "docs/operations.md",
-        "docs/design.md",
-    ] {
-        let text = read_repo(doc);
-        for (i, _) in text.match_indices(" reasons") {
-            let before = text[..i].rsplit([' ', '\n', '(']).next().unwrap_or("");
-            let number = before.trim_start_matches('~');
-            if !number.is_empty() && number.chars().all(|c| c.is_ascii_digit()) {
-                counts.push((doc, before.to_string()));
+/// A count in prose: a number in digits or in words.
+fn number(word: &str) -> Option<usize> {
+    const WORDS: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let word = word.trim_start_matches('~');
+    word.parse()
+        .ok()
+        .or_else(|| WORDS.iter().position(|w| w.eq_ignore_ascii_case(word)))
+}
+
+#[test]
+fn every_count_in_prose_is_the_codes() {
+    // What the code counts, and how the docs phrase a count of it: the number sits between
+    // the prefix (which may be empty) and the suffix. "N in all" counts the reasons when
+    // a reason is named just before it.
+    let reasons = kumaco_core::reasons::ALL.len();
+    let types = kumaco_core::peers::KUMACO_TYPES.len();
+    let phrases: [(&str, &str, usize, &str); 6] = [
+        ("", " reasons", reasons, "kumaco_core::reasons::ALL"),
+        ("", " in all", reasons, "kumaco_core::reasons::ALL"),
+        (
+            "kumaco's ",
+            " conditions",
+            types,
+            "kumaco_core::peers::KUMACO_TYPES",
+        ),
+        (
+            "kumaco's ",
+            " types",
+            types,
+            "kumaco_core::peers::KUMACO_TYPES",
+        ),
+        ("kumaco's ", ")", types, "kumaco_core::peers::KUMACO_TYPES"),
+        (
+            "condition type (",
+            ")",
+            types,
+            "kumaco_core::peers::KUMACO_TYPES",
+        ),
+    ];
+    let mut found = Vec::new();
+    let mut wrong = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = prose(&std::fs::read_to_string(&path).unwrap()).join(" ");
+        for (prefix, suffix, want, source) in phrases {
+            for (i, _) in text.match_indices(suffix) {
+                let before = &text[..i];
+                let word = before.rsplit([' ', '(', '\n']).next().unwrap_or("");
+                let Some(n) = number(word) else { continue };
+                if !before[..before.len() - word.len()].ends_with(prefix) {
+                    continue;
+                }
+                let near = before.char_indices().rev().nth(80).map_or(0, |(i, _)| i);
+                if suffix == " in all" && !before[near..].contains("reason") {
+                    continue;
+                }
+                found.push((doc.clone(), format!("{prefix}{word}{suffix}")));
+                if n != want {
+                    wrong.push(format!(
+                        "{doc}: \"{prefix}{word}{suffix}\": {source} has {want}"
+                    ));
+                }
             }
         }
     }
-    assert!(!counts.is_empty(), "no reason count found in the docs");
-    let want = all.len().to_string();
-    let wrong: Vec<_> = counts.iter().filter(|(_, n)| *n != want).collect();
+    assert!(
+        found.iter().any(|(_, f)| f.ends_with(" reasons")),
+        "no reason count found in the docs: {found:?}"
+    );
     assert!(
         wrong.is_empty(),
-        "reason counts that are not {want} (kumaco_core::reasons::ALL): {wrong:?}"
+        "counts in prose that the code contradicts: {wrong:#?}"
     );
 }
 
@@ -354,7 +434,7 @@ fn one_memory_sizing_figure_everywhere() {
     for file in [
         "deploy/base/deployment.yaml",
         "charts/kumaco/values.yaml",
-        "docs/operations.md",
+        "docs/sizing.md",
         "charts/kumaco/README.md",
         "README.md",
     ] {
@@ -409,7 +489,7 @@ fn the_compatibility_statement_names_the_tested_and_the_oldest_kubernetes() {
         )),
         "docs/versioning.md must name the chart's kubeVersion floor, {floor}"
     );
-    for doc in ["README.md", "docs/operations.md"] {
+    for doc in ["README.md", "docs/install.md"] {
         let text = read_repo(doc);
         assert!(
             !text.contains("any Kubernetes"),
@@ -522,7 +602,10 @@ fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
         "cargo install --locked --path .",
         "make demo",
         "make test",
-        "docs/operations.md#try-it-on-a-laptop",
+        "docs/install.md#try-it-on-a-laptop",
+        "docs/shadow-trial.md",
+        "docs/uninstall.md",
+        "conditions outlive it",
     ] {
         assert!(
             readme[..end].contains(needed),
@@ -533,7 +616,7 @@ fn the_readme_reads_in_five_minutes_before_the_part_for_contributors() {
 
 #[test]
 fn the_readmes_helm_install_is_the_tested_one() {
-    // The README shows docs/operations.md's `helm install`, which tests/deploy_commands.rs
+    // The README shows docs/install.md's `helm install`, which tests/deploy_commands.rs
     // runs; the two must not drift apart.
     let readme = read_repo("README.md");
     let start = readme
@@ -544,7 +627,29 @@ fn the_readmes_helm_install_is_the_tested_one() {
     assert_eq!(
         &readme[start..start + len],
         testkit::docs::block("helm-install"),
-        "README.md's helm install differs from docs/operations.md's tested `helm-install` block"
+        "README.md's helm install differs from docs/install.md's tested `helm-install` block"
+    );
+}
+
+#[test]
+fn blocks_marked_as_tested_are_only_where_the_tests_read_them() {
+    // testkit::docs reads its DOCS only: a marked block anywhere else would never run.
+    let mut stray = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let marks = text
+            .lines()
+            .any(|l| l.trim_start().starts_with(testkit::docs::MARKER));
+        if !testkit::docs::DOCS.contains(&doc.as_str()) && marks {
+            stray.push(doc);
+        }
+    }
+    assert!(
+        stray.is_empty(),
+        "{stray:?} mark blocks as tested, but testkit::docs::DOCS ({:?}) does not list \
+         them: add the document there",
+        testkit::docs::DOCS
     );
 }
 
@@ -626,7 +731,7 @@ fn the_number_of_test_binaries_is_stated_once_and_right() {
     );
 }
 
-// --- docs/benchmarks.md's summary -----------------------------------------------------
+// --- docs/sizing.md's headline figures -----------------------------------------------
 
 /// GitHub's anchor for a heading: lower case, letters, digits, `-` and `_` kept, spaces
 /// as `-`, the rest dropped.
@@ -674,19 +779,27 @@ fn section<'a>(text: &'a str, anchor: &str) -> Option<Vec<&'a str>> {
 }
 
 #[test]
-fn the_benchmarks_summary_repeats_its_sections_figures() {
+fn the_sizing_pages_figures_repeat_the_benchmarks_sections() {
+    let sizing = read_repo("docs/sizing.md");
     let text = read_repo("docs/benchmarks.md");
-    let rows = table_after(&text, "| what | measured | where |");
-    assert!(rows.len() >= 10, "docs/benchmarks.md's summary: {rows:?}");
+    let rows = table_after(&sizing, "| what | measured | where |");
+    assert!(
+        rows.len() >= 10,
+        "docs/sizing.md's headline figures: {rows:?}"
+    );
     for row in &rows {
         let link = &row[2];
         let anchor = link
-            .split("(#")
+            .split("(benchmarks.md#")
             .nth(1)
             .and_then(|r| r.split(')').next())
-            .unwrap_or_else(|| panic!("summary row without a link to its section: {row:?}"));
+            .unwrap_or_else(|| {
+                panic!("headline row without a link to its section of benchmarks.md: {row:?}")
+            });
         let body = section(&text, anchor)
-            .unwrap_or_else(|| panic!("summary row {row:?}: no heading #{anchor}"))
+            .unwrap_or_else(|| {
+                panic!("headline row {row:?}: no heading #{anchor} in benchmarks.md")
+            })
             .join("\n");
         // Every number the row states, in the section it links to.
         for number in row[0]
@@ -697,8 +810,8 @@ fn the_benchmarks_summary_repeats_its_sections_figures() {
         {
             assert!(
                 body.contains(number),
-                "docs/benchmarks.md's summary says {number} ({row:?}), its section \
-                 #{anchor} does not: update the summary with the section"
+                "docs/sizing.md says {number} ({row:?}), docs/benchmarks.md's section \
+                 #{anchor} does not: update the figure with the section"
             );
         }
     }
@@ -759,4 +872,265 @@ fn every_link_to_a_heading_of_the_docs_finds_it() {
         broken.is_empty(),
         "links to headings that do not exist: {broken:#?}"
     );
+}
+
+// --- environment variables ------------------------------------------------------------
+
+/// The Rust files of a directory, recursively, but the tests' (`tests.rs`, `tests/`).
+fn rust_sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy();
+        if path.is_dir() {
+            if name != "tests" {
+                rust_sources(&path, out);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" {
+            out.push(path);
+        }
+    }
+}
+
+/// What kumaco reads of its environment without naming it in its own code: the log
+/// filter (`tracing_subscriber::EnvFilter::try_from_default_env`) and the in-cluster
+/// configuration's port (kube's `Config::incluster`, beside the host kumaco checks).
+const READ_BY_LIBRARIES: [&str; 2] = ["RUST_LOG", "KUBERNETES_SERVICE_PORT"];
+
+#[test]
+fn every_environment_variable_kumaco_reads_is_documented_once() {
+    let mut files = Vec::new();
+    rust_sources(&repo().join("src"), &mut files);
+    rust_sources(&repo().join("core/src"), &mut files);
+    let mut read: BTreeSet<String> = READ_BY_LIBRARIES.iter().map(|v| v.to_string()).collect();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for call in ["env::var(\"", "env::var_os(\"", "nonempty(\"", "env = \""] {
+            for (i, _) in text.match_indices(call) {
+                let rest = &text[i + call.len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                    .collect();
+                if rest[name.len()..].starts_with('"') && !name.is_empty() {
+                    read.insert(name);
+                }
+            }
+        }
+    }
+    assert!(
+        read.contains("POD_NAME") && read.contains("TZDIR") && read.contains("NO_COLOR"),
+        "the scan found {read:?}"
+    );
+    let config = read_repo("docs/configuration.md");
+    let rows = table_after(&config, "## Environment variables");
+    let documented: BTreeSet<String> = rows
+        .iter()
+        .flat_map(|r| {
+            spans(&r[0])
+                .into_iter()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        documented, read,
+        "docs/configuration.md's environment variables must be those kumaco reads (src/, \
+         core/src, and READ_BY_LIBRARIES)"
+    );
+    // One home: the other pages link it rather than list the variables again.
+    for doc in ["docs/kured.md", "docs/versioning.md"] {
+        assert!(
+            read_repo(doc).contains("configuration.md#environment-variables"),
+            "{doc}: link configuration.md#environment-variables for the variables kumaco reads"
+        );
+    }
+}
+
+// --- the interface -------------------------------------------------------------------
+
+#[test]
+fn the_interface_names_every_subcommand_and_what_the_uninstall_hook_passes() {
+    let versioning = read_repo("docs/versioning.md").replace('\n', " ");
+    let start = versioning
+        .find("- the flags of ")
+        .expect("docs/versioning.md: the interface's flags bullet");
+    let bullet =
+        &versioning[start..start + versioning[start..].find("- the condition types").unwrap()];
+    // The subcommands `kumaco --help` lists.
+    let top = help(&["--help"]);
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(
+        commands.len() >= 5 && commands.contains(&"uninstall"),
+        "{top}"
+    );
+    for command in &commands {
+        assert!(
+            bullet.contains(&format!("`{command}`"))
+                || bullet.contains(&format!("`kumaco {command}`")),
+            "docs/versioning.md's interface does not name `kumaco {command}`: {bullet}"
+        );
+    }
+    // What the chart's uninstall hook relies on: the flags it passes, and exit 3.
+    let hook = read_repo("charts/kumaco/templates/uninstall-hook.yaml");
+    let passed: BTreeSet<&str> = hook
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- --"))
+        .map(|l| l.split(['=', ' ']).next().unwrap())
+        .collect();
+    assert!(passed.len() >= 8, "{passed:?}");
+    for flag in &passed {
+        assert!(
+            bullet.contains(&format!("`--{flag}`")),
+            "docs/versioning.md's interface does not name --{flag}, which the chart's \
+             uninstall hook passes to `kumaco uninstall`"
+        );
+    }
+    assert!(
+        bullet.contains("exit statuses") && bullet.contains("3"),
+        "docs/versioning.md: the hook relies on `kumaco uninstall`'s exit statuses (3)"
+    );
+}
+
+// --- worked examples ------------------------------------------------------------------
+
+#[test]
+fn worked_examples_end_maintenance_with_the_reason_their_flags_give() {
+    // With --complete-on-reboot (the default) kured's reboots end a maintenance with
+    // NodeRebooted; MaintenanceCompleted only where the example turns it off.
+    let text = read_repo("docs/maintenance-in-progress.md");
+    let start = text.find("## Worked examples").expect("## Worked examples");
+    let end = start
+        + 3
+        + text[start + 3..]
+            .find("\n## ")
+            .unwrap_or(text.len() - start - 3);
+    let examples: Vec<&str> = text[start..end].split("\n### ").skip(1).collect();
+    assert!(examples.len() >= 2, "worked examples: {}", examples.len());
+    for example in examples {
+        let title = example.lines().next().unwrap_or_default();
+        // Its command: the first block of the example.
+        let command = example
+            .split("```sh\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .unwrap_or_else(|| panic!("\"{title}\": no ```sh block with its command"));
+        let reboots = !command.contains("--complete-on-reboot=false");
+        let rows: Vec<&str> = example
+            .lines()
+            .filter(|l| l.starts_with('|') && l.contains("MaintenanceCompleted"))
+            .collect();
+        assert!(
+            !reboots || rows.is_empty(),
+            "docs/maintenance-in-progress.md, \"{title}\": with --complete-on-reboot (the \
+             default) a reboot ends maintenance with NodeRebooted, not MaintenanceCompleted: \
+             {rows:#?}"
+        );
+    }
+}
+
+// --- logs -----------------------------------------------------------------------------
+
+#[test]
+fn log_commands_read_every_replica_or_the_leader() {
+    // `kubectl logs deploy/NAME` reads one pod of the Deployment, maybe the standby,
+    // which writes nothing: a check of what kumaco did must read the leader or all.
+    let mut texts: Vec<(String, String)> = markdown_docs()
+        .into_iter()
+        .map(|p| {
+            let doc = p.strip_prefix(repo()).unwrap().display().to_string();
+            let text = std::fs::read_to_string(&p).unwrap();
+            // The commands: fenced code only.
+            let mut fenced = false;
+            let code: Vec<&str> = text
+                .lines()
+                .filter(|l| {
+                    if l.trim_start().starts_with("```") {
+                        fenced = !fenced;
+                        return false;
+                    }
+                    fenced
+                })
+                .collect();
+            (doc, code.join("\n"))
+        })
+        .collect();
+    texts.push((
+        "charts/kumaco/templates/NOTES.txt".into(),
+        read_repo("charts/kumaco/templates/NOTES.txt"),
+    ));
+    let wrong: Vec<String> = texts
+        .iter()
+        .flat_map(|(doc, text)| {
+            text.lines()
+                .filter(|l| l.contains("logs deploy/") || l.contains("logs deployment/"))
+                .map(move |l| format!("{doc}: {l}"))
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "read every replica (`logs -l app.kubernetes.io/name=kumaco --prefix --tail=-1`) or \
+         the leader (the Lease's holderIdentity), not one pod of the Deployment: {wrong:#?}"
+    );
+}
+
+// --- paths ----------------------------------------------------------------------------
+
+#[test]
+fn every_path_a_document_names_exists() {
+    // Code spans that name a file or directory of the repository, and relative links to
+    // files other than documents (whose anchors the link test checks).
+    const ROOTS: [&str; 13] = [
+        "core/",
+        "src/",
+        "tests/",
+        "testkit/",
+        "testenv/",
+        "deploy/",
+        "charts/",
+        "hack/",
+        "benches/",
+        "fuzz/",
+        "examples/",
+        "docs/",
+        ".ci/",
+    ];
+    // Paths the docs have the reader create.
+    const CREATED: [&str; 1] = ["deploy/overlays/prod"];
+    let mut missing = Vec::new();
+    for path in markdown_docs() {
+        let doc = path.strip_prefix(repo()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines = prose(&text);
+        for span in lines.iter().flat_map(|l| l.split('`').skip(1).step_by(2)) {
+            if !ROOTS.iter().any(|r| span.starts_with(r))
+                || span.contains(|c: char| c.is_whitespace() || "*<>{}$".contains(c))
+            {
+                continue;
+            }
+            let named = span.split(['#', ':']).next().unwrap().trim_end_matches('/');
+            if !CREATED.contains(&named) && !repo().join(named).exists() {
+                missing.push(format!("{doc}: `{span}`"));
+            }
+        }
+        for line in &lines {
+            for (i, _) in line.match_indices("](") {
+                let target = line[i + 2..].split(')').next().unwrap_or("");
+                let file = target.split('#').next().unwrap();
+                if file.is_empty() || file.contains("://") || file.ends_with(".md") {
+                    continue;
+                }
+                if !path.parent().unwrap().join(file).exists() {
+                    missing.push(format!("{doc}: ({target})"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "paths that do not exist: {missing:#?}");
 }

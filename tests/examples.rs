@@ -1,8 +1,10 @@
 //! The recipes in `examples/`: every YAML file there is valid for
 //! `kumaco validate`, without a lint warning, starts with a comment that explains it,
-//! and is listed in examples/README.md, which the README links; and the kured v1
-//! equivalents are open, minute by minute over two weeks (one with a change of clocks),
-//! exactly when kured's own time window (ported below) would be.
+//! and is listed in examples/README.md, which the README links; the `helm` commands their
+//! comments give render, with a real helm, the node scope they write (a `--set` value with
+//! a comma would be split); and the kured v1 equivalents are open, minute by minute over
+//! two weeks (one with a change of clocks), exactly when kured's own time window (ported
+//! below) would be.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -89,6 +91,125 @@ fn every_example_explains_itself_and_is_listed() {
     assert!(
         read_repo("README.md").contains("(examples/README.md)"),
         "README.md does not link examples/README.md"
+    );
+}
+
+/// The `helm install` and `helm upgrade` commands of a file's comments (`#   helm ...`,
+/// continued lines joined), as the shell splits them into words.
+fn helm_commands(text: &str) -> Vec<Vec<String>> {
+    let mut commands = Vec::new();
+    let mut current = String::new();
+    for line in text.lines().filter_map(|l| l.strip_prefix('#')) {
+        let line = line.trim();
+        if current.is_empty() && !line.starts_with("helm ") {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(rest) => {
+                current.push_str(rest);
+                current.push(' ');
+            }
+            None => {
+                current.push_str(line);
+                commands.push(shell_words(&std::mem::take(&mut current)));
+            }
+        }
+    }
+    commands
+}
+
+/// Words as a POSIX shell splits them: single quotes literal, a backslash outside them
+/// escapes the next character.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => words.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    w.push(q);
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    words
+}
+
+#[test]
+fn the_helm_commands_of_the_examples_render_the_node_scope_they_write() {
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let mut rendered = 0;
+    for file in examples() {
+        let name = relative(&file);
+        for words in helm_commands(&std::fs::read_to_string(&file).unwrap()) {
+            assert!(
+                matches!(
+                    words.get(1).map(String::as_str),
+                    Some("install" | "upgrade")
+                ),
+                "{name}: {words:?}"
+            );
+            // helm template with the command's values, as install or upgrade would apply
+            // them to a fresh release.
+            let mut cmd = Command::new(&helm);
+            cmd.args(["template", &words[2]])
+                .arg(repo().join("charts/kumaco"))
+                .args(["--kube-version", "1.37.2"]);
+            let mut scope = None;
+            let mut args = words[4..].iter();
+            while let Some(flag) = args.next() {
+                if !matches!(flag.as_str(), "--set" | "--set-string") {
+                    continue;
+                }
+                let value = args.next().expect("a value after --set");
+                if let Some(selector) = value.strip_prefix("nodeScope=") {
+                    // Helm's own escape: `\,` is a comma in the value.
+                    scope = Some(selector.replace("\\,", ","));
+                }
+                cmd.args([flag, value]);
+            }
+            let out = cmd.output().expect("running helm template");
+            assert!(
+                out.status.success(),
+                "{name}: {words:?}:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let objects = testkit::manifests::parse(&String::from_utf8_lossy(&out.stdout))
+                .unwrap_or_else(|e| panic!("{name}: helm's output: {e:#}"));
+            let deployment = objects
+                .iter()
+                .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+                .expect("a Deployment");
+            let args: Vec<&str> =
+                deployment.data["spec"]["template"]["spec"]["containers"][0]["args"]
+                    .as_array()
+                    .expect("args")
+                    .iter()
+                    .filter_map(|a| a.as_str())
+                    .collect();
+            if let Some(scope) = scope {
+                let flag = format!("--node-selector={scope}");
+                assert!(
+                    args.contains(&flag.as_str()),
+                    "{name}: {words:?} should pass {flag}, the chart got {args:?} (a value with \
+                     a comma needs --set-string and `\\,`, or a values file)"
+                );
+            }
+            rendered += 1;
+        }
+    }
+    assert!(
+        rendered >= 2,
+        "no helm command found in the examples' comments"
     );
 }
 

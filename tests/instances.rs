@@ -31,7 +31,7 @@ const PROMPT: Duration = Duration::from_secs(10);
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 
 // ---------------------------------------------------------------------------------------
-// Moving a pool between instances (docs/operations.md, "Moving nodes between instances")
+// Moving a pool between instances (docs/instances.md, "Moving nodes between instances")
 
 /// Instance a manages pools x and y, b pool z, one window over every pool. Pool y moves
 /// to b the recommended way: b widened first, then a narrowed. While both manage y, b

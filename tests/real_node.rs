@@ -503,7 +503,7 @@ async fn readme_install_runs_on_a_real_node() {
         applied.contains("deployment.apps/kumaco serverside-applied"),
         "{applied}"
     );
-    // docs/operations.md: wait for the Pods, see which one leads.
+    // docs/install.md: wait for the Pods, see which one leads.
     let started = Instant::now();
     let checked = work.run("kustomize-check", &block("kustomize-check")).await;
     eprintln!(
@@ -563,7 +563,7 @@ async fn readme_install_runs_on_a_real_node() {
         );
     }
     assert_eq!(leaders, 1.0, "kumaco_leader over both Pods");
-    // The API server reaches the kubelet for logs (docs/operations.md, "Check the install").
+    // The API server reaches the kubelet for logs (docs/install.md, "Check the install").
     let logs = work
         .run(
             "logs",

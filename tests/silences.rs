@@ -1,7 +1,7 @@
 //! Silences in a real Alertmanager for the nodes kumaco lets into maintenance, with kumaco
 //! on the real API server: created when a node starts, extended as a lease, expired after
 //! the tail; adopted by a restarted process and by a new leader (no duplicate, no gap);
-//! the chart's example (docs/operations.md) silences both kube-state-metrics' and
+//! the chart's example (docs/silences.md) silences both kube-state-metrics' and
 //! node-exporter's alerts of the node, one silence per matcher set, and the documented
 //! amtool command lists them; an Alertmanager that is down changes nothing about the
 //! maintenance, counts as failures, and gets the silences back when it returns.
@@ -302,12 +302,12 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
     .await;
 }
 
-/// The values example of docs/operations.md's silences section, rendered by the chart:
+/// The values example of docs/silences.md, rendered by the chart:
 /// the `--silence-*` flags it passes.
 fn chart_example_silence_flags() -> Vec<String> {
-    let docs = read_repo("docs/operations.md");
+    let docs = read_repo("docs/silences.md");
     let section = &docs[docs
-        .find("## Silences during maintenance")
+        .find("# Silences during maintenance")
         .expect("the silences section")..];
     let open = "```yaml\n# values.yaml\n";
     let start = section.find(open).expect("the values example") + "```yaml\n".len();
@@ -448,11 +448,11 @@ async fn the_chart_example_silences_kube_node_not_ready_and_node_exporter_and_am
     }
 
     // The documented command, run as written but for the address and the instance.
-    let docs = read_repo("docs/operations.md");
+    let docs = read_repo("docs/silences.md");
     let command = docs
         .lines()
         .find_map(|l| l.strip_prefix("$ amtool silence query "))
-        .expect("docs/operations.md shows an amtool silence query");
+        .expect("docs/silences.md shows an amtool silence query");
     let command = command
         .replace("http://alertmanager:9093", &am.url())
         .replace("kumaco/kumaco/kumaco", &by);

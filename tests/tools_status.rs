@@ -502,7 +502,7 @@ fn status(kubeconfig: &Path, args: &[&str]) -> Output {
         .expect("running kumaco status")
 }
 
-/// What docs/operations.md gives a maintenance manager: the window ConfigMaps of one
+/// What docs/install.md gives a maintenance manager: the window ConfigMaps of one
 /// namespace (read here; they also write them), and nothing on nodes.
 async fn grant_window_reader(client: &kube::Client, ns: &str, user: &str) {
     let objects = [

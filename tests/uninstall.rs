@@ -461,7 +461,7 @@ async fn versions(client: &kube::Client) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A shadow release given the live release's field manager, as docs/operations.md's
+/// A shadow release given the live release's field manager, as docs/shadow-trial.md's
 /// "Shadow mode" suggests, is uninstalled beside the live instance while two nodes are
 /// in maintenance: its hook, run with the exact arguments of the rendered chart, writes
 /// nothing and says why; the same command without `--shadow` (by hand, or a release that

@@ -158,7 +158,7 @@ pub fn contested(name: &str, uid: &str, with: &[String], instance: &str) -> Vec<
                     format!(
                         "kumaco instances {instance} and {other} both manage this node's \
                          conditions: each rewrites a condition the other changed at most once \
-                         per resync interval; give the node to one of them (docs/operations.md, \
+                         per resync interval; give the node to one of them (docs/instances.md, \
                          Moving nodes between instances)"
                     ),
                     MAX_NOTE_BYTES,

@@ -117,7 +117,7 @@ pub struct RunArgs {
 }
 
 /// The health gates: what the cluster shows beyond a node that holds its start
-/// (docs/maintenance-in-progress.md, "Health gates"). Each holds new starts only, never a
+/// (docs/health-gates.md). Each holds new starts only, never a
 /// maintenance in progress. Only with --in-progress.
 #[derive(Clone, Debug, Default, Args)]
 pub struct GateArgs {
@@ -215,7 +215,7 @@ pub enum AlertsUnreachable {
 }
 
 /// `--alertmanager-url` and the silences kumaco holds there for the nodes in maintenance
-/// (docs/operations.md, "Silences during maintenance").
+/// (docs/silences.md).
 #[derive(Clone, Debug, Default, Args)]
 pub struct SilenceArgs {
     /// Alertmanager to hold silences in for the nodes in maintenance (repeatable: the

@@ -1,9 +1,9 @@
 //! The forecast behind the `kumaco_forecast_*` gauges (with `--in-progress`): at most
-//! once a minute, on a blocking thread so that no pass waits for it (its runs side by
-//! side on up to the available cores: [`forecasting::play`]), from the caches as the pass
-//! reads them, the health gates' holds included. Nothing is kept but the gauges, and each
-//! forecast is made from what the cluster shows then: a restarted or newly elected
-//! replica exports the same.
+//! once per `--forecast-interval`, on a blocking thread so that no pass waits for it (its
+//! runs side by side on up to the available cores: [`forecasting::play`]), from the caches
+//! as the pass reads them, the health gates' holds included. Nothing is kept but the
+//! gauges, and each forecast is made from what the cluster shows then: a restarted or
+//! newly elected replica exports the same.
 //! Every replica computes it, leader or not, so the gauges do not move with leadership.
 
 use std::collections::HashMap;

@@ -99,7 +99,7 @@ pub(super) async fn start(
         warn!(field_manager = %settings.field_manager, why,
               "other kumaco instances sharing nodes with this one cannot tell that it runs: they \
                take its conditions for stale (never defer to them, report no contest with it); \
-               docs/operations.md, \"When instances meet\"");
+               docs/instances.md, \"Live or stale\"");
     }
     if settings.dry_run {
         info!(

@@ -1,6 +1,7 @@
 //! The forecast's gauges (`kumaco_forecast_*`, set by the controller's
-//! [`crate::controller::forecast`] at most once a minute) and the histograms of the
-//! durations kumaco records when a maintenance ends and when its node is back.
+//! [`crate::controller::forecast`] at most once per `--forecast-interval`) and the
+//! histograms of the durations kumaco records when a maintenance ends and when its node is
+//! back.
 //! Cardinality: a fixed set of series, none per node or window.
 
 use prometheus_client::encoding::EncodeLabelSet;

@@ -1,12 +1,12 @@
 //! The shell blocks the docs promise work (`<!-- tested: NAME -->` before a ```sh block in
-//! README.md or docs/operations.md), as the deploy tests run them verbatim.
+//! README.md, docs/install.md or docs/uninstall.md), as the deploy tests run them verbatim.
 
 use std::collections::BTreeMap;
 
 use crate::files::repo;
 
-/// The documents with marked blocks.
-pub const DOCS: [&str; 2] = ["README.md", "docs/operations.md"];
+/// The documents with marked blocks (tests/docs.rs checks that no other has one).
+pub const DOCS: [&str; 3] = ["README.md", "docs/install.md", "docs/uninstall.md"];
 /// What marks a block: `<!-- tested: NAME (where) -->`.
 pub const MARKER: &str = "<!-- tested: ";
 

@@ -299,7 +299,7 @@ pub fn spawn(
                     forbidden: Some(
                         "kumaco needs `get list watch` on them (the chart grants it with \
                          inProgress.objectChecks; kustomize: a rule of your own, \
-                         docs/maintenance-in-progress.md)"
+                         docs/health-gates.md)"
                             .into(),
                     ),
                     not_found: None,

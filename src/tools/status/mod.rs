@@ -216,7 +216,7 @@ pub async fn run(
                     let n = owners.values().filter(|o| contested(o)).count();
                     text.push_str(&format!(
                         "\nCONTESTED ({n}): two live kumaco instances own these nodes' \
-                         conditions (docs/operations.md, \"When instances meet\")\n{table}"
+                         conditions (docs/instances.md, \"When instances meet\")\n{table}"
                     ));
                 }
             }

@@ -137,7 +137,7 @@ fn api_error(server: &str, action: String, error: kube::Error) -> ToolError {
             ". kumaco uninstall needs `list` on nodes, `patch` on nodes/status, `get` and \
              `delete` on the instance's Lease, `get` on the Lease its field manager names \
              (and `patch` on deployments/scale with --stop-deployment): \
-             docs/operations.md, \"Uninstall\""
+             docs/uninstall.md"
                 .into()
         } else {
             String::new()
