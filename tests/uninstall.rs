@@ -198,7 +198,7 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
     let server = ApiServer::start_fresh().expect("test API server");
     let client = server.client().await.unwrap();
     let scope = Scope::new("uninstall");
-    let nodes = nodes_needing_reboot(&client, &scope, 1).await;
+    let nodes = nodes_needing_reboot(&client, &scope, 2).await;
 
     helm_install(
         &server,
@@ -276,14 +276,43 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
     .spawn()
     .unwrap();
 
-    // The hook's Pod, once helm has created its Job; meanwhile the kubelet's part: once
-    // the Deployment is scaled to 0, its Pod gets SIGTERM.
+    // The hook's Pod, once helm has created its Job. Meanwhile: a is in maintenance, so
+    // the hook pauses new starts and waits; b, waiting for a slot, shows the pause and
+    // never starts; a's maintenance completes (its reporter clears the requirement) and
+    // kumaco, still running, ends it. Then the kubelet's part: once the Deployment is
+    // scaled to 0, its Pod gets SIGTERM.
     let stop_pod = async {
+        let paused = wait_for_condition(&client, &nodes[1], IN_PROGRESS, WAIT, |c| {
+            c.is_some_and(|c| c.reason.as_deref() == Some("Paused"))
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        let message = testkit::nodes::condition(&paused, IN_PROGRESS)
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default();
+        assert!(
+            message.starts_with("new starts paused by kumaco uninstall at "),
+            "{message}"
+        );
+        assert_eq!(
+            deployments.get("kumaco").await.unwrap().spec.replicas,
+            Some(2),
+            "kumaco stopped before the maintenance in progress ended"
+        );
+        set_condition(&client, &nodes[0], REBOOT_REQUIRED, "False", "reporter")
+            .await
+            .unwrap();
         poll_until("the Deployment scaled to 0", WAIT, || async {
             let d = deployments.get("kumaco").await.unwrap();
             d.spec.replicas == Some(0)
         })
         .await;
+        let b = Api::<Node>::all(client.clone()).get(&nodes[1]).await.unwrap();
+        assert_eq!(
+            testkit::nodes::condition(&b, IN_PROGRESS).map(|c| c.status.as_str()),
+            Some("False"),
+            "b started during the uninstall"
+        );
         kumaco.terminate(Duration::from_secs(10)).await.unwrap()
     };
     let (hook, stopped) = tokio::join!(
@@ -297,9 +326,16 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
     let said = format!("{}{}", hook.stdout, hook.stderr);
     assert!(hook.status.success(), "the hook failed: {said}");
     for line in [
+        &format!(
+            "paused new starts (Lease kumaco/kumaco-pause); waiting up to 1m30s for 1 \
+             node(s) in maintenance to end: {}",
+            nodes[0]
+        ),
+        "every maintenance in progress ended",
         "scaled deployment kumaco/kumaco to 0",
         "removed 6 condition(s) from 3 node(s)",
         "deleted Lease kumaco/kumaco",
+        "deleted its pause Lease",
     ] {
         assert!(said.contains(line), "{line:?} missing: {said}");
     }

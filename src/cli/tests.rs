@@ -52,6 +52,8 @@ fn every_api_subcommand_takes_kubeconfig_and_context() {
         &["status", "--namespace=ops"],
         &["plan", "--windows=w.yaml"],
         &["uninstall"],
+        &["pause", "--lease-namespace=kumaco", "--reason=why"],
+        &["resume", "--lease-namespace=kumaco"],
     ] {
         let mut argv = vec!["kumaco"];
         argv.extend_from_slice(sub);
@@ -61,6 +63,8 @@ fn every_api_subcommand_takes_kubeconfig_and_context() {
             Command::Status(a) => a.client,
             Command::Plan(a) => a.client,
             Command::Uninstall(a) => a.client,
+            Command::Pause(a) => a.instance.client,
+            Command::Resume(a) => a.client,
             Command::Validate(_) => unreachable!(),
         };
         assert_eq!(client.kubeconfig, Some(PathBuf::from("k.yaml")), "{sub:?}");

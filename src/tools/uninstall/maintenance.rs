@@ -53,6 +53,20 @@ pub async fn wait(
             waiting.join(", ")
         ));
     }
+    // Only the running instance ends a maintenance: without it the wait would be in vain.
+    let running = super::instance::read_lease(client, &target.lease)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| super::instance::live_holder(&l, Timestamp::now()));
+    if running.is_none() {
+        return Err(UninstallError::NotRunning {
+            count: waiting.len(),
+            nodes: waiting.join(", "),
+            lease: target.lease.to_string(),
+        }
+        .into());
+    }
     crate::tools::pause::set(
         connection,
         &target.lease,

@@ -100,6 +100,19 @@ pub enum UninstallError {
         waited: String,
         pause: String,
     },
+    /// Nodes in maintenance, and the instance that would end it does not run.
+    #[error(
+        "{count} node(s) in maintenance ({nodes}), and the instance of Lease {lease} does \
+         not run, so nothing ends their maintenance. Nothing was removed. Start it again \
+         (scale its Deployment up) and run again, which waits for them (stop it with \
+         --stop-deployment, not before), or pass --force to remove their conditions \
+         mid-drain"
+    )]
+    NotRunning {
+        count: usize,
+        nodes: String,
+        lease: String,
+    },
     /// Neither the instance's Lease nor a condition of its manager: most often a mistyped
     /// namespace, Lease name or field manager.
     #[error(
@@ -266,21 +279,36 @@ impl Run<'_> {
         let Target { lease, manager, .. } = &self.target;
         // Before anything changes: stopping this instance would not stop that one.
         refuse_if_writer_runs(client, server, &self.target).await?;
-        maintenance::wait(
-            connection,
-            &self.target,
-            &self.names,
-            self.wait_for_maintenance,
-            self.args.force,
-            write,
-        )
-        .await?;
-        let lease_found =
-            instance::stop(client, server, lease, self.args, self.wait, write).await?;
+        // This command stops the instance: the maintenance in progress ends first, while
+        // it still runs. (Without --stop-deployment someone else stops it, and a running
+        // instance is refused below.)
+        if self.args.stop_deployment.is_some() {
+            maintenance::wait(
+                connection,
+                &self.target,
+                &self.names,
+                self.wait_for_maintenance,
+                self.args.force,
+                write,
+            )
+            .await?;
+        }
+        let lease_found = instance::stop(client, server, lease, self.args, self.wait, write).await?;
         let nodes = list_nodes(client, server, &self.names).await?;
         let plan = removals(&nodes, manager, &self.names);
         if let Some(code) = self.nothing_found(&plan, lease_found, &nodes, write)? {
             return Ok(code);
+        }
+        let in_maintenance = in_maintenance(&plan);
+        if !in_maintenance.is_empty() && !self.args.force {
+            // Stopped with nodes mid-maintenance: nothing ends it any more, and removing
+            // it now would leave an executor taking it for ended mid-drain.
+            return Err(UninstallError::NotRunning {
+                count: in_maintenance.len(),
+                nodes: in_maintenance.join(", "),
+                lease: lease.to_string(),
+            }
+            .into());
         }
         self.report(&plan, write)?;
         // Again just before the removal: that instance may have started meanwhile.
