@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use imports::{Builder, Graph, Source, room, sources};
+use tokens::{Tok, tokens};
 
 /// Crates that do I/O or speak HTTP/Kubernetes: none may be in the core's tree.
 const SHELL_CRATES: &[&str] = &[
@@ -85,38 +86,15 @@ fn the_core_depends_on_no_io_crate() {
     );
 }
 
-/// The modules of a crate: every `pub mod` / `mod` declared in `lib.rs` and in the
-/// `mod.rs` files below it, as paths (`controller::watch`).
+/// The modules of a crate: every module declared in `lib.rs` and in the files below it,
+/// whatever its visibility (`mod`, `pub mod`, `pub(crate) mod`, `pub(in ...) mod`), as
+/// paths (`controller::watch`); `tests` modules left out.
 fn modules(src: &Path) -> BTreeSet<String> {
-    fn walk(dir: &Path, file: &Path, prefix: &str, out: &mut BTreeSet<String>) {
-        let text = std::fs::read_to_string(file).unwrap();
-        for line in text.lines() {
-            let line = line.trim();
-            let Some(name) = line
-                .strip_prefix("pub mod ")
-                .or_else(|| line.strip_prefix("mod "))
-                .and_then(|r| r.strip_suffix(';'))
-            else {
-                continue;
-            };
-            if name == "tests" {
-                continue;
-            }
-            let path = format!("{prefix}{name}");
-            out.insert(path.clone());
-            // `name/mod.rs`, or `name.rs` with its submodules in `name/`.
-            let sub_dir = dir.join(name);
-            for file in [sub_dir.join("mod.rs"), dir.join(format!("{name}.rs"))] {
-                if file.exists() {
-                    walk(&sub_dir, &file, &format!("{path}::"), out);
-                    break;
-                }
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(src, &src.join("lib.rs"), "", &mut out);
-    out
+    sources(src, "")
+        .into_iter()
+        .map(|s| s.module)
+        .filter(|m| !m.is_empty())
+        .collect()
 }
 
 #[test]
@@ -151,37 +129,29 @@ fn the_design_documents_every_module() {
 /// ``[`name`]`` link), as `lib.rs` does: the list a reader opens the module with stays true.
 #[test]
 fn every_module_doc_lists_its_public_submodules() {
-    fn walk(dir: &Path, file: &Path, missing: &mut Vec<String>) {
-        let text = std::fs::read_to_string(file).unwrap();
-        let doc: String = text
-            .lines()
-            .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
-            .collect::<Vec<_>>()
-            .join("\n");
-        for line in text.lines() {
-            let Some(name) = line
-                .trim()
-                .strip_prefix("pub mod ")
-                .and_then(|r| r.strip_suffix(';'))
-            else {
-                continue;
-            };
-            if !doc.contains(&format!("[`{name}`]")) {
-                missing.push(format!("{}: {name}", file.display()));
-            }
-            let sub_dir = dir.join(name);
-            for sub in [sub_dir.join("mod.rs"), dir.join(format!("{name}.rs"))] {
-                if sub.exists() {
-                    walk(&sub_dir, &sub, missing);
-                    break;
+    let mut missing = Vec::new();
+    for src in ["core/src", "src"] {
+        // Every module, reached through modules of any visibility.
+        for source in sources(&repo().join(src), "") {
+            let doc: String = (source.text.lines())
+                .take_while(|l| l.starts_with("//!") || l.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join("\n");
+            for w in tokens(&source.text).windows(4) {
+                let [
+                    (Tok::Ident(vis), _),
+                    (Tok::Ident(kw), _),
+                    (Tok::Ident(name), _),
+                    (Tok::Semi, _),
+                ] = w
+                else {
+                    continue;
+                };
+                if vis == "pub" && kw == "mod" && !doc.contains(&format!("[`{name}`]")) {
+                    missing.push(format!("{}: {name}", source.file.display()));
                 }
             }
         }
-    }
-    let mut missing = Vec::new();
-    for src in ["core/src", "src"] {
-        let src = repo().join(src);
-        walk(&src, &src.join("lib.rs"), &mut missing);
     }
     assert!(
         missing.is_empty(),
