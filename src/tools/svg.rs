@@ -18,13 +18,17 @@ pub(super) fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// A period shorter than this many hours (the forecast of a short rollout) has its ticks
+/// in minutes.
+const MINUTE_TICKS_BELOW_HOURS: i64 = 2;
 /// Tick spacing: the smallest of these giving at most about 10 ticks over the period.
 const TICK_HOURS: [i64; 9] = [1, 2, 3, 6, 12, 24, 48, 168, 720];
-/// The same below two hours (the forecast of a short rollout), in minutes.
+/// The same below [`MINUTE_TICKS_BELOW_HOURS`], in minutes.
 const TICK_MINUTES: [i64; 7] = [1, 2, 5, 10, 15, 30, 60];
 
 /// The time axis at `y` under a picture whose plot starts at `top`: a line, and ticks
-/// with dashed guides, labelled in `zone` (days, hours, or minutes for under 2 hours).
+/// with dashed guides, labelled in `zone` (days, hours, or minutes below
+/// [`MINUTE_TICKS_BELOW_HOURS`]).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn axis(
     s: &mut String,
@@ -46,7 +50,7 @@ pub(super) fn axis(
     );
     let minutes = (to.as_second() - from.as_second()) / 60;
     let hours = minutes / 60;
-    let (points, format) = if hours >= 2 {
+    let (points, format) = if hours >= MINUTE_TICKS_BELOW_HOURS {
         let step = TICK_HOURS
             .iter()
             .copied()
