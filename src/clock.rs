@@ -11,12 +11,13 @@
 //!   `TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET`. The kernel cancels it, and its read
 //!   fails with `ECANCELED`, whenever the realtime clock is set (`clock_settime`,
 //!   `settimeofday`, an NTP step), whatever the size of the step. It is then re-armed.
-//! - Everywhere: twice a second, the wall clock's offset from the monotonic clock is
-//!   compared with the last one. Steps above [`THRESHOLD`] count. NTP's slewing moves the
-//!   offset by at most 0.5 ms a second, so it never counts. This is what sees a clock
-//!   faked inside the process (libfaketime), which the kernel does not know about; half a
-//!   second keeps such a step's conditions within the second of an edge (docs/design.md,
-//!   Timing) or little more, for a clock reading every half second while idle.
+//! - Everywhere: every `SAMPLE_EVERY`, the wall clock's offset from the monotonic clock
+//!   is compared with the last one. Steps above [`THRESHOLD`] count. NTP's slewing moves
+//!   the offset by at most 0.5 ms a second, so it never counts. This is what sees a clock
+//!   faked inside the process (libfaketime), which the kernel does not know about;
+//!   sampling well under a second keeps such a step's conditions within the second of an
+//!   edge (docs/design.md, Timing) or little more, for a clock reading per sample while
+//!   idle.
 //!
 //! The step's size is that change of offset (for a timerfd wake-up too, since the kernel
 //! says only that the clock was set).

@@ -116,8 +116,9 @@ async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
             // election its own client: renewals never queue behind a burst of node writes,
             // and after the network swallowed connections (a blackhole, a lost conntrack
             // entry) a renewal finds no dead pooled connection left by the controller's
-            // traffic, where each would cost a request timeout until the pool's 90 s idle
-            // expiry (measured in the chaos run: 1 min 44 s of failed renewals).
+            // traffic, where each would cost a request timeout until the pool expired it as
+            // idle (docs/design.md, "Connections the network swallows": what the chaos run
+            // measured).
             let lease_client = connection.new_client(None)?;
             let (leadership, campaign) =
                 leader::spawn(lease_client, election.clone(), metrics.clone());

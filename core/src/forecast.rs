@@ -24,7 +24,7 @@
 //! decides again until nothing more is written, as the controller's passes after its own
 //! writes do; `UnderMaintenance` is written with the decisions, so the pass after reads
 //! it. A property test holds every node's start and end to a simulation of the same model
-//! that runs the real pass every ten seconds.
+//! that runs the real pass at every step of a fixed length.
 //!
 //! **The model of a maintenance.** A node that starts is worked on for the maintenance
 //! duration; then its required conditions turn `False`, its boot ID changes (the reboot)

@@ -318,7 +318,7 @@ pub fn run<'a>(
         if plan.verdict.is_some() {
             outcome
                 .contested
-                .extend(contest(plan, &planned, rules, peers, now));
+                .extend(contest(plan, planned.deferred(), rules, peers, now));
         }
         let write = match planned {
             Planned::Write(w) => Some(w),

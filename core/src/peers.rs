@@ -47,7 +47,8 @@ pub const LEGACY_MANAGER: &str = "kumaco";
 const MANAGER_PREFIX: &str = "kumaco/";
 
 /// How long past its own duration a held Lease still counts: covers the age of the copy
-/// kumaco reads (re-read every 10 s) and differences between the machines' clocks.
+/// kumaco reads (re-read every `peer_leases::REFRESH`, in the shell) and differences
+/// between the machines' clocks.
 pub const LIVENESS_GRACE: SignedDuration = SignedDuration::from_secs(15);
 
 /// The age of the copy of a co-owner's Lease below which giving a node up may rely on it.

@@ -28,7 +28,7 @@
 //! - `@every D` fires at the multiples of D since the Unix epoch (the smallest `k*D > t`),
 //!   not D after whenever the process happened to start: every replica, and every restart,
 //!   must agree on when a window is open. D is clamped and truncated as robfig does
-//!   (at least 1 s, whole seconds; the window lint says when that changed D).
+//!   (whole seconds, at least one; the window lint says when that changed D).
 //! - An RFC 3339 timestamp (`2026-12-05T02:00:00+01:00`, or `...Z`) is a one-shot window.
 //!   A single token can never be a valid cron spec, so this takes nothing from robfig.
 //! - Specs without a `CRON_TZ=`/`TZ=` prefix are evaluated in the zone the caller passes
@@ -85,7 +85,7 @@ enum Rule {
 pub enum ScheduleKind {
     /// Five fields or a descriptor such as `@daily`.
     Cron,
-    /// `@every D`, anchored at the Unix epoch; the delay is whole seconds, at least 1 s.
+    /// `@every D`, anchored at the Unix epoch; the delay is whole seconds, at least one.
     Every(std::time::Duration),
     /// An RFC 3339 timestamp: a single occurrence.
     Once(Timestamp),
@@ -275,8 +275,8 @@ fn descriptor(spec: &str) -> Result<Rule, ScheduleError> {
     if let Some(fields) = CronFields::descriptor(spec) {
         return Ok(Rule::Cron(fields));
     }
-    // Exactly one space: robfig hands everything after "@every " to ParseDuration, so
-    // "@every  1h" and "@every 1h " are errors there too.
+    // Exactly one space: robfig hands everything after `@every ` to ParseDuration, so
+    // `@every  1h` and `@every 1h ` are errors there too.
     let Some(text) = spec.strip_prefix("@every ") else {
         return Err(ScheduleError::UnknownDescriptor(spec.to_string()));
     };
@@ -427,8 +427,8 @@ impl Schedule {
         self.zone_name.clone()
     }
 
-    /// For `@every D`, D as written, before robfig's adjustment to whole seconds and at
-    /// least 1 s (compare [`ScheduleKind::Every`]); `None` for other schedules.
+    /// For `@every D`, D as written, before robfig's adjustment to whole seconds, at least
+    /// one (compare [`ScheduleKind::Every`]); `None` for other schedules.
     pub fn every_as_written(&self) -> Option<crate::duration::GoDuration> {
         match &self.rule {
             Rule::Every { written, .. } => Some(*written),

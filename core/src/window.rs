@@ -71,8 +71,8 @@ pub struct FieldError {
 #[error("{}", self.0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct InvalidWindow(pub Vec<FieldError>);
 
-/// The longest `duration` the lint accepts without a warning: a year, of 366 days so
-/// that "a year" written as `8784h` passes. Longer is most likely a slip of the keyboard
+/// The longest `duration` the lint accepts without a warning: a leap year, so that "a
+/// year" written as `8784h` passes. Longer is most likely a slip of the keyboard
 /// (`1000000h`); the window still loads.
 pub const LINT_MAX_DURATION: GoDuration = GoDuration::from_nanos(366 * 24 * 3600 * 1_000_000_000);
 

@@ -162,7 +162,7 @@ pub struct PlanArgs {
     #[arg(long, value_name = "TIME")]
     pub from: Option<String>,
 
-    /// Length of the period: a Go duration, optionally preceded by days (7d, 1d12h, 36h).
+    /// Length of the period: a Go duration, optionally preceded by days (e.g. 7d, 1d12h, 36h).
     #[arg(long = "for", value_name = "DURATION", default_value = "7d")]
     pub for_: String,
 

@@ -18,6 +18,7 @@ pub mod nodes;
 pub mod pause;
 pub mod plan;
 pub mod status;
+mod svg;
 pub mod uninstall;
 pub mod validate;
 
@@ -327,7 +328,7 @@ pub fn parse_time(flag: &'static str, value: Option<&str>) -> Result<Timestamp, 
 
 /// Parses a period: a Go duration, optionally preceded by whole days (`7d`, `1d12h`).
 /// Days are accepted here, unlike in window durations, because a plan is naturally
-/// asked for in days; a day is 24 h.
+/// asked for in days; a day is `24h`, whatever the zone.
 pub fn parse_period(flag: &'static str, value: &str) -> Result<SignedDuration, ToolError> {
     let (days, rest) = match value.split_once('d') {
         Some((d, rest)) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {

@@ -329,6 +329,24 @@ impl Builder {
     }
 }
 
+/// The lines of `text`'s test code: each `#[cfg(test)]` item, from its attribute to the
+/// end of its body (comments inside it are test code too).
+pub fn test_lines(text: &str) -> Vec<std::ops::RangeInclusive<usize>> {
+    let t = tokens(text);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        if t[i].0 == Tok::Hash && is_cfg_test(&t[i..]) {
+            let end = skip_item(&t, i);
+            out.push(t[i].1..=t[end - 1].1);
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 /// `#[cfg(test)]` at the start of `t`.
 fn is_cfg_test(t: &[(Tok, usize)]) -> bool {
     let want = [

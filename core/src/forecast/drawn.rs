@@ -7,8 +7,8 @@
 //! mean, which for reboot times (skewed to the right) lies above the median. The rollout
 //! then ends with its slowest slot, the largest of those sums. Neither shows in a
 //! simulation where every maintenance lasts the median: with many slots it ends early
-//! (docs/benchmarks.md, "Forecast accuracy"). Drawing each duration from what the cluster
-//! recorded carries both into the completion, without a distribution assumed.
+//! (docs/benchmarks.md, "The forecast's accuracy"). Drawing each duration from what the
+//! cluster recorded carries both into the completion, without a distribution assumed.
 //!
 //! **Deterministic.** A draw depends only on the node's name, the run's number and what is
 //! drawn (a maintenance or a recovery), hashed; the recorded durations are sorted first.
@@ -148,8 +148,9 @@ enum Pick {
 /// from `a` and `b`. Why it matters: `--start-interval` counts from a whole-second time,
 /// so a real end that falls mid-second lets the next start come half a second sooner on
 /// average, where a simulation on whole seconds makes each end cost a full second, and
-/// with equal durations the slots' ends coincide. Both made the forecast with one-second
-/// pacing late (docs/benchmarks.md, "Forecast accuracy").
+/// with equal durations the slots' ends coincide. Both made the forecast of a rollout
+/// paced by a short `--start-interval` late (docs/benchmarks.md, "The forecast's
+/// accuracy").
 fn spread(d: SignedDuration, a: u64, b: u64) -> SignedDuration {
     let fraction = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
     let nanos = ((fraction(a) - fraction(b)) * 1e9) as i64;

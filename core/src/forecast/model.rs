@@ -92,8 +92,8 @@ pub struct Learned {
 
 /// The durations the nodes' `MaintenanceInProgress` conditions record (each node's
 /// conditions; pass the nodes of a group to learn the group's). A maintenance counts when
-/// it completed (`MaintenanceCompleted`, `NodeRebooted`): one its window's end stopped
-/// says nothing of how long the work takes. A recovery counts after any end.
+/// it completed ([`reasons::completes_maintenance`]): one its window's end stopped says
+/// nothing of how long the work takes. A recovery counts after any end.
 pub fn learn<'a>(nodes: impl IntoIterator<Item = &'a [Condition]>) -> Learned {
     let mut maintenance = Vec::new();
     let mut recovery = Vec::new();
@@ -101,7 +101,7 @@ pub fn learn<'a>(nodes: impl IntoIterator<Item = &'a [Condition]>) -> Learned {
         let Some(c) = find(conditions, MAINTENANCE_IN_PROGRESS).filter(|c| !c.is_true()) else {
             continue;
         };
-        if c.reason == reasons::MAINTENANCE_COMPLETED || c.reason == reasons::NODE_REBOOTED {
+        if reasons::completes_maintenance(&c.reason) {
             maintenance.extend(recorded_duration(&c.message));
         }
         recovery.extend(recorded_recovery(&c.message));

@@ -9,7 +9,6 @@
 //! pass. A word of bits skips 64 nodes that cannot be candidates at once.
 
 use super::node::Standing;
-use super::simulation::Run;
 
 /// For each cell, a bit per node (by its place in the cell's order): whether its standing
 /// lets it wait for a start ([`Standing::queued`]). Kept up to date wherever that changes.
@@ -59,7 +58,8 @@ pub(super) fn mark(queued: &mut Queued, cell: &[(u32, u32)], standing: &Standing
     }
 }
 
-/// A cell's waiting nodes in the brain's order, taken in turn.
+/// A cell's waiting nodes in the brain's order, taken in turn by the run (`Run::fill`),
+/// which knows whether each still waits.
 pub(super) struct CellQueue {
     pub(super) cell: usize,
     /// The place in the cell's order to look from.
@@ -75,21 +75,6 @@ impl CellQueue {
             next: 0,
             taken: Vec::new(),
             done: false,
-        }
-    }
-
-    /// Takes waiting nodes until it holds `want` of them or none is left.
-    pub(super) fn fill(&mut self, run: &mut Run, want: usize) {
-        while self.taken.len() < want && !self.done {
-            let Some(place) = run.queued.next(self.cell, self.next) else {
-                self.done = true;
-                break;
-            };
-            self.next = place + 1;
-            let i = run.fleet.members[self.cell][place];
-            if run.waiting(i) && !run.still_alone(i) {
-                self.taken.push(i);
-            }
         }
     }
 }

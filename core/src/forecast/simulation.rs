@@ -361,7 +361,7 @@ impl<'f, 'a> Run<'f, 'a> {
         let mut want = vec![1; queues.len()];
         loop {
             for (queue, &n) in queues.iter_mut().zip(&want) {
-                queue.fill(self, n);
+                self.fill(queue, n);
             }
             let chosen: Vec<usize> = busy
                 .iter()
@@ -406,6 +406,21 @@ impl<'f, 'a> Run<'f, 'a> {
                         d => wrote |= self.decided_alone(i, d.as_ref(), t),
                     }
                 }
+            }
+        }
+    }
+
+    /// Takes waiting nodes into `queue` until it holds `want` of them or none is left.
+    fn fill(&mut self, queue: &mut CellQueue, want: usize) {
+        while queue.taken.len() < want && !queue.done {
+            let Some(place) = self.queued.next(queue.cell, queue.next) else {
+                queue.done = true;
+                break;
+            };
+            queue.next = place + 1;
+            let i = self.fleet.members[queue.cell][place];
+            if self.waiting(i) && !self.still_alone(i) {
+                queue.taken.push(i);
             }
         }
     }
@@ -475,7 +490,7 @@ impl<'f, 'a> Run<'f, 'a> {
 
     /// Whether the brain's last answer for `i`, given alone, still holds though windows
     /// changed around it (its verdict, brought up to date, reads the same).
-    pub(super) fn still_alone(&mut self, i: usize) -> bool {
+    fn still_alone(&mut self, i: usize) -> bool {
         if self.nodes[i].alone_on.is_none() {
             return false;
         }
@@ -491,7 +506,7 @@ impl<'f, 'a> Run<'f, 'a> {
     }
 
     /// Whether the brain may make `i` a candidate now, as far as the simulation knows.
-    pub(super) fn waiting(&self, i: usize) -> bool {
+    fn waiting(&self, i: usize) -> bool {
         let standing = &self.standing[i];
         standing.queued() && standing.alone != Some(standing.version)
     }

@@ -1,3 +1,4 @@
+mod availability;
 mod gates;
 mod reboot;
 mod records;

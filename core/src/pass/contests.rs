@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 
-use super::writes::Planned;
 use super::{NodeView, Plan, Rules};
 use crate::conditions::{Condition, Desired};
 use crate::decision;
@@ -40,11 +39,12 @@ pub(super) fn others<'n>(node: &NodeView<'n>, rules: &Rules) -> impl Iterator<It
 
 /// Whether the in-scope node of `plan` is contested: a live kumaco instance owns one of
 /// kumaco's conditions on it (both instances claim the node), or holds back a write of
-/// this one (the bound). In a contest of differing opinions the instance whose value is
-/// on the node owns it alone, and the other one reports the contest: the one held back.
+/// this one (the bound: `held_back`, the node's write it defers, names them). In a
+/// contest of differing opinions the instance whose value is on the node owns it alone,
+/// and the other one reports the contest: the one held back.
 pub(super) fn contest(
     plan: &Plan,
-    planned: &Planned,
+    held_back: Option<&Deferred>,
     rules: &Rules,
     peers: &Peers,
     now: Timestamp,
@@ -52,10 +52,11 @@ pub(super) fn contest(
     let live = |m: &str| peers::is_kumaco(m) && peers.liveness(m, now) == Liveness::Live;
     let mut with: Vec<String> = others(&plan.node, rules)
         .map(|o| o.manager.as_str())
-        .chain(match planned {
-            Planned::Deferred(d) => d.by.iter().map(String::as_str).collect(),
-            _ => Vec::new(),
-        })
+        .chain(
+            held_back
+                .into_iter()
+                .flat_map(|d| d.by.iter().map(String::as_str)),
+        )
         .filter(|m| live(m))
         .map(String::from)
         .collect();

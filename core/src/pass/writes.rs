@@ -183,6 +183,16 @@ pub(super) enum Planned {
     Deferred(Deferred),
 }
 
+impl Planned {
+    /// The write the contest bound holds back, if it is one.
+    pub(super) fn deferred(&self) -> Option<&Deferred> {
+        match self {
+            Planned::Deferred(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
 /// The write a node needs, if what it shows differs from what kumaco wants, or this
 /// instance's ownership should change (a claim, a drop). The apply carries every
 /// condition this instance keeps owning (server-side apply deletes an owned entry left

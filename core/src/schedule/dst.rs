@@ -51,7 +51,7 @@ impl fmt::Display for DstAnomaly {
 }
 
 /// Clock changes longer than this are not DST (Samoa skipped a whole day in 2011); we
-/// still report them, but only their first two days of wall times.
+/// still report them, but only this much of their wall times.
 const MAX_SPAN_SECONDS: i64 = 2 * 86_400;
 
 pub(super) fn anomalies(

@@ -12,11 +12,8 @@ use jiff::{SignedDuration, Timestamp};
 use super::Forecasted;
 use crate::forecast::{Placement, Plan, WindowOccurrence};
 use crate::tools::format_time;
-use crate::tools::plan::{axis, esc};
+use crate::tools::svg::{LABEL_WIDTH, RIGHT_MARGIN, SVG_WIDTH, axis, esc};
 
-const SVG_WIDTH: f64 = 1200.0;
-const LABEL_WIDTH: f64 = 280.0;
-const RIGHT_MARGIN: f64 = 30.0;
 const TOP: f64 = 80.0;
 const ROW: f64 = 18.0;
 const AXIS_HEIGHT: f64 = 40.0;

@@ -24,7 +24,6 @@ use kube::api::{Api, ListParams};
 
 pub use compute::{Interval, Lane, Plan, PlanError, compute};
 pub use svg::svg;
-pub(crate) use svg::{axis, esc};
 pub use table::{json, table};
 
 use super::forecast;

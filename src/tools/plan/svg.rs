@@ -3,16 +3,14 @@
 
 use std::fmt::Write as _;
 
+use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use jiff::{Timestamp, ToSpan};
 
 use super::{Interval, Lane, Plan};
 use crate::tools::format_time;
+use crate::tools::svg::{LABEL_WIDTH, RIGHT_MARGIN, SVG_WIDTH, axis, esc};
 
-// SVG geometry, in pixels.
-const SVG_WIDTH: f64 = 1200.0;
-const LABEL_WIDTH: f64 = 280.0;
-const RIGHT_MARGIN: f64 = 30.0;
+// SVG geometry, in pixels (the frame's in `tools::svg`).
 const TOP: f64 = 60.0;
 const LANE_HEIGHT: f64 = 26.0;
 const STRIP_HEIGHT: f64 = 60.0;
@@ -22,13 +20,6 @@ const BLACKOUT_COLOUR: &str = "#c9302c";
 const NODES_COLOUR: &str = "#5cb85c";
 /// Planned nodes: the maintenance green, lighter and hatched.
 const PLANNED_PATTERN: &str = r##"<defs><pattern id="planned" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#d4edd4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#5cb85c" stroke-width="2"/></pattern></defs>"##;
-
-pub(crate) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
 
 /// A timeline: one lane per window (blackouts in red), a bar per occurrence, a strip
 /// with the number of nodes under maintenance (with a lead time, the planned nodes
@@ -161,108 +152,4 @@ fn svg_node_strip(
             bar(s, i, i.nodes.len(), &i.planned, "url(#planned)", " planned");
         }
     }
-}
-
-/// Tick spacing: the smallest of these giving at most about 10 ticks over the period.
-const TICK_HOURS: [i64; 9] = [1, 2, 3, 6, 12, 24, 48, 168, 720];
-/// The same below two hours (the forecast of a short rollout), in minutes.
-const TICK_MINUTES: [i64; 7] = [1, 2, 5, 10, 15, 30, 60];
-
-/// The time axis at `y` under a picture whose plot starts at `top`: a line, and ticks
-/// with dashed guides, labelled in `zone` (days, hours, or minutes for under 2 hours).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn axis(
-    s: &mut String,
-    from: Timestamp,
-    to: Timestamp,
-    top: f64,
-    y: f64,
-    x: &impl Fn(Timestamp) -> f64,
-    zone: &TimeZone,
-    zone_name: &str,
-) {
-    let _ = writeln!(
-        s,
-        r##"<line x1="{LABEL_WIDTH}" y1="{y}" x2="{}" y2="{y}" stroke="#333"/>
-<text x="10" y="{}">time ({})</text>"##,
-        SVG_WIDTH - RIGHT_MARGIN,
-        y + 16.0,
-        esc(zone_name)
-    );
-    let minutes = (to.as_second() - from.as_second()) / 60;
-    let hours = minutes / 60;
-    let (points, format) = if hours >= 2 {
-        let step = TICK_HOURS
-            .iter()
-            .copied()
-            .find(|h| hours / h <= 10)
-            .unwrap_or(8760);
-        let format = if step >= 24 {
-            "%a %m-%d"
-        } else {
-            "%m-%d %H:%M"
-        };
-        (ticks(from, to, step, zone), format)
-    } else {
-        let step = TICK_MINUTES
-            .iter()
-            .copied()
-            .find(|m| minutes / m <= 10)
-            .unwrap_or(60)
-            * 60;
-        let first = (from.as_second() / step + 1) * step;
-        let points = (0..)
-            .map(|i| first + i * step)
-            .take_while(|t| *t <= to.as_second())
-            .filter_map(|t| Timestamp::from_second(t).ok())
-            .collect();
-        (points, "%H:%M")
-    };
-    for t in points {
-        let label = t.to_zoned(zone.clone()).strftime(format).to_string();
-        let xt = x(t);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{xt:.1}" y1="{top}" x2="{xt:.1}" y2="{}" stroke="#bbb" stroke-dasharray="2,3"/>
-<text x="{xt:.1}" y="{}" text-anchor="middle">{}</text>"##,
-            y + 4.0,
-            y + 18.0,
-            esc(&label)
-        );
-    }
-}
-
-/// Tick instants in `[from, to]`, on local boundaries of `zone`: midnights for day
-/// steps, whole hours divisible by the step otherwise (so ticks read 00:00, 06:00, ...).
-pub(crate) fn ticks(
-    from: Timestamp,
-    to: Timestamp,
-    step_hours: i64,
-    zone: &TimeZone,
-) -> Vec<Timestamp> {
-    let Ok(mut day) = from.to_zoned(zone.clone()).start_of_day() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    while day.timestamp() <= to && out.len() < 200 {
-        if step_hours >= 24 {
-            if day.timestamp() >= from {
-                out.push(day.timestamp());
-            }
-            let Ok(next) = day.checked_add((step_hours / 24).days()) else {
-                break;
-            };
-            day = next;
-        } else {
-            for h in (0..24).step_by(step_hours as usize) {
-                let t = day.with().hour(h as i8).build().map(|z| z.timestamp()).ok();
-                if let Some(t) = t.filter(|t| *t >= from && *t <= to) {
-                    out.push(t);
-                }
-            }
-            let Ok(next) = day.tomorrow() else { break };
-            day = next;
-        }
-    }
-    out
 }

@@ -1,4 +1,3 @@
-use super::svg::ticks;
 use super::table::{ids, truncated_names};
 use super::*;
 use crate::tools::nodes::ListedNode;
@@ -314,16 +313,4 @@ fn names_are_truncated() {
     let names: Vec<String> = (1..=5).map(|i| format!("n{i}")).collect();
     assert_eq!(truncated_names(&names), "n1,n2,n3 +2 more");
     assert_eq!(truncated_names(&[]), "-");
-}
-
-#[test]
-fn day_ticks_fall_on_local_midnight() {
-    let zone = TimeZone::get("Europe/Berlin").unwrap();
-    let t = ticks(
-        ts("2026-01-01T12:00:00Z"),
-        ts("2026-01-03T12:00:00Z"),
-        24,
-        &zone,
-    );
-    assert_eq!(t, [ts("2026-01-01T23:00:00Z"), ts("2026-01-02T23:00:00Z")]);
 }

@@ -22,8 +22,10 @@
 
 //!
 //! Its parts: [`instance`], which instance is uninstalled and whether it (or the one
-//! writing as its field manager) runs, and stopping it; [`removals`], what the manager's
-//! conditions are on the nodes, and their removal. This module runs the command.
+//! writing as its field manager) runs, and stopping it; [`maintenance`], the nodes in
+//! maintenance waited for first, new starts paused meanwhile; [`removals`], what the
+//! manager's conditions are on the nodes, and their removal. This module runs the
+//! command.
 
 pub mod instance;
 pub mod maintenance;

@@ -655,3 +655,46 @@ fn quantiles_are_nearest_rank_and_learned_from_the_records() {
         })
     );
 }
+
+/// A node a drain is disrupting (`DrainInProgress=True`) that no window selects and that
+/// needs nothing: the forecast counts it against the ceilings as the brain does, overall
+/// and in its zone, for as long as it is seen (the drain's end is not foreseen).
+#[test]
+fn a_drained_node_outside_any_window_takes_a_slot_overall_and_in_its_zone() {
+    let in_pool = |name: &str, zone: &str, since: i64| {
+        let mut n = Node::needing(name, Some(zone), since);
+        n.labels.insert("pool".into(), "web".into());
+        n
+    };
+    let mut drained = Node::needing("drained", Some("a"), 0);
+    drained.conditions[0].status = Status::False;
+    drained.availability.disrupted_by = in_progress::Lifecycle::of(|t| t == "DrainInProgress");
+    let windows = [nightly("pool=web")];
+    let nodes = [in_pool("a1", "a", 30), in_pool("b1", "b", 20), drained];
+    let d = durations(mins(20), mins(5));
+
+    // Overall: of two slots, the drain holds one; b1 waits for a1 and its recovery.
+    let f = run(&windows, &policy(2), &nodes, &d, monday());
+    assert!(f.nodes.iter().all(|n| n.name != "drained"), "needs nothing");
+    assert_eq!(at_median(&f, "a1"), pair("02:00:00", "02:20:00"));
+    assert_eq!(at_median(&f, "b1"), pair("02:25:00", "02:45:00"));
+
+    // Per zone: the drain holds zone a's one slot, so a1 does not start; b1 does.
+    let p = Policy {
+        group_ceilings: vec![GroupCeiling {
+            key: ZONE.into(),
+            ceiling: Ceiling::Count(1),
+        }],
+        ..policy(5)
+    };
+    let f = run(&windows, &p, &nodes, &d, monday());
+    assert_eq!(at_median(&f, "b1"), pair("02:00:00", "02:20:00"));
+    assert!(
+        matches!(
+            median(&f, "a1"),
+            Placement::NoStart { why: Some(why), .. } if why == reasons::WAITING_FOR_SLOT
+        ),
+        "{:?}",
+        median(&f, "a1")
+    );
+}
