@@ -354,13 +354,7 @@ fn circles_across_rooms(graph: &Graph) -> Vec<String> {
 /// Circles between the files of one module that are known and being undone, each pair
 /// allowed as it is and no more: a circle that grows, or one more, still fails; one that
 /// is gone fails too, until its entry is deleted.
-const CIRCLES_ALLOWED: &[(&str, &str)] = &[
-    // src/controller/gates/ <-> src/controller/watch.rs: the gates' sources share the
-    // watch's list machinery (budgets.rs imports watch's LIST_PAGE, Watch, drive, ...)
-    // while watch.rs imports gates' Source. The lead, who is rewriting the controller,
-    // breaks it and deletes this entry.
-    ("controller::gates", "controller::watch"),
-];
+const CIRCLES_ALLOWED: &[(&str, &str)] = &[];
 
 /// The module two modules are both inside (`controller` for `controller::watch` and
 /// `controller::writer::backoff`), `""` at the shell's root.

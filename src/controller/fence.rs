@@ -15,7 +15,7 @@ use kube::Client;
 use tracing::{info, warn};
 
 use super::Connect;
-use super::gates::Source;
+use super::sources::Source;
 use super::watch::ListState;
 use crate::leader::Leadership;
 

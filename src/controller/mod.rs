@@ -23,8 +23,9 @@
 //! - [`report`]: the pass's counts and contests, as metrics and log lines;
 //! - [`silences`]: with `--alertmanager-url`, the silences held for the nodes in
 //!   maintenance, by a task beside the passes that no pass waits for;
-//! - [`gates`]: the health gates' sources (PodDisruptionBudgets, alerts and queries,
-//!   object checks);
+//! - [`gates`]: the health gates' sources (the pause, PodDisruptionBudgets, alerts and
+//!   queries, object checks), and [`sources`]: every source's latest outcome, and the
+//!   holds a pass reads from them by the one failure policy;
 //! - [`forecast`]: the forecast behind the `kumaco_forecast_*` gauges, on a blocking
 //!   thread beside the passes.
 
@@ -39,6 +40,7 @@ pub mod report;
 mod run;
 pub mod shadow;
 pub mod silences;
+pub mod sources;
 mod start;
 pub mod watch;
 pub mod windows;

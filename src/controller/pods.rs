@@ -24,7 +24,7 @@ use serde::{Deserialize, Deserializer};
 use tokio::sync::Notify;
 
 use super::Connect;
-use super::gates::{Hints, Source, Sources};
+use super::sources::{Hints, Source, Sources};
 use super::watch::{LIST_PAGE, ListState, WATCHED, Waiting, Watch, drive};
 use super::writer::Backoff;
 use crate::gates::Gate;

@@ -13,7 +13,7 @@ use super::events::Poster;
 use super::fence::{Access, Fence};
 use super::gated_pass::{Beside, Inputs, Passed, pass_with_gates, views};
 use super::gates::budgets::BudgetGate;
-use super::gates::{NodesInScope, Sources};
+use super::sources::{NodesInScope, Sources};
 use super::shadow::Shadow;
 use super::windows::WindowCache;
 use super::writer::NodeWriter;

@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
 use super::Connect;
-use super::gates::Source;
+use super::sources::Source;
 use super::writer::{Backoff, MAX_RETRY_DELAY};
 use crate::config::Settings;
 use crate::configmap;

@@ -22,7 +22,7 @@ use futures::future::join_all;
 use jiff::{SignedDuration, Timestamp};
 use tracing::{info, warn};
 
-use super::{Hints, Reading, Source, Sources};
+use super::super::sources::{Hints, Reading, Source, Sources};
 use crate::alertmanager::{Alertmanager, AlertmanagerError};
 use crate::alerts::{self, Firing, SilencedBy};
 use crate::config::gates::AlertGate;

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use super::super::Connect;
 use super::super::watch::{ListState, WATCHED, Watch, drive};
 use super::super::writer::Backoff;
-use super::{Hints, Reading, Source, Sources};
+use super::super::sources::{Hints, Reading, Source, Sources};
 use crate::gates::{Gate, Hold, Verdict};
 use crate::pause::{hold, pause_lease};
 use crate::peers::LeaseRef;
