@@ -552,3 +552,215 @@ async fn the_kured_v1_queries_of_docs_kured_md_return_what_kured_blocks_on() {
         assert_eq!(got, kured, "{flags}: {query}");
     }
 }
+
+/// An HA pair of Alertmanagers, each told of a critical alert (as Prometheus sends every
+/// alert to each peer). The first restarts and knows of nothing: the alert, still
+/// firing on the second, keeps holding every start. Read alone, a peer that just
+/// started is no reading (`--block-alerts-warm-up`): with the second down, the gate
+/// holds as for an outage rather than let the start go through.
+#[tokio::test]
+async fn an_ha_pair_holds_on_what_fires_on_either_and_a_restarted_peer_opens_nothing() {
+    let mut first = Alertmanager::start().await.expect("alertmanager");
+    let mut second = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(ApiServer::shared(), "alert-gate-ha", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    c.put_active_window("now", "").await;
+    let critical = [("alertname", "KubeAPIDown"), ("severity", "critical")];
+    first.post_alert(&critical).await.unwrap();
+    second.post_alert(&critical).await.unwrap();
+    let mut flags = base_flags();
+    flags.extend([
+        format!("--alertmanager-url={}", first.url()),
+        format!("--alertmanager-url={}", second.url()),
+        "--block-alerts".into(),
+        "--silence-lease=20s".into(),
+        "--block-alerts-warm-up=20s".into(),
+    ]);
+    let k = kumaco(&c, &flags).await;
+    needs_reboot(&c, &a, 60).await;
+    // Both just started: no reading until one of them is old enough.
+    wait_mip(&c, &a, "False", Some("GateUnavailable")).await;
+    let held = wait_mip_within(
+        &c,
+        &a,
+        "False",
+        Some("AlertFiring"),
+        Duration::from_secs(40),
+    )
+    .await;
+    assert_eq!(
+        message(&held),
+        "alert KubeAPIDown is firing naming no node in scope"
+    );
+
+    first.restart().await.unwrap();
+    // The restarted peer answers and lists nothing; its read counts, the alert holds.
+    wait_metric_at_least(
+        &k,
+        "kumaco_gate_reads_total",
+        &[("gate", "alerts"), ("result", "ok")],
+        3.0,
+    )
+    .await;
+    let reads = |text: &str| {
+        metric_sum(
+            text,
+            "kumaco_gate_reads_total",
+            &[("gate", "alerts"), ("result", "ok")],
+        )
+    };
+    let now = reads(&k.metrics_text().await.unwrap());
+    wait_metric_at_least(
+        &k,
+        "kumaco_gate_reads_total",
+        &[("gate", "alerts"), ("result", "ok")],
+        now + 2.0,
+    )
+    .await;
+    stays_waiting(&c, &a).await;
+    assert_eq!(mip(&c, &a).await.reason.as_deref(), Some("AlertFiring"));
+
+    // The old peer gone, the restarted one alone: within three intervals the gate holds
+    // for the lack of a reading, never letting the start through.
+    second.kill().await.unwrap();
+    let held = wait_mip(&c, &a, "False", Some("GateUnavailable")).await;
+    assert!(
+        message(&held).contains(
+            "every Alertmanager that answers started less than --block-alerts-warm-up ago"
+        ),
+        "{}",
+        message(&held)
+    );
+    stays_waiting(&c, &a).await;
+    // Warmed up with nothing firing (the alert was never sent to it again): it starts.
+    wait_mip_within(&c, &a, "True", None, Duration::from_secs(40)).await;
+}
+
+/// One Alertmanager, two clusters. The other cluster's alerts (another `cluster` label)
+/// name a node of the same name and no node here: with `--cluster-label`, they hold
+/// nothing and the node's silence matches this cluster's alerts only; this cluster's
+/// alert about the node holds that node.
+#[tokio::test]
+async fn a_shared_alertmanager_holds_and_silences_this_clusters_alerts_only() {
+    let am = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(ApiServer::shared(), "alert-gate-shared", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    let b = c.node("b", &[]).await;
+    c.put_active_window("now", "").await;
+    // The other cluster: an outage naming no node, and a node named as ours.
+    am.post_alert(&[("alertname", "KubeAPIDown"), ("cluster", "other")])
+        .await
+        .unwrap();
+    am.post_alert(&[
+        ("alertname", "KubeNodeNotReady"),
+        ("node", a.as_str()),
+        ("cluster", "other"),
+    ])
+    .await
+    .unwrap();
+    // This cluster: b's node alert.
+    am.post_alert(&[
+        ("alertname", "KubeNodeNotReady"),
+        ("node", b.as_str()),
+        ("cluster", "ours"),
+    ])
+    .await
+    .unwrap();
+    let mut flags = alertmanager_flags(&am);
+    flags.push("--cluster-label=cluster=ours".to_string());
+    let _k = kumaco(&c, &flags).await;
+    needs_reboot(&c, &a, 60).await;
+    needs_reboot(&c, &b, 30).await;
+    // Nothing of the other cluster's holds: a starts; this cluster's alert holds b.
+    wait_mip(&c, &a, "True", None).await;
+    wait_message(&c, &b, "alert KubeNodeNotReady is firing for this node").await;
+    stays_waiting(&c, &b).await;
+    // a's silence names this cluster: it mutes none of the other cluster's alerts.
+    let created_by = format!("kumaco-{}", c.scope.value());
+    let silences = poll_showing("a's silence", PROMPT, || async {
+        let live = am
+            .live_silences(&created_by)
+            .await
+            .map_err(|e| e.to_string())?;
+        if live.is_empty() {
+            Err("none yet".to_string())
+        } else {
+            Ok(live)
+        }
+    })
+    .await;
+    let matchers: Vec<String> = silences[0]["matchers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}={}",
+                m["name"].as_str().unwrap(),
+                m["value"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        matchers,
+        ["cluster=ours".to_string(), format!("node={a}")],
+        "{silences:?}"
+    );
+    let alerts = am.alerts().await.unwrap();
+    let other_a = alerts
+        .iter()
+        .find(|x| x["labels"]["cluster"] == "other" && x["labels"]["node"] == a.as_str())
+        .expect("the other cluster's alert");
+    assert_eq!(
+        other_a["status"]["silencedBy"],
+        serde_json::json!([]),
+        "the other cluster's node was silenced: {other_a}"
+    );
+}
+
+/// `--alerts-unreachable=allow` goes on through an outage, not through a
+/// misconfiguration: every answer 404 (a wrong path prefix) holds every start.
+#[tokio::test]
+async fn a_wrong_path_holds_even_when_outages_are_allowed() {
+    let am = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(ApiServer::shared(), "alert-gate-404", KUMACO).await;
+    let a = c.node("a", &[]).await;
+    c.put_active_window("now", "").await;
+    let mut flags = alertmanager_flags_to(&format!("{}/wrong-prefix", am.url()));
+    flags.push("--alerts-unreachable=allow".into());
+    let k = kumaco(&c, &flags).await;
+    needs_reboot(&c, &a, 60).await;
+    let held = wait_mip(&c, &a, "False", Some("GateUnavailable")).await;
+    assert!(
+        message(&held).starts_with("the alerts of Alertmanager cannot be read (not-found)")
+            && message(&held).contains("/wrong-prefix/api/v2/alerts: HTTP 404"),
+        "{}",
+        message(&held)
+    );
+    stays_waiting(&c, &a).await;
+    wait_metric(
+        &k,
+        "kumaco_gate_unavailable",
+        &[("gate", "alerts"), ("cause", "not-found")],
+        1.0,
+    )
+    .await;
+}
+
+/// Waits as [`wait_mip`], for `within`.
+async fn wait_mip_within(
+    c: &Cluster,
+    node: &str,
+    status: &str,
+    reason: Option<&str>,
+    within: Duration,
+) -> NodeCondition {
+    let found = wait_for_condition(&c.client, node, MIP, within, |cond| {
+        cond.is_some_and(|cond| {
+            cond.status == status && reason.is_none_or(|r| cond.reason.as_deref() == Some(r))
+        })
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{node}: {MIP}={status} {reason:?}: {e:#}"));
+    condition(&found, MIP).unwrap().clone()
+}

@@ -531,3 +531,75 @@ fn tempdir(c: &Cluster) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `--silence-while-recovering` covers the recovery from this maintenance, not a later
+/// outage: the node, NotReady when its maintenance ends, stays silenced past the tail
+/// while it recovers; once seen Ready (the end's message records it) the silence goes
+/// after the tail, and when the node goes NotReady again later, kumaco creates no
+/// silence: its alert pages.
+#[tokio::test]
+async fn a_recovery_is_silenced_past_the_tail_and_a_later_outage_is_not() {
+    let am = Alertmanager::start().await.expect("alertmanager");
+    let c = Cluster::new(ApiServer::shared(), "silences-recovery", KUMACO).await;
+    let by = created_by(&c);
+    let a = c.node("a", &[]).await;
+    c.put_active_window("now", "").await;
+    let mut args = flags(&am);
+    args.push("--silence-while-recovering".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let _kumaco = c.kumaco(&args).await;
+
+    c.set(&a, REBOOT, "True").await;
+    wait_in_progress(&c, &a, "True").await;
+    let held = one_silence(&am, &by, &a).await;
+    // Rebooting: NotReady, and its requirement cleared.
+    c.set(&a, "Ready", "False").await;
+    c.set(&a, REBOOT, "False").await;
+    let end = wait_in_progress(&c, &a, "False").await;
+    let end = end.last_transition_time.unwrap().0;
+    // Past the tail (5 s), still recovering: still silenced, the same silence.
+    let past_tail = end + jiff::SignedDuration::from_secs(8);
+    let wait = Duration::try_from(past_tail.duration_since(jiff::Timestamp::now()))
+        .unwrap_or(Duration::ZERO);
+    tokio::time::sleep(wait).await;
+    let still = one_silence(&am, &by, &a).await;
+    assert_eq!(still["id"], held["id"], "{still:#}");
+
+    // Back: recorded on the node, and the silence goes (its tail long over).
+    c.set(&a, "Ready", "True").await;
+    wait_for_condition(&c.client, &a, IN_PROGRESS, WAIT, |cond| {
+        cond.is_some_and(|cond| {
+            cond.message
+                .as_deref()
+                .is_some_and(|m| m.contains("recovered after"))
+        })
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    poll_showing("the silence expired", WAIT, || async {
+        let live = am.live_silences(&by).await.map_err(|e| e.to_string())?;
+        if live.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{live:#?}"))
+        }
+    })
+    .await;
+
+    // Later, an outage of its own: no silence, its alert unsilenced.
+    c.set(&a, "Ready", "False").await;
+    am.post_alert(&[("alertname", "KubeNodeNotReady"), ("node", &a)])
+        .await
+        .unwrap();
+    // The observation period: several of the silencer's rounds (a pass after the node's
+    // change, then every quarter of the lease).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let live = am.live_silences(&by).await.unwrap();
+    assert!(live.is_empty(), "a silence for a later outage: {live:#?}");
+    let alerts = am.alerts().await.unwrap();
+    let alert = alerts
+        .iter()
+        .find(|x| x["labels"]["node"] == a.as_str())
+        .expect("the node's alert");
+    assert_eq!(alert["status"]["silencedBy"], json!([]), "{alert:#}");
+}

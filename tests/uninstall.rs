@@ -307,7 +307,10 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
             d.spec.replicas == Some(0)
         })
         .await;
-        let b = Api::<Node>::all(client.clone()).get(&nodes[1]).await.unwrap();
+        let b = Api::<Node>::all(client.clone())
+            .get(&nodes[1])
+            .await
+            .unwrap();
         assert_eq!(
             testkit::nodes::condition(&b, IN_PROGRESS).map(|c| c.status.as_str()),
             Some("False"),

@@ -25,9 +25,9 @@ use tokio::sync::Notify;
 use tracing::warn;
 
 use super::super::Connect;
+use super::super::sources::{Hints, Source, Sources};
 use super::super::watch::{LIST_PAGE, ListState, WATCHED, Waiting, Watch, drive};
 use super::super::writer::Backoff;
-use super::super::sources::{Hints, Source, Sources};
 use crate::budgets::{Budget, Budgets, Phase, Pod};
 use crate::gates::{Failure, Gate, Hold, SourceError};
 use crate::metrics::Metrics;

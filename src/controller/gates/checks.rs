@@ -34,9 +34,9 @@ use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::super::Connect;
+use super::super::sources::{Hints, Reading, Source, Sources};
 use super::super::watch::{LIST_PAGE, ListState, WATCHED, Watch, drive};
 use super::super::writer::Backoff;
-use super::super::sources::{Hints, Reading, Source, Sources};
 use crate::conditions::bounded;
 use crate::config::gates::{OBJECT_VARIABLE, ObjectCheck, Target};
 use crate::gates::{Failure, Gate, Hold, SourceError, Verdict};

@@ -17,9 +17,9 @@ use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::super::Connect;
+use super::super::sources::{Hints, Reading, Source, Sources};
 use super::super::watch::{ListState, WATCHED, Watch, drive};
 use super::super::writer::Backoff;
-use super::super::sources::{Hints, Reading, Source, Sources};
 use crate::gates::{Gate, Hold, Verdict};
 use crate::pause::{hold, pause_lease};
 use crate::peers::LeaseRef;

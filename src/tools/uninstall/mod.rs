@@ -295,7 +295,8 @@ impl Run<'_> {
             )
             .await?;
         }
-        let lease_found = instance::stop(client, server, lease, self.args, self.wait, write).await?;
+        let lease_found =
+            instance::stop(client, server, lease, self.args, self.wait, write).await?;
         let nodes = list_nodes(client, server, &self.names).await?;
         let plan = removals(&nodes, manager, &self.names);
         if let Some(code) = self.nothing_found(&plan, lease_found, &nodes, write)? {
