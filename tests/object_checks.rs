@@ -159,6 +159,48 @@ async fn every_object_a_selector_matches_must_hold_and_an_evaluation_error_holds
     c.wait_mip(&nodes[0], "True", None).await;
 }
 
+/// Several checks: each is evaluated, and every one must hold. The nodes name the first
+/// failing check in flag order; once every one holds, the node starts.
+#[tokio::test]
+async fn every_check_is_evaluated_and_the_first_failing_shows() {
+    let c = Cluster::new("checks-several").await;
+    c.storage("one", &[], json!({ "health": "HEALTH_OK" }))
+        .await;
+    c.storage("two", &[], json!({ "health": "HEALTH_WARN" }))
+        .await;
+    let nodes = c.nodes(&["a"]).await;
+    c.put_active_window("w", &c.scope.selector()).await;
+    let first = format!("{GROUP}/v1 {KIND} {}/one: {HEALTHY}", c.ns);
+    let second = format!("{GROUP}/v1 {KIND} {}/two: {HEALTHY}", c.ns);
+    let _kumaco = c
+        .kumaco(&["--block-unless", &first, "--block-unless", &second])
+        .await;
+    let says = |name: &str| format!("{KIND} {}/{name}: {HEALTHY} is false", c.ns);
+    // Only the second fails: it shows.
+    let held = c
+        .wait_mip(&nodes[0], "False", Some("HealthCheckFailed"))
+        .await;
+    assert_eq!(held.message.as_deref(), Some(says("two").as_str()));
+    // Both fail: the first, in flag order.
+    c.health("one", "HEALTH_ERR").await;
+    wait_message(&c, &nodes[0], &says("one")).await;
+    // The first holds again: the second shows again.
+    c.health("one", "HEALTH_OK").await;
+    wait_message(&c, &nodes[0], &says("two")).await;
+    c.stays_waiting(&nodes, Duration::from_secs(2)).await;
+    c.health("two", "HEALTH_OK").await;
+    c.wait_mip(&nodes[0], "True", None).await;
+}
+
+/// Waits until the node's `MaintenanceInProgress` message is `expected`.
+async fn wait_message(c: &Cluster, node: &str, expected: &str) {
+    wait_for_condition(&c.client, node, MIP, PROMPT, |cond| {
+        cond.is_some_and(|cond| cond.message.as_deref() == Some(expected))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{node}: {expected:?}: {e:#}"));
+}
+
 /// Refused at start-up, before anything is written: an expression that does not compile
 /// (a usage error, with the CEL parser's message), which kumaco can tell alone. What the
 /// cluster decides does not stop kumaco: a kind the API server does not serve, a

@@ -32,6 +32,19 @@ impl Alertmanager {
         Self::start_with(None).await
     }
 
+    /// [`Alertmanager::start`] with `inhibit_rules` (YAML, the list under that key) in its
+    /// configuration besides the one receiver.
+    pub async fn start_with_inhibit_rules(inhibit_rules: &str) -> Result<Self> {
+        let am = Self::start_with(None).await?;
+        let config = format!("{CONFIG}inhibit_rules:\n{inhibit_rules}");
+        std::fs::write(am.dir.join("alertmanager.yml"), config)?;
+        let (code, text) = am.request("POST", "/-/reload", None).await?;
+        if code != 200 {
+            bail!("reloading the configuration: {code} {text}");
+        }
+        Ok(am)
+    }
+
     /// [`Alertmanager::start`] with basic auth in front of every endpoint, as its web
     /// config (exporter-toolkit's `basic_auth_users`, a bcrypt hash) sets it: a request
     /// without `user` and `password` is answered 401.
