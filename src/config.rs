@@ -59,7 +59,7 @@ pub struct Election {
     pub renew_deadline: Duration,
     pub retry_period: Duration,
     /// `--watch-timeout`, for the watch on the Lease: a swallowed one is replaced after
-    /// this plus 5 s.
+    /// this and kube's grace on top.
     pub watch_timeout_secs: u32,
 }
 

@@ -49,7 +49,8 @@ pub struct RunArgs {
     pub planned_lead_time: Option<String>,
 
     /// With --in-progress: least time between two forecasts of the rollout (the
-    /// kumaco_forecast_* metrics, docs/forecast.md; Go duration, at least 10s). 0: none.
+    /// kumaco_forecast_* metrics, docs/forecast.md; Go duration, its least value in
+    /// docs/configuration.md). 0: none.
     #[arg(long, value_name = "DURATION", default_value = "1m")]
     pub forecast_interval: String,
 
@@ -88,8 +89,8 @@ pub struct RunArgs {
     pub resync_interval: String,
 
     /// Server-side limit of each watch request (Go duration, whole seconds). Bounds how
-    /// long a watch connection the network silently swallowed goes unnoticed (this plus
-    /// 5 s); any request on a connection silent for this plus 10 s fails.
+    /// long a watch connection the network silently swallowed goes unnoticed, and how
+    /// long a request on a silent connection waits (docs/design.md).
     #[arg(long, value_name = "DURATION", default_value = "40s")]
     pub watch_timeout: String,
 
@@ -185,12 +186,12 @@ pub struct GateArgs {
     pub block_queries: Vec<String>,
 
     /// How often the alerts (--block-alerts) and queries (--block-query) are read (Go
-    /// duration, 1s to 10m; default 15s).
+    /// duration; its default and bounds: docs/configuration.md).
     #[arg(long, value_name = "DURATION")]
     pub block_alerts_interval: Option<String>,
 
     /// What to do when Alertmanager or Prometheus does not answer (no connection, a
-    /// timeout, a 5xx) for three intervals: `block` (no maintenance starts, reason
+    /// timeout, a 5xx) past the staleness bound: `block` (no maintenance starts, reason
     /// GateUnavailable) or `allow` (go on without the gate). An answer that says kumaco
     /// is misconfigured (401, 403, 404, a TLS failure, an answer that does not decode, a
     /// query refused) always blocks. Default block.
@@ -199,8 +200,9 @@ pub struct GateArgs {
 
     /// With --block-alerts: an Alertmanager that started less than this long ago lists
     /// only the alerts sent to it since; its answer counts only beside one of a peer up
-    /// longer, and alone it is no reading (Go duration, at most 10m; default 2m, what
-    /// Prometheus takes to send every firing alert again). 0s: trust any answer.
+    /// longer, and alone it is no reading (Go duration; the default is what Prometheus
+    /// takes to send every firing alert again: docs/configuration.md). Zero trusts any
+    /// answer.
     #[arg(long, value_name = "DURATION")]
     pub block_alerts_warm_up: Option<String>,
 }
@@ -250,14 +252,14 @@ pub struct SilenceArgs {
     #[arg(long, value_name = "FILE", requires = "alertmanager_cert_file")]
     pub alertmanager_key_file: Option<PathBuf>,
 
-    /// How far ahead a held silence ends (Go duration, at least 20s; default 30m). It is
-    /// pushed back when less than half remains, so a stopped kumaco leaves a node
-    /// silenced at most this long.
+    /// How far ahead a held silence ends (Go duration; default and least value:
+    /// docs/configuration.md). It is pushed back when less than half remains, so a
+    /// stopped kumaco leaves a node silenced at most this long.
     #[arg(long, value_name = "DURATION")]
     pub silence_lease: Option<String>,
 
     /// How long a node's silence is kept after its maintenance ends (Go duration;
-    /// default 5m).
+    /// default: docs/configuration.md).
     #[arg(long, value_name = "DURATION")]
     pub silence_tail: Option<String>,
 
@@ -268,8 +270,8 @@ pub struct SilenceArgs {
     pub silence_while_recovering: bool,
 
     /// With --silence-while-recovering: the longest a node is silenced after its
-    /// maintenance ended while it does not come back (Go duration; default 30m). Past it,
-    /// the node's own alerts page: it did not recover.
+    /// maintenance ended while it does not come back (Go duration; default:
+    /// docs/configuration.md). Past it, the node's own alerts page: it did not recover.
     #[arg(long, value_name = "DURATION", requires = "silence_while_recovering")]
     pub silence_max_recovery: Option<String>,
 
@@ -342,7 +344,7 @@ pub struct PolicyArgs {
     pub stop_at_window_end: bool,
 
     /// Start no new maintenance when less than this remains of the window (Go duration).
-    /// Default 0s. Only with --in-progress.
+    /// Default: none. Only with --in-progress.
     #[arg(long, value_name = "DURATION")]
     pub start_cutoff: Option<String>,
 

@@ -10,6 +10,9 @@ use crate::alertmanager::Endpoint;
 use crate::cli::SilenceArgs;
 use crate::silence::{self, Matcher, MatcherSet, Rules};
 
+/// The longest time between two rounds of the silences without a wake-up.
+const MAX_ROUND_INTERVAL: Duration = Duration::from_secs(30);
+
 /// With `--alertmanager-url`.
 #[derive(Clone, Debug)]
 pub struct SilenceSettings {
@@ -19,8 +22,8 @@ pub struct SilenceSettings {
     pub hold: bool,
     /// `in_progress` and `created_by` are the instance's.
     pub rules: Rules,
-    /// Time between two rounds without a wake-up: a quarter of the lease, at most 30 s,
-    /// so a silence is renewed well before it ends.
+    /// Time between two rounds without a wake-up: a quarter of the lease, at most
+    /// [`MAX_ROUND_INTERVAL`], so a silence is renewed well before it ends.
     pub interval: Duration,
     /// `--cluster-label`: this cluster's label, in every silence (the rules' sets hold
     /// it already) and in the alerts gate's filter.
@@ -146,7 +149,7 @@ pub fn from_args(
             in_progress,
             max_creates_per_minute,
         },
-        interval: quarter.min(Duration::from_secs(30)),
+        interval: quarter.min(MAX_ROUND_INTERVAL),
         cluster,
     }))
 }

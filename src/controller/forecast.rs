@@ -25,8 +25,8 @@ use crate::window::Window;
 /// How far ahead the gauges look.
 pub const HORIZON: SignedDuration = SignedDuration::from_hours(7 * 24);
 
-/// `--forecast-interval` apart at least: at its default (1m), a small share of a core
-/// even at 5,000 nodes and 200 windows (docs/benchmarks.md, Forecast).
+/// `--forecast-interval` apart at least: at its default, a small share of a core even at
+/// the largest scale measured (docs/benchmarks.md, Forecast).
 pub struct Forecaster {
     interval: Option<Duration>,
     last: Option<Instant>,

@@ -54,8 +54,12 @@ pub use run::run;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
-    #[error("{0}")]
-    Client(String),
+    #[error(transparent)]
+    Client(#[from] crate::kubeclient::ClientError),
+    #[error(transparent)]
+    Alertmanager(#[from] crate::http_client::HttpError),
+    #[error(transparent)]
+    Gates(#[from] gates::alerts::StartError),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
     #[error("serving metrics/health: {0}")]

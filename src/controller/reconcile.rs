@@ -26,7 +26,7 @@ use crate::node_events;
 use crate::pass::{self, Rules};
 use crate::peer_leases::PeerLeases;
 
-/// Most node writes one pass sends (four rounds of the writer's concurrency, well under
+/// Most node writes one pass sends (a few rounds of the writer's concurrency, well under
 /// a second here), ends of maintenance first ([`pass::first_writes`]): a window edge over
 /// thousands of nodes is written by several passes, and an end that comes due meanwhile
 /// (a node back from its reboot) waits at most for one such round of writes.

@@ -31,8 +31,8 @@ use crate::silence::{self, Action, NodeState};
 /// Least time between two rounds, however often passes wake the task (a burst of node
 /// events is one round).
 const MIN_GAP: Duration = Duration::from_secs(1);
-/// Rounds that failed in a row wait 1 s doubling to 30 s: a down Alertmanager costs a
-/// list every half minute.
+/// Rounds that failed in a row wait longer each time, up to a cap: a down Alertmanager
+/// costs a list per cap.
 const BACKOFF: Doubling = Doubling::new(Duration::from_secs(1), Duration::from_secs(30));
 
 /// The passes' side of the task: a wake-up and whether the last pass could write.

@@ -36,12 +36,9 @@ pub(super) async fn start(
     metrics: Arc<Metrics>,
     leadership: Leadership,
 ) -> Result<(Shell, Arc<Notify>), ControllerError> {
-    let client = connect().map_err(|e| ControllerError::Client(e.to_string()))?;
+    let client = connect()?;
     let alertmanager = match &settings.silences {
-        Some(s) => Some(
-            crate::alertmanager::Alertmanager::new(s.endpoint.clone())
-                .map_err(|e| ControllerError::Client(e.to_string()))?,
-        ),
+        Some(s) => Some(crate::alertmanager::Alertmanager::new(s.endpoint.clone())?),
         None => None,
     };
     let wake = Arc::new(Notify::new());
@@ -70,8 +67,7 @@ pub(super) async fn start(
         &sources,
         &wake,
         &metrics,
-    )
-    .map_err(|e| ControllerError::Client(e.to_string()))?;
+    )?;
     let tombstones = Tombstones::default();
     let (window_stores, window_lists): (Vec<_>, Vec<_>) =
         watch::spawn_windows(&client, &connect, &settings, &tombstones, wake.clone())

@@ -10,11 +10,12 @@
 //!
 //! `--watch-timeout` is the server-side limit of each watch request, after which kube's
 //! watcher resumes from the last resourceVersion (no re-list). kube also gives up on a
-//! watch silent for that plus 5 s: the only way out of a connection the network silently
-//! swallowed (HTTP/1.1 has no pings), so it bounds how long kumaco can be blind after such
-//! a loss, as client-go's HTTP/2 health checks bound it at 30 + 15 s. kube's default,
-//! 290 s, left kumaco blind to window and node changes for almost five minutes
-//! (tests/faultproxy.rs). Errors back off as writes do ([`Backoff`]).
+//! watch silent for that plus a grace of its own: the only way out of a connection the
+//! network silently swallowed (HTTP/1.1 has no pings), so it bounds how long kumaco can
+//! be blind after such a loss, as client-go's HTTP/2 health checks bound it. kube's
+//! default left kumaco blind to window and node changes for minutes (tests/faultproxy.rs;
+//! docs/design.md, "Connections the network swallows"). Errors back off as writes do
+//! ([`Backoff`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -47,13 +48,16 @@ use crate::selector::Selector;
 pub const LIST_PAGE: u32 = 100;
 
 /// The longest a list may go without an answer (a page, an error) before it is asked
-/// for again on new connections; doubled after each such list in a row, to 4 times. A
-/// list request on a connection the network swallowed otherwise waits for the read
-/// timeout (`--watch-timeout` + 10 s, 50 s by default), and a leader elected with its
-/// first lists lost writes nothing until then (the chaos run caught one, blackholed
-/// as it started, that missed a window edge). A page of [`LIST_PAGE`] nodes takes well
-/// under a second; the API server gives up on a list after 60 s.
+/// for again on new connections; doubled after each such list in a row, up to
+/// [`MAX_LIST_STALLS`] doublings. A list request on a connection the network swallowed
+/// otherwise waits for the read timeout (`--watch-timeout` and a margin), and a leader
+/// elected with its first lists lost writes nothing until then (the chaos run caught
+/// one, blackholed as it started, that missed a window edge). A page of [`LIST_PAGE`]
+/// nodes takes well under a second, and the API server gives up on a list well before
+/// the last doubling.
 pub const LIST_STALL: Duration = Duration::from_secs(15);
+/// How many times [`LIST_STALL`] doubles for lists in a row that got no answer.
+const MAX_LIST_STALLS: u32 = 2;
 // An error is an answer: a list retried after the longest backoff is not taken for lost.
 const _: () = assert!(LIST_STALL.as_secs() > MAX_RETRY_DELAY.as_secs());
 
@@ -350,7 +354,7 @@ pub(super) async fn drive<K, S>(
                 listing = None;
                 continue;
             }
-            () = tokio::time::sleep(LIST_STALL * 2u32.pow(stalls.min(2))), if listing.is_some() => {
+            () = tokio::time::sleep(LIST_STALL * 2u32.pow(stalls.min(MAX_LIST_STALLS))), if listing.is_some() => {
                 stalls += 1;
                 match connect() {
                     Ok(new) => client = new,

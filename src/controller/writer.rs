@@ -4,11 +4,12 @@
 //! - [`answer`]: what an API answer means for a write: done, already there (an event),
 //!   a conflict (a node that changed since the write was derived), refused for good, or
 //!   worth a retry.
-//! - [`Backoff`]: 0.5 s doubling to 4 s, for writes, event creations and watches alike.
-//!   kube's default (0.8 s doubling to 30 s, client-go's) kept a watch waiting more than
-//!   16 s after an API server that had been down for 6.5 s was back; the 4 s cap bounds
-//!   how late a missed edge lands after the API server returns, and a retry against a
-//!   down server costs one request.
+//! - [`Backoff`]: [`FIRST_DELAY`] doubling to [`MAX_RETRY_DELAY`], for writes, event
+//!   creations and watches alike. kube's default (client-go's, with a cap many times
+//!   higher) kept a watch waiting long after an API server that had been down a few
+//!   seconds was back (docs/design.md, "Timing"); the cap bounds how late a missed edge
+//!   lands after the API server returns, and a retry against a down server costs one
+//!   request.
 //! - [`NodeWriter`]: the node applies: server-side apply on `nodes/status`, 32 in flight,
 //!   each carrying the resourceVersion it was derived from, none sent after the term that
 //!   derived it; the answers become pending writes, refusals and a retry time.
@@ -96,10 +97,10 @@ impl Doubling {
     }
 }
 
-/// The API's backoff: 0.5 s doubling to [`MAX_RETRY_DELAY`].
+/// The API's backoff: [`FIRST_DELAY`] doubling to [`MAX_RETRY_DELAY`].
 const API: Doubling = Doubling::new(FIRST_DELAY, MAX_RETRY_DELAY);
 
-/// The API's backoff ([`Doubling`]: 0.5 s to [`MAX_RETRY_DELAY`]) counting failures. As
+/// The API's backoff ([`Doubling`]: [`FIRST_DELAY`] to [`MAX_RETRY_DELAY`]) counting failures. As
 /// an iterator (and kube's `Backoff`) it drives the watches; [`Retry`] uses it for writes
 /// and event creations.
 #[derive(Clone, Debug, Default)]
@@ -232,7 +233,7 @@ impl NodeWriter {
     }
 
     /// One apply; only its answer's resourceVersion is kept: the results wait for the
-    /// whole burst, and even slim Nodes add up over a thousand writes. In a span naming
+    /// whole burst, and even slim Nodes add up over a window edge's writes. In a span naming
     /// the node, as is its record: the API client's lines about the request carry it too.
     #[tracing::instrument(name = "write", skip_all, fields(node = %w.node))]
     async fn apply_one(

@@ -58,9 +58,9 @@ pub struct ForecastMetrics {
 impl ForecastMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let m = ForecastMetrics {
-            // 30 s to about 8.5 h.
+            // Doubling from a short drain to a long bare-metal reboot.
             maintenance_duration: Histogram::new(exponential_buckets(30.0, 2.0, 11)),
-            // 5 s to about 1.4 h.
+            // Doubling from a node back at once to one back after an hour or so.
             recovery_duration: Histogram::new(exponential_buckets(5.0, 2.0, 11)),
             remaining: Gauge::default(),
             held: Gauge::default(),

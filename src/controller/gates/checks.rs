@@ -265,11 +265,14 @@ impl CheckError {
 }
 
 /// How long to wait before discovering a check's kind again, after `failures` failures
-/// in a row: doubling from one second to [`MAX_DISCOVERY_RETRY`].
+/// in a row: doubling from [`FIRST_DISCOVERY_RETRY`] to [`MAX_DISCOVERY_RETRY`].
 fn discovery_retry(failures: u32) -> std::time::Duration {
-    let secs = 1u64 << failures.saturating_sub(1).min(5);
-    std::time::Duration::from_secs(secs).min(MAX_DISCOVERY_RETRY)
+    let doublings = failures.saturating_sub(1).min(5);
+    (FIRST_DISCOVERY_RETRY * (1 << doublings)).min(MAX_DISCOVERY_RETRY)
 }
+
+/// The first wait before a kind not served is looked for again.
+const FIRST_DISCOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The longest wait between two discoveries of a kind not served: a
 /// CustomResourceDefinition installed later is found within it.
