@@ -1,0 +1,13 @@
+//! Messages to the channels operators use, one per maintenance transition (the core's
+//! `notice`), built as plain data: what goes on the wire, never the sending. The delivery
+//! (queues, retries, rate limits, the digests' timing, the once-only record) sends what
+//! these build.
+//!
+//! - [`url`]: kured v1's `--notify-url` (shoutrrr's URLs for Slack, Teams, Google Chat,
+//!   Mattermost, Discord and generic webhooks) parsed into a [`url::Target`]: the service,
+//!   its HTTPS endpoint and options; the tokens in it never shown.
+//! - [`request`]: an HTTP request as plain data, and the [`request::Endpoint`] whose URL
+//!   holds secrets, both redacted in `Debug`.
+
+pub mod request;
+pub mod url;
