@@ -8,6 +8,9 @@
 //!   its HTTPS endpoint and options; the tokens in it never shown.
 //! - [`request`]: an HTTP request as plain data, and the [`request::Endpoint`] whose URL
 //!   holds secrets, both redacted in `Debug`.
+//! - [`payload`]: one message (a title and a text) as the body each service's incoming
+//!   webhook documents, within its size limits.
 
+pub mod payload;
 pub mod request;
 pub mod url;
