@@ -10,7 +10,10 @@
 //!   holds secrets, both redacted in `Debug`.
 //! - [`payload`]: one message (a title and a text) as the body each service's incoming
 //!   webhook documents, within its size limits.
+//! - [`cloudevents`]: one notice as a CloudEvents 1.0 event in JSON (structured mode), for
+//!   machines.
 
+pub mod cloudevents;
 pub mod payload;
 pub mod request;
 pub mod url;
