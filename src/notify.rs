@@ -12,8 +12,11 @@
 //!   webhook documents, within its size limits.
 //! - [`cloudevents`]: one notice as a CloudEvents 1.0 event in JSON (structured mode), for
 //!   machines.
+//! - [`template`]: kured v1's `--message-template-*` as they are, and richer templates
+//!   (MiniJinja) over every field of a notice, bounded and never failing a message.
 
 pub mod cloudevents;
 pub mod payload;
 pub mod request;
+pub mod template;
 pub mod url;
