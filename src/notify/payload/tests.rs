@@ -359,3 +359,47 @@ fn a_notice_is_a_message_in_its_default_words() {
         }
     );
 }
+
+/// A long text cheaply: a piece repeated.
+fn long_text() -> impl proptest::strategy::Strategy<Value = String> {
+    use proptest::prelude::*;
+    ("\\PC{0,40}", 0..1_500usize).prop_map(|(piece, n)| piece.repeat(n))
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(64))]
+
+    /// Whatever the message, every body stays within its service's limits and parses.
+    #[test]
+    fn any_message_fits_every_service(title in long_text(), text in long_text()) {
+        let m = Message { title, text };
+        let chars = |v: &Value| v.as_str().unwrap().chars().count();
+
+        let slack = body(&request(&parse(SLACK), &m));
+        proptest::prop_assert!(chars(&slack["text"]) <= SLACK_MAX_CHARS);
+        let slack = body(&request(&parse(&format!("{SLACK}?color=good")), &m));
+        proptest::prop_assert!(chars(&slack["attachments"][0]["text"]) <= SLACK_MAX_CHARS);
+
+        let teams = request(&parse(WORKFLOW), &m);
+        proptest::prop_assert!(teams.body.len() <= TEAMS_MAX_BODY_BYTES);
+        body(&teams);
+
+        let chat = body(&request(
+            &parse("googlechat://chat.googleapis.com/v1/spaces/S/messages?key=k&token=t"),
+            &m,
+        ));
+        proptest::prop_assert!(chat["text"].as_str().unwrap().len() <= GOOGLE_CHAT_MAX_BYTES);
+
+        let mm = body(&request(&parse("mattermost://h.example/token"), &m));
+        proptest::prop_assert!(chars(&mm["text"]) <= MATTERMOST_MAX_CHARS);
+
+        let discord = body(&request(&parse("discord://T@1"), &m));
+        proptest::prop_assert!(chars(&discord["content"]) <= DISCORD_MAX_CHARS);
+
+        let generic = request(&parse("generic://h.example/in"), &m);
+        proptest::prop_assert!(generic.body.len() <= GENERIC_MAX_BYTES);
+        let json = body(&request(&parse("generic://h.example/in?template=json"), &m));
+        proptest::prop_assert!(json["title"].as_str().unwrap().len() <= MAX_HEADER_BYTES);
+        proptest::prop_assert!(json["message"].as_str().unwrap().len() <= GENERIC_MAX_BYTES);
+    }
+}

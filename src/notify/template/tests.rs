@@ -237,3 +237,34 @@ fn a_rendering_is_bounded_in_size_and_in_work() {
         "{err:?}"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(128))]
+
+    /// Any kured template parses or is refused, and fills any node within the bound.
+    #[test]
+    fn any_kured_template_parses_or_is_refused(
+        template in "[%sv dé%-]{0,30}",
+        node in "\\PC{0,300}",
+    ) {
+        if let Ok(t) = KuredTemplate::parse("--message-template-drain", &template) {
+            proptest::prop_assert!(t.render(&node).len() <= MAX_RENDERED_BYTES);
+        }
+    }
+
+    /// Any text as a template parses or is refused with a position, and renders or
+    /// falls back, never panicking.
+    #[test]
+    fn any_template_parses_or_is_refused(source in "[{}%# a-z.|()'0-9~*-]{0,60}") {
+        match Template::parse("--notify-template", &source) {
+            Ok(t) => {
+                let r = t.render_or(&completed(), "default");
+                proptest::prop_assert!(r.text.len() <= MAX_RENDERED_BYTES);
+            }
+            Err(TemplateError::Syntax { line, column, .. }) => {
+                proptest::prop_assert!(line >= 1 && column >= 1);
+            }
+            Err(e) => proptest::prop_assert!(false, "{e:?}"),
+        }
+    }
+}
