@@ -21,6 +21,9 @@
 //!   database zones are read from (`--tzdata`).
 //! - [`metrics`]: Prometheus metrics and the health endpoints; [`telemetry`]: logs.
 //!
+//! - [`notify`]: the messages of maintenance transitions as they go on the wire: kured
+//!   v1's `--notify-url` and message templates, each chat service's payload, CloudEvents.
+//!
 //! - [`alertmanager`]: Alertmanager's API v2, for the silences kumaco holds
 //!   (`--alertmanager-url`; the task is `controller::silences`) and the alerts gate
 //!   (`--block-alerts`); [`prometheus`]: Prometheus' queries for the same gate
@@ -44,6 +47,7 @@ pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod node;
+pub mod notify;
 pub mod pause;
 pub mod peer_leases;
 pub mod prometheus;
@@ -55,5 +59,6 @@ pub mod yaml;
 // The core's modules, under the paths the shell, the tests and the benches use.
 pub use kumaco_core::{
     alerts, announce, budgets, conditions, decision, duration, fingerprint, forecast, gates,
-    in_progress, limits, node_events, pass, peers, reasons, schedule, selector, silence, window,
+    in_progress, limits, node_events, notice, pass, peers, reasons, schedule, selector, silence,
+    window,
 };

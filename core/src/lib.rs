@@ -34,6 +34,8 @@
 //!   own decisions played forward; the durations it assumes, learned from the nodes.
 //! - [`silence`]: which Alertmanager silences this instance should hold for the nodes in
 //!   maintenance, and the actions (create, extend, expire) on the ones listed.
+//! - [`notice`]: one maintenance transition as people are told of it, worded for a chat
+//!   (a title, a few lines, a digest of many), every text bounded.
 //!
 //! For tests only (the `testing` feature): [`testing`], helpers the core's and the
 //! shell's tests share.
@@ -52,6 +54,7 @@ pub mod gates;
 pub mod in_progress;
 pub mod limits;
 pub mod node_events;
+pub mod notice;
 pub mod pass;
 pub mod peers;
 pub mod reasons;
