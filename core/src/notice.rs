@@ -488,7 +488,7 @@ fn clock(reference: Timestamp, t: Timestamp) -> String {
     let shown = if near {
         t
     } else {
-        // Half a minute later, then cut to the minute: the nearest minute.
+        // Rounded to the nearest minute: shifted by half of one, then cut to the minute.
         t.checked_add(SignedDuration::from_secs(30)).unwrap_or(t)
     };
     let civil = shown.to_zoned(jiff::tz::TimeZone::UTC).datetime();
