@@ -216,6 +216,16 @@ impl InWindow {
     }
 }
 
+/// The first window an `UnderMaintenance=True` message names (`namespace/name`): the
+/// message is [`under_maintenance`]'s, whose ids hold neither space nor comma.
+pub fn first_window_named(message: &str) -> Option<&str> {
+    let rest = message
+        .strip_prefix("in maintenance windows ")
+        .or_else(|| message.strip_prefix("in maintenance window "))?;
+    let id = &rest[..rest.find([' ', ',']).unwrap_or(rest.len())];
+    id.contains('/').then_some(id)
+}
+
 fn names(ids: Vec<String>) -> String {
     let noun = if ids.len() == 1 { "window" } else { "windows" };
     format!("{noun} {}", ids.join(", "))

@@ -65,8 +65,8 @@ use jiff::{SignedDuration, Timestamp};
 pub use availability::{Availability, Lifecycle, Unavailable};
 pub use policy::{Ceiling, GroupCeiling, Policy};
 pub use records::{
-    BOOT_ID, COMPLETED_AFTER, RECOVERED_AFTER, STOPPED_AFTER, recorded_boot_id, recorded_duration,
-    recorded_recovery,
+    BOOT_ID, COMPLETED_AFTER, HAD_WAITED, RECOVERED_AFTER, STOPPED_AFTER, recorded_boot_id,
+    recorded_duration, recorded_recovery, waited,
 };
 use records::{fmt_duration, keep_end, rebooted, whole_seconds, with_recovery};
 use slots::Ledger;
@@ -519,7 +519,7 @@ fn decide_alone(policy: &Policy, node: &NodeState, pause: Option<&Hold>, now: Ti
                 Some(desired(
                     false,
                     reasons::NO_ACTIVE_MAINTENANCE_WINDOW,
-                    "no active maintenance window selects this node".into(),
+                    records::had_waited(c),
                 ))
             }
             (other, _) => other.map(|c| keep_end(c, node, now)),

@@ -83,6 +83,35 @@ fn recorded(message: &str, marker: &str) -> Option<(SignedDuration, usize)> {
     (!d.is_negative()).then_some((d, at + len))
 }
 
+/// How the answer outside any window records why the node had not started when its
+/// window closed: `no active maintenance window selects this node; it had waited:
+/// WaitingForSlot: ...`. The window's closing notice names each node it left and why
+/// (`crate::transitions`); written once, with the change of reason, and kept after.
+pub const HAD_WAITED: &str = "it had waited:";
+
+/// The answer outside any window for a node whose condition is `c`, a "why not" or a
+/// blackout's: what it waited for, recorded.
+pub(super) fn had_waited(c: &Condition) -> String {
+    let message = format!(
+        "no active maintenance window selects this node; {HAD_WAITED} {}: {}",
+        c.reason, c.message
+    );
+    crate::conditions::bounded(message, MAX_WAITED_BYTES)
+}
+
+/// Longest answer [`had_waited`] writes, in bytes: a gate's message is bounded below it.
+const MAX_WAITED_BYTES: usize = 1024;
+
+/// What the node had waited for when its window closed, as [`had_waited`] recorded it:
+/// the reason and its message.
+pub fn waited(c: &Condition) -> Option<(&str, &str)> {
+    if c.is_true() || c.reason != reasons::NO_ACTIVE_MAINTENANCE_WINDOW {
+        return None;
+    }
+    let (_, rest) = c.message.split_once(HAD_WAITED)?;
+    rest.trim_start().split_once(": ")
+}
+
 /// `message` with `recovery` recorded right after its duration; unchanged without one.
 pub(super) fn with_recovery(message: &str, recovery: SignedDuration) -> String {
     match duration_record(message) {

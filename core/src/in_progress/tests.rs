@@ -252,6 +252,21 @@ fn why_not_becomes_no_window_and_is_not_rewritten_for_a_new_message() {
         status(&out[0]),
         Some((false, reasons::NO_ACTIVE_MAINTENANCE_WINDOW))
     );
+    // It records what the node had waited for, which the window's closing notice reads.
+    let closed = out[0].as_ref().unwrap();
+    assert_eq!(
+        closed.message,
+        "no active maintenance window selects this node; it had waited: WaitingForSlot: 1/1 slots in use"
+    );
+    let written = crate::conditions::to_apply(closed, None, now());
+    assert_eq!(
+        waited(&written),
+        Some((reasons::WAITING_FOR_SLOT, "1/1 slots in use"))
+    );
+    // Kept from then on: no rewrite at the next passes.
+    let after = [cond(REBOOT, true, 1), written.clone()];
+    let out = decide_conditions(&policy(1), &[node("n", &after, false)], now());
+    assert_eq!(out[0].as_ref().unwrap().message, written.message);
     // In the window, still waiting (another node holds the slot): kept verbatim.
     let other = [
         cond(MAINTENANCE_IN_PROGRESS, true, 1),
