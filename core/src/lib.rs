@@ -35,7 +35,8 @@
 //! - [`silence`]: which Alertmanager silences this instance should hold for the nodes in
 //!   maintenance, and the actions (create, extend, expire) on the ones listed.
 //! - [`notice`]: one maintenance transition as people are told of it, worded for a chat
-//!   (a title, a few lines, a digest of many), every text bounded.
+//!   (a title, a few lines, a digest of many), every text bounded; [`transitions`]: which
+//!   of them the cluster shows now, under ids fixed by what they report.
 //!
 //! For tests only (the `testing` feature): [`testing`], helpers the core's and the
 //! shell's tests share.
@@ -63,4 +64,5 @@ pub mod selector;
 pub mod silence;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod transitions;
 pub mod window;

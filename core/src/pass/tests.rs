@@ -14,6 +14,7 @@ use crate::window::test_window;
 
 mod brain;
 mod instances;
+mod notices;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
 
