@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod run;
 mod tools;
 
-pub use run::{AlertsUnreachable, GateArgs, PolicyArgs, RunArgs, SilenceArgs};
+pub use run::{AlertsUnreachable, GateArgs, NotifyArgs, PolicyArgs, RunArgs, SilenceArgs};
 pub use tools::{
     InstanceArgs, PauseArgs, PlanArgs, PlanOutput, StatusArgs, StatusOutput, UninstallArgs,
     ValidateArgs,

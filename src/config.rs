@@ -4,6 +4,7 @@
 //! parsers, so a flag is accepted exactly when the same text would be in a window.
 
 pub(crate) mod gates;
+pub(crate) mod notify;
 pub(crate) mod policy;
 pub(crate) mod silences;
 
@@ -18,6 +19,7 @@ use crate::node::names::Names;
 use crate::schedule;
 use crate::selector::{self, Selector};
 pub use gates::GateSettings;
+pub use notify::NotifySettings;
 pub use silences::SilenceSettings;
 
 /// A flag whose value kumaco cannot use.
@@ -95,6 +97,9 @@ pub struct Settings {
     pub silences: Option<SilenceSettings>,
     /// The health gates (with `--in-progress`).
     pub gates: GateSettings,
+    /// The notifications: the sinks (none without `--notify-url` or `--notify-config`)
+    /// and what tells a transition.
+    pub notify: NotifySettings,
     /// `--under-maintenance-condition`, `--in-progress-condition`.
     pub condition_names: Names,
     /// Why other instances cannot tell that this one runs, if they cannot: its field
@@ -166,6 +171,14 @@ impl Settings {
         let in_progress = policy::from_args(&args.policy)?;
         let silences = silences::from_args(&args.silences, &field_manager, in_progress.is_some())?;
         let gates = gates::from_args(&args.gates, in_progress.is_some(), silences.as_ref())?;
+        let mut notify = notify::from_args(&args.notify)?;
+        notify.rules.instance = field_manager.clone();
+        notify.rules.in_progress = in_progress.is_some();
+        notify.rules.required = in_progress
+            .as_ref()
+            .map(|p| p.required.clone())
+            .unwrap_or_default();
+        notify.rules.planned_lead_time = planned_lead_time;
         let reads: Vec<String> = args
             .policy
             .require_conditions
@@ -253,6 +266,7 @@ impl Settings {
             condition_names,
             silences,
             gates,
+            notify,
         })
     }
 }

@@ -165,7 +165,25 @@ pub fn nothing(_: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-type Https = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+/// Connections over HTTP/1.1, plain or TLS.
+pub type Https = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// Connections to `endpoint` as its TLS files are now (the system's roots without a CA
+/// file). `flags`: the prefix of the endpoint's flags, for errors.
+pub fn connections(endpoint: &Endpoint, flags: &str) -> Result<Https, HttpError> {
+    let tls = tls_config(endpoint, flags)?;
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(TIMEOUT));
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
+    Ok(HyperClient::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector))
+}
 
 /// The client of one endpoint. Cheap to clone.
 #[derive(Clone)]
@@ -292,18 +310,7 @@ impl Client {
         {
             return Ok(https.clone());
         }
-        let tls = tls_config(&self.endpoint, self.flags)?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(TIMEOUT));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let https = HyperClient::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build(connector);
+        let https = connections(&self.endpoint, self.flags)?;
         *built = Some((https.clone(), stamps));
         Ok(https)
     }
@@ -402,7 +409,7 @@ pub fn query_value(s: &str) -> String {
 
 /// The error and its causes on one line (hyper's top error says little: "client error
 /// (Connect)").
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {

@@ -60,5 +60,5 @@ pub mod yaml;
 pub use kumaco_core::{
     alerts, announce, budgets, conditions, decision, duration, fingerprint, forecast, gates,
     in_progress, limits, node_events, notice, pass, peers, reasons, schedule, selector, silence,
-    window,
+    transitions, window,
 };

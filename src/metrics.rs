@@ -4,6 +4,7 @@
 mod dry_run;
 mod forecast;
 mod gates;
+mod notify;
 mod pass;
 mod serve;
 mod silences;
@@ -22,6 +23,7 @@ use prometheus_client::registry::Registry;
 pub use dry_run::{DryRun, DryRunEventLabels, DryRunWriteLabels};
 pub use forecast::ForecastMetrics;
 pub use gates::{GateCauseLabels, GateLabels, GateMetrics, GateReadLabels, NOT_READ};
+pub use notify::{NotificationLabels, NotifyMetrics, SinkLabels};
 pub use pass::{ConditionLabels, PassMetrics, WindowLabels};
 pub use serve::serve;
 pub use silences::{SilenceActionLabels, SilenceMetrics};
@@ -88,6 +90,8 @@ pub struct Metrics {
     pub silences: SilenceMetrics,
     /// The health gates.
     pub gates: GateMetrics,
+    /// The notifications (`--notify-url`, `--notify-config`).
+    pub notify: NotifyMetrics,
     pub api_write_duration: Histogram,
     pub clock_steps: Counter,
     pub nodes_contested: Gauge,
@@ -186,6 +190,7 @@ impl Metrics {
         let forecast = ForecastMetrics::register(&mut registry);
         let silences = SilenceMetrics::register(&mut registry);
         let gates = GateMetrics::register(&mut registry);
+        let notify = NotifyMetrics::register(&mut registry);
         let api_write_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         registry.register(
             "api_write_duration_seconds",
@@ -243,6 +248,7 @@ impl Metrics {
             forecast,
             silences,
             gates,
+            notify,
             api_write_duration,
             clock_steps,
             ready: AtomicBool::new(false),

@@ -1,7 +1,6 @@
 //! Messages to the channels operators use, one per maintenance transition (the core's
-//! `notice`), built as plain data: what goes on the wire, never the sending. The delivery
-//! (queues, retries, rate limits, the digests' timing, the once-only record) sends what
-//! these build.
+//! `notice`): what goes on the wire, how it is sent, and the record of what was. The
+//! queues, the pace and the retries are the controller's (`controller::notifier`).
 //!
 //! - [`url`]: kured v1's `--notify-url` (shoutrrr's URLs for Slack, Teams, Google Chat,
 //!   Mattermost, Discord and generic webhooks) parsed into a [`url::Target`]: the service,
@@ -14,9 +13,16 @@
 //!   machines.
 //! - [`template`]: kured v1's `--message-template-*` as they are, and richer templates
 //!   (MiniJinja) over every field of a notice, bounded and never failing a message.
+//! - [`sink`]: a sink as the flags or `--notify-config` give it, and the request that
+//!   carries a batch of notices to it (a chat's digest, a CloudEvent, alerts);
+//!   [`deliver`]: one attempt to send it, and what the answer means.
+//! - [`record`]: what each sink was told, on the Lease `<lease name>-notified`.
 
 pub mod cloudevents;
+pub mod deliver;
 pub mod payload;
+pub mod record;
 pub mod request;
+pub mod sink;
 pub mod template;
 pub mod url;

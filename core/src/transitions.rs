@@ -68,9 +68,10 @@ pub struct Rules {
     pub not_back_after: Option<SignedDuration>,
     /// `--planned-lead-time`: the heads-up before a window opens.
     pub planned_lead_time: Option<SignedDuration>,
-    /// The node labels that place a node for people.
+    /// The node label that names a node's zone for people.
     pub zone_label: String,
-    pub pool_label: String,
+    /// The node labels that name its pool: the first it has.
+    pub pool_labels: Vec<String>,
 }
 
 /// A node in this instance's scope, as the cache shows it.
@@ -170,7 +171,10 @@ fn node_notice(
         node: Some(NodeInfo {
             name: node.name.to_string(),
             zone: label(node.labels, &rules.zone_label),
-            pool: label(node.labels, &rules.pool_label),
+            pool: rules
+                .pool_labels
+                .iter()
+                .find_map(|key| label(node.labels, key)),
         }),
         window: node_window(inputs, node.conditions),
         reason: c.reason.clone(),

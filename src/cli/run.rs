@@ -115,6 +115,63 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub gates: GateArgs,
+
+    #[command(flatten)]
+    pub notify: NotifyArgs,
+}
+
+/// The notifications: a message for each maintenance transition
+/// (docs/notifications.md).
+#[derive(Clone, Debug, Default, Args)]
+pub struct NotifyArgs {
+    /// kured v1's flag, unchanged: a shoutrrr URL (slack://, teams://, googlechat://,
+    /// mattermost://, discord://, generic://) that gets a chat message for each
+    /// transition (repeatable). The URL holds a secret: prefer --notify-url-file.
+    #[arg(long = "notify-url", value_name = "URL", env = "KUMACO_NOTIFY_URL")]
+    pub notify_urls: Vec<String>,
+
+    /// A file holding a --notify-url (a mounted Secret's key), read at start-up.
+    #[arg(long, value_name = "FILE")]
+    pub notify_url_file: Option<PathBuf>,
+
+    /// kured v1's flag, unchanged: the message when a node's maintenance starts (%s: the
+    /// node's name).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub message_template_drain: Option<String>,
+
+    /// kured v1's flag, accepted and unused: kumaco does not see the moment between the
+    /// drain and the reboot.
+    #[arg(long, value_name = "TEMPLATE")]
+    pub message_template_reboot: Option<String>,
+
+    /// kured v1's flag, unchanged: the message when a node's maintenance completed (%s:
+    /// the node's name).
+    #[arg(long, value_name = "TEMPLATE")]
+    pub message_template_uncordon: Option<String>,
+
+    /// The transitions --notify-url's chat is told of, comma-separated: planned, started,
+    /// completed, ended, waiting, not-back, window-opened, window-closed, or all.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    pub notify_transitions: String,
+
+    /// A YAML file of sinks: chats, CloudEvents webhooks, Alertmanager, each with its
+    /// transitions, template and pace (docs/notifications.md).
+    #[arg(long, value_name = "FILE")]
+    pub notify_config: Option<PathBuf>,
+
+    /// The cluster's name in every message.
+    #[arg(long, value_name = "NAME", default_value = "kubernetes")]
+    pub cluster_name: String,
+
+    /// Tell of a node waiting to start this long in its window, once per wait (Go
+    /// duration; 0: never).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub notify_waiting_after: String,
+
+    /// Tell of a node not Ready this long after its maintenance completed (Go duration;
+    /// 0: never).
+    #[arg(long, value_name = "DURATION", default_value = "30m")]
+    pub notify_not_back_after: String,
 }
 
 /// The health gates: what the cluster shows beyond a node that holds its start

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use jiff::{SignedDuration, Timestamp};
 use tokio::task::JoinHandle;
 
+use super::notifier::ForecastSlot;
 use super::windows::WindowCache;
+use crate::forecast::Forecast;
 use crate::forecasting::{self, Beside};
 use crate::gates::Holds;
 use crate::in_progress::{BlockingPod, Policy};
@@ -31,14 +33,17 @@ pub struct Forecaster {
     interval: Option<Duration>,
     last: Option<Instant>,
     running: Option<JoinHandle<()>>,
+    /// The latest forecast, for the notifications' heads-ups.
+    latest: ForecastSlot,
 }
 
 impl Forecaster {
-    pub fn new(interval: Option<Duration>) -> Self {
+    pub fn new(interval: Option<Duration>, latest: ForecastSlot) -> Self {
         Forecaster {
             interval,
             last: None,
             running: None,
+            latest,
         }
     }
 
@@ -75,6 +80,7 @@ impl Forecaster {
             .filter_map(|s| s.window.as_ref().ok().cloned())
             .collect();
         let (policy, pods, metrics) = (policy.clone(), pods.clone(), metrics.clone());
+        let latest = self.latest.clone();
         // The pause holds every start as the gates on every start do, first.
         let cluster: Vec<_> = holds.pause.iter().chain(&holds.cluster).cloned().collect();
         let node_holds = holds.nodes.clone();
@@ -85,7 +91,8 @@ impl Forecaster {
                 holds: Some(&node_holds),
                 cluster: &cluster,
             };
-            run(&windows, &policy, &nodes, beside, &metrics, now);
+            let made = run(&windows, &policy, &nodes, beside, &metrics, now);
+            *latest.lock().unwrap_or_else(|e| e.into_inner()) = made.map(Arc::new);
             let m = &metrics.forecast;
             m.runs.inc();
             m.run_seconds.observe(started.elapsed().as_secs_f64());
@@ -100,15 +107,19 @@ fn run(
     beside: Beside,
     metrics: &Metrics,
     now: Timestamp,
-) {
+) -> Option<Forecast> {
     let m = &metrics.forecast;
     match forecasting::estimate(&forecasting::learn(nodes), None, None) {
         Ok(estimate) => {
             let f = forecasting::compute(windows, policy, nodes, beside, estimate, now, HORIZON);
             m.set(&f.forecast, &f.estimate);
+            Some(f.forecast)
         }
         // No durations recorded yet (a cluster's first rollout under kumaco): nothing to
         // forecast with, and no alert can rest on it.
-        Err(_) => m.unavailable(),
+        Err(_) => {
+            m.unavailable();
+            None
+        }
     }
 }

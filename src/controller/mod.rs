@@ -27,13 +27,16 @@
 //!   queries, object checks), and [`sources`]: every source's latest outcome, and the
 //!   holds a pass reads from them by the one failure policy;
 //! - [`forecast`]: the forecast behind the `kumaco_forecast_*` gauges, on a blocking
-//!   thread beside the passes.
+//!   thread beside the passes;
+//! - [`notifier`]: the notifications of maintenance transitions, by a task beside the
+//!   passes and a sender per sink that no pass waits for.
 
 pub mod events;
 pub mod fence;
 pub mod forecast;
 mod gated_pass;
 pub mod gates;
+pub mod notifier;
 pub mod pods;
 mod reconcile;
 pub mod report;
@@ -64,6 +67,8 @@ pub enum ControllerError {
     Kube(#[from] kube::Error),
     #[error("serving metrics/health: {0}")]
     Http(#[from] std::io::Error),
+    #[error("notifications: {0}")]
+    Notify(#[source] crate::http_client::HttpError),
     #[error("watch stream ended unexpectedly")]
     WatchEnded,
 }

@@ -17,7 +17,7 @@ use super::shadow::Shadow;
 use super::sources::{NodesInScope, Sources};
 use super::windows::WindowCache;
 use super::writer::NodeWriter;
-use super::{Connect, forecast, pods, report, silences};
+use super::{Connect, forecast, notifier, pods, report, silences};
 use crate::config::Settings;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -65,6 +65,8 @@ pub(super) struct Shell {
     pub(super) forecaster: forecast::Forecaster,
     /// `Some` with `--alertmanager-url` (and `--silences`, the default).
     pub(super) silencer: Option<silences::Silencer>,
+    /// The notifications (none in a dry run without sinks).
+    pub(super) notifier: Option<notifier::Notifier>,
     /// `Some` with `--pod-disruption-budgets`.
     pub(super) budgets: Option<BudgetGate>,
     /// The latest outcome of every gate's source.
@@ -196,6 +198,9 @@ impl Shell {
                 poster.post_node_events(due, now).await;
             }
         }
+        if let Some(n) = &self.notifier {
+            n.after_pass(could_write, &self.windows.sources, &outcome.events);
+        }
         // A standby or a leader whose caches predate its term: no silence is changed
         // from them.
         if let Some(silencer) = &self.silencer
@@ -227,6 +232,14 @@ impl Shell {
                 .chain(gates_change)
                 .min(),
         )
+    }
+
+    /// Stops what runs beside the passes and must finish before the Lease is released:
+    /// the notifications write their record.
+    pub(super) async fn stop(&mut self) {
+        if let Some(n) = self.notifier.take() {
+            n.stop().await;
+        }
     }
 
     /// The current term if this replica may write ([`fence`]); a new client made for the

@@ -75,6 +75,7 @@ pub async fn run(
             }
             _ = &mut shutdown => {
                 info!("signal received, stopping");
+                shell.stop().await;
                 return Ok(Exit::Signal);
             }
         }

@@ -19,7 +19,7 @@ use super::sources::{Source, Sources};
 use super::watch::{self, LabelKeys, ListState, Tombstones, Waiting};
 use super::windows::WindowCache;
 use super::writer::NodeWriter;
-use super::{Connect, ControllerError, forecast, pods, report, silences};
+use super::{Connect, ControllerError, forecast, notifier, pods, report, silences};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::config::Settings;
 use crate::leader::Leadership;
@@ -119,8 +119,30 @@ pub(super) async fn start(
             metrics.clone(),
         )
     });
+    let forecast_slot = notifier::ForecastSlot::default();
+    // Without a sink, it is there to delete a record no sink needs any more.
+    let notifier = if settings.dry_run && settings.notify.sinks.is_empty() {
+        None
+    } else {
+        Some(
+            notifier::Notifier::spawn(notifier::Context {
+                settings: settings.notify.clone(),
+                client: client.clone(),
+                nodes: nodes.clone(),
+                scope: settings.node_selector.clone(),
+                manager: settings.field_manager.clone(),
+                lease: settings.lease.clone(),
+                leadership: leadership.clone(),
+                dry_run: settings.dry_run,
+                forecast: forecast_slot.clone(),
+                metrics: metrics.clone(),
+            })
+            .map_err(ControllerError::Notify)?,
+        )
+    };
     let shell = Shell {
         silencer,
+        notifier,
         rules: rules(&settings),
         writer: NodeWriter::new(
             client.clone(),
@@ -144,7 +166,7 @@ pub(super) async fn start(
         fence: Fence::new(lists),
         shadow: Shadow::default(),
         contests: report::Contests::default(),
-        forecaster: forecast::Forecaster::new(settings.forecast_interval),
+        forecaster: forecast::Forecaster::new(settings.forecast_interval, forecast_slot),
         connect,
         leadership,
         settings,

@@ -45,6 +45,18 @@ impl Alertmanager {
         Ok(am)
     }
 
+    /// [`Alertmanager::start`] with `config` (YAML, the whole configuration) instead of
+    /// the one receiver that drops everything.
+    pub async fn start_with_config(config: &str) -> Result<Self> {
+        let am = Self::start_with(None).await?;
+        std::fs::write(am.dir.join("alertmanager.yml"), config)?;
+        let (code, text) = am.request("POST", "/-/reload", None).await?;
+        if code != 200 {
+            bail!("reloading the configuration: {code} {text}");
+        }
+        Ok(am)
+    }
+
     /// [`Alertmanager::start`] with basic auth in front of every endpoint, as its web
     /// config (exporter-toolkit's `basic_auth_users`, a bcrypt hash) sets it: a request
     /// without `user` and `password` is answered 401.

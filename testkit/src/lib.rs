@@ -27,7 +27,8 @@
 //! - [`alertmanager`]: a real Alertmanager on loopback, killed and restarted at will,
 //!   its silences and alerts read through its API; [`prometheus`]: a real Prometheus
 //!   scraping a `/metrics` endpoint the test serves and changes; [`http`]: the plain
-//!   HTTP/1.1 requests both are read with.
+//!   HTTP/1.1 requests both are read with; [`receiver`]: an HTTP receiver that records
+//!   what kumaco's notifications post and answers as a test says.
 //! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
 //!   recreating StatefulSet pods, and a stand-in scheduler and kubelet for pods.
 
@@ -55,6 +56,7 @@ pub mod nodes;
 pub mod oracle;
 pub mod prometheus;
 pub mod realcluster;
+pub mod receiver;
 pub mod reporter;
 pub mod time;
 pub mod workloads;

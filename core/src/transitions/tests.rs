@@ -19,7 +19,7 @@ fn rules() -> Rules {
         not_back_after: Some(SignedDuration::from_mins(10)),
         planned_lead_time: Some(SignedDuration::from_hours(1)),
         zone_label: "topology.kubernetes.io/zone".into(),
-        pool_label: String::new(),
+        pool_labels: Vec::new(),
     }
 }
 

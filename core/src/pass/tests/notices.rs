@@ -18,7 +18,7 @@ fn notice_rules(rules: &Rules) -> transitions::Rules {
         not_back_after: Some(SignedDuration::from_mins(5)),
         planned_lead_time: rules.planned_lead_time,
         zone_label: "zone".into(),
-        pool_label: String::new(),
+        pool_labels: Vec::new(),
     }
 }
 
