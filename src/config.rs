@@ -307,6 +307,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use crate::in_progress::Ceiling;
+    use crate::notice::Kind;
     use clap::Parser;
 
     fn settings(extra: &[&str]) -> Result<Settings, FlagError> {
@@ -497,6 +498,66 @@ mod tests {
         ] {
             let err = settings(args).unwrap_err().to_string();
             assert!(err.starts_with(flag), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn notifications_from_kured_flags_and_their_rules_from_the_instance() {
+        let s = settings(&[
+            "--in-progress",
+            "--require-condition=kured.dev/RebootRequired",
+            "--planned-lead-time=1h",
+            "--notify-url=slack://T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+            "--message-template-drain=Draining %s",
+            "--notify-transitions=started,completed",
+            "--cluster-name=prod",
+            "--notify-not-back-after=0",
+        ])
+        .unwrap();
+        let n = &s.notify;
+        assert_eq!(n.sinks.len(), 1);
+        assert_eq!(n.sinks[0].name, "notify-url");
+        assert_eq!(n.sinks[0].kinds, [Kind::Started, Kind::Completed]);
+        assert_eq!(n.rules.cluster, "prod");
+        assert_eq!(n.rules.instance, s.field_manager);
+        assert!(n.rules.in_progress);
+        assert_eq!(n.rules.required, ["kured.dev/RebootRequired"]);
+        assert_eq!(
+            n.rules.planned_lead_time,
+            Some(jiff::SignedDuration::from_hours(1))
+        );
+        assert_eq!(
+            n.rules.waiting_after,
+            Some(jiff::SignedDuration::from_hours(1))
+        );
+        assert_eq!(n.rules.not_back_after, None);
+        assert!(settings(&[]).unwrap().notify.sinks.is_empty());
+        for (args, expected) in [
+            (
+                &["--message-template-drain=x %s"][..],
+                "--message-template-drain: needs --notify-url",
+            ),
+            (
+                &[
+                    "--notify-url=slack://T0/B0/secret-token",
+                    "--message-template-uncordon=%d",
+                ][..],
+                "--message-template-uncordon",
+            ),
+            (&["--notify-url=ftp://secret-token"][..], "--notify-url"),
+            (
+                &["--notify-waiting-after=-1m"][..],
+                "--notify-waiting-after",
+            ),
+            (&["--cluster-name= "][..], "--cluster-name"),
+            (
+                &["--notify-config=/nonexistent/sinks.yaml"][..],
+                "--notify-config: /nonexistent",
+            ),
+        ] {
+            let err = settings(args).unwrap_err().to_string();
+            assert!(err.starts_with(expected), "{args:?}: {err}");
+            assert!(!err.contains("secret-token"), "{err}");
         }
     }
 

@@ -420,7 +420,6 @@ fn window_notice(rules: &Rules, inputs: &Inputs, a: &Announcement) -> Option<Not
             window_notice_at(rules, &gone, kind, at)
         }
     };
-    n.reason = a.reason().to_string();
     let window = source.and_then(|s| s.window.as_ref().ok());
     match (&a.what, window) {
         (What::Started { selected, .. }, w) => {

@@ -11,7 +11,7 @@ use super::{FlagError, flag_err, go_duration};
 use crate::cli::NotifyArgs;
 use crate::notice::Kind;
 use crate::notify::sink::{self, MAX_SINKS, Sink};
-use crate::notify::template::{self, KuredTemplates};
+use crate::notify::template::KuredTemplate;
 use crate::transitions::Rules;
 
 /// The node labels a message names a node's pool by: the first the node has.
@@ -41,18 +41,35 @@ pub fn from_args(args: &NotifyArgs) -> Result<NotifySettings, FlagError> {
             .map_err(|e| flag_err("notify-url-file", format!("{}: {e}", file.display())))?;
         urls.push(url.trim().to_string());
     }
-    let templates = KuredTemplates::parse(
-        args.message_template_drain
-            .as_deref()
-            .unwrap_or(template::KURED_DRAIN),
-        args.message_template_reboot
-            .as_deref()
-            .unwrap_or(template::KURED_REBOOT),
-        args.message_template_uncordon
-            .as_deref()
-            .unwrap_or(template::KURED_UNCORDON),
-    )
-    .map_err(|e| flag_err("message-template-drain", e))?;
+    // kured v1's words only where a template is given: kumaco's say more.
+    let mut templates = Vec::new();
+    let given = [
+        (
+            "message-template-drain",
+            "--message-template-drain",
+            &args.message_template_drain,
+            Some(Kind::Started),
+        ),
+        (
+            "message-template-reboot",
+            "--message-template-reboot",
+            &args.message_template_reboot,
+            None,
+        ),
+        (
+            "message-template-uncordon",
+            "--message-template-uncordon",
+            &args.message_template_uncordon,
+            Some(Kind::Completed),
+        ),
+    ];
+    for (flag, dashed, text, kind) in given {
+        let Some(text) = text else { continue };
+        let parsed = KuredTemplate::parse(dashed, text).map_err(|e| flag_err(flag, e))?;
+        if let Some(kind) = kind {
+            templates.push((kind, parsed));
+        }
+    }
     let kinds = if args.notify_transitions == "all" {
         Kind::ALL.to_vec()
     } else {

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::cloudevents::{self, Source};
 use super::payload::{self, Message};
 use super::request::{Endpoint, Request};
-use super::template::{KuredTemplates, Template};
+use super::template::{KuredTemplate, Template};
 use super::url::Target;
 use crate::notice::{self, Kind, Notice};
 
@@ -62,8 +62,9 @@ pub enum Format {
     /// A chat: one message per batch, a digest when the batch holds several notices.
     Chat {
         target: Target,
-        /// kured v1's words for the starts and completions (the `--notify-url` sink).
-        kured: Option<KuredTemplates>,
+        /// kured v1's words, for the transitions its templates were given for (the
+        /// `--notify-url` sink).
+        kured: Vec<(Kind, KuredTemplate)>,
         /// The operator's words for a single notice.
         template: Option<Template>,
     },
@@ -152,14 +153,19 @@ impl Sink {
 /// transitions they name, a template's) or kumaco's; several as one digest.
 fn chat_message(
     batch: &[Notice],
-    kured: Option<&KuredTemplates>,
+    kured: &[(Kind, KuredTemplate)],
     template: Option<&Template>,
 ) -> (Message, Option<String>) {
     let [one] = batch else {
         let (title, text) = notice::digest(batch);
         return (Message { title, text }, None);
     };
-    if let Some(words) = kured.and_then(|k| k.render(one)) {
+    let words = kured
+        .iter()
+        .find(|(kind, _)| *kind == one.kind)
+        .zip(one.node.as_ref())
+        .map(|((_, t), node)| t.render(&node.name));
+    if let Some(words) = words {
         return (
             Message {
                 title: words,
@@ -383,7 +389,7 @@ pub fn from_config(config: &SinkConfig, position: usize, cluster: &str) -> Resul
             (
                 Format::Chat {
                     target,
-                    kured: None,
+                    kured: Vec::new(),
                     template,
                 },
                 every,
@@ -429,12 +435,12 @@ pub fn from_config(config: &SinkConfig, position: usize, cluster: &str) -> Resul
     })
 }
 
-/// kured v1's sink: `url` (`--notify-url` or the file), its templates, the transitions
-/// of `--notify-transitions`.
+/// kured v1's sink: `url` (`--notify-url` or the file), the templates given (by the
+/// transition each fills), the transitions of `--notify-transitions`.
 pub fn from_kured_flags(
     name: String,
     url: &str,
-    templates: KuredTemplates,
+    templates: Vec<(Kind, KuredTemplate)>,
     kinds: Vec<Kind>,
 ) -> Result<Sink, SinkError> {
     let target = Target::parse(url).map_err(|e| SinkError::Field {
@@ -447,7 +453,7 @@ pub fn from_kured_flags(
         kinds,
         format: Format::Chat {
             target,
-            kured: Some(templates),
+            kured: templates,
             template: None,
         },
         every: DEFAULT_DIGEST_INTERVAL,

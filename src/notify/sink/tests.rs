@@ -159,17 +159,18 @@ fn a_url_file_is_read_trimmed() {
 
 #[test]
 fn a_chat_sends_kured_words_for_one_and_a_digest_for_many() {
+    let drain = KuredTemplate::parse("--message-template-drain", "Draining node %s").unwrap();
     let sink = from_kured_flags(
         "notify-url".into(),
         "slack://T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
-        KuredTemplates::defaults(),
+        vec![(Kind::Started, drain)],
         Kind::ALL.to_vec(),
     )
     .unwrap();
     let one = sink.post(&[notice("1", Kind::Started, "node-1")]);
     assert_eq!(one.notices, 1);
     assert_eq!(body(&one.request)["text"], "*Draining node node-1*");
-    // A kind kured v1 had no words for: kumaco's.
+    // A kind without a template: kumaco's words.
     let waiting = sink.post(&[notice("1", Kind::Waiting, "node-1")]);
     assert!(
         body(&waiting.request)["text"]
