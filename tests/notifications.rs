@@ -519,3 +519,63 @@ async fn an_alertmanager_sink_reaches_alertmanagers_webhook_receiver() {
         );
     }
 }
+
+/// The record lives as long as a sink needs it: written with the first, deleted by the
+/// first leader without any; a record another instance wrote is not this one's to delete.
+#[tokio::test]
+async fn the_record_goes_with_the_last_sink_and_only_its_own() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::api::{Api, PostParams};
+    let c = cluster("notify-record").await;
+    let receiver = Receiver::start(Answer::Status(200)).await.unwrap();
+    let config = notify_config(&c, &format!("sinks:\n{}", events_sink(&receiver, 6000)));
+    let config_flag = format!("--notify-config={}", config.display());
+    let leases: Api<Lease> = Api::namespaced(c.client.clone(), &c.ns);
+    let mut with = c.replica("replica-a", &[&config_flag]).await;
+    let record = testkit::time::poll_for("the record", SOON, || async {
+        leases.get_opt("kumaco-test-notified").await.ok().flatten()
+    })
+    .await;
+    let annotations = record.metadata.annotations.unwrap_or_default();
+    assert!(
+        annotations.contains_key("notify.kumaco.dev/events"),
+        "{annotations:?}"
+    );
+    assert!(with.terminate().await.success());
+    let mut without = c.replica("replica-b", &[]).await;
+    testkit::time::poll_until("the record deleted", SOON, || async {
+        leases
+            .get_opt("kumaco-test-notified")
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+    })
+    .await;
+    assert!(without.log_has("notifications: no sink, the record deleted"));
+    assert!(without.terminate().await.success());
+    // A record under that name that another writer made is left alone.
+    let foreign = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some("kumaco-test-notified".into()),
+            ..Default::default()
+        },
+        spec: None,
+    };
+    leases
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    let third = c.replica("replica-c", &[]).await;
+    testkit::time::poll_until("the third replica's look at the record", SOON, || async {
+        third.log_has("notifications: no sink, no record of ours")
+    })
+    .await;
+    assert!(
+        leases
+            .get_opt("kumaco-test-notified")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

@@ -29,6 +29,7 @@ use tracing::{debug, info, warn};
 use super::writer::Doubling;
 use crate::announce::{Announcement, WindowSource};
 use crate::config::NotifySettings;
+use crate::fingerprint::Fnv;
 use crate::forecast::Forecast;
 use crate::leader::Leadership;
 use crate::metrics::Metrics;
@@ -60,12 +61,15 @@ pub type ForecastSlot = Arc<Mutex<Option<Arc<Forecast>>>>;
 struct View {
     windows: Vec<WindowSource>,
     announcements: Vec<Announcement>,
-    /// `(uid, data hash)` of each window: a pass that changed none hands nothing over.
-    key: Vec<(String, u64)>,
+    /// A hash of each window's uid and data: a pass that changed none hands nothing over.
+    key: u64,
 }
 
 struct Shared {
+    /// A pass ran: the notices may have changed.
     wake: Notify,
+    /// A sender finished a request: the record may be due.
+    sent: Notify,
     may_write: AtomicBool,
     stopping: AtomicBool,
     view: Mutex<View>,
@@ -103,6 +107,7 @@ impl Notifier {
         let now = Timestamp::now();
         let shared = Arc::new(Shared {
             wake: Notify::new(),
+            sent: Notify::new(),
             may_write: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             view: Mutex::new(View::default()),
@@ -157,11 +162,15 @@ impl Notifier {
         announcements: &[Announcement],
     ) {
         self.shared.may_write.store(may_write, Ordering::Relaxed);
-        let key: Vec<(String, u64)> = windows
-            .values()
-            .map(|w| (w.uid.clone(), w.data_hash))
-            .collect();
-        {
+        // Without a sink nothing reads the view; with one, a pass that changed no window
+        // and no event copies nothing.
+        if !self.shared.queues.is_empty() {
+            let mut key = Fnv::default();
+            for w in windows.values() {
+                key.write_str(&w.uid);
+                key.write_u64(w.data_hash);
+            }
+            let key = key.finish();
             let mut view = self.shared.view.lock().unwrap_or_else(|e| e.into_inner());
             if view.key != key || view.announcements != announcements {
                 *view = View {
@@ -208,15 +217,24 @@ impl Task {
                 .map(|t| Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default())
                 .unwrap_or(MAX_WAIT)
                 .min(MAX_WAIT);
-            tokio::select! {
-                _ = self.shared.wake.notified() => {}
-                _ = tokio::time::sleep(wait) => {}
-            }
+            let woken = tokio::select! {
+                _ = self.shared.wake.notified() => true,
+                _ = self.shared.sent.notified() => false,
+                _ = tokio::time::sleep(wait) => false,
+            };
             if self.shared.stopping.load(Ordering::Relaxed) {
                 if self.term.is_some() {
                     self.write_record(true).await;
                 }
                 return;
+            }
+            // Nothing the notices derive from changed (no pass, no instant they wait
+            // for): only the record may be due.
+            let unchanged = !woken && next.is_none_or(|t| t > Timestamp::now());
+            if unchanged && self.term.is_some() {
+                let write_at = self.write_record(false).await;
+                next = [next, write_at].into_iter().flatten().min();
+                continue;
             }
             next = self.round().await;
             tokio::time::sleep(MIN_GAP).await;
@@ -261,7 +279,7 @@ impl Task {
             // Nothing to tell: no record outlives the sinks it was for.
             match Record::delete_own(&self.cx.client, &lease, &self.cx.manager).await {
                 Ok(true) => info!(lease = %lease, "notifications: no sink, the record deleted"),
-                Ok(false) => {}
+                Ok(false) => debug!(lease = %lease, "notifications: no sink, no record of ours"),
                 Err(e) => debug!(error = %e, "deleting the notifications' record"),
             }
             self.term = self.cx.leadership.term();
@@ -394,6 +412,9 @@ impl Task {
     /// Writes the record if something changed and [`RECORD_INTERVAL`] has passed (or
     /// `now` is set: a stop). Returns when to try again if it waits.
     async fn write_record(&mut self, now: bool) -> Option<Timestamp> {
+        if self.sinks.is_empty() {
+            return None;
+        }
         let dirty = self
             .shared
             .queues
@@ -524,7 +545,7 @@ async fn send_loop(
                 .unwrap_or_else(|e| e.into_inner())
                 .waiting(),
         );
-        shared.wake.notify_one();
+        shared.sent.notify_one();
         // Paced, and stopped at once when the replica stops.
         let stop = async {
             while !shared.stopping.load(Ordering::Relaxed) {

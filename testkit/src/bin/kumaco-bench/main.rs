@@ -11,6 +11,7 @@
 //! #   --json FILE     results (default target/kumaco-bench.json)
 //! #   --churn-rate R  foreign changes per second in a churn phase (default 0: none)
 //! #   --churn-seconds S  length of the churn phase (default 60)
+//! #   --notify        notifications on: a webhook and a chat sink, counted (below)
 //! #   --pods P        the pods mode instead (below): P pods, of which
 //! #     --matching-pods M (default 200) match kumaco's --block-pod-selector
 //! #     --other-pod-rate R (100) --matching-pod-rate R (10) --heartbeat-rate R (100)
@@ -42,7 +43,11 @@
 //!    plain client, a process of its own watching every node into whole `Node`s and
 //!    doing nothing else ([`testkit::churn::plain`]): its CPU per 1,000 changes and
 //!    kumaco's over it;
-//! 7. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
+//! 7. (h) with `--notify`, kumaco tells a CloudEvents webhook and a chat (a generic
+//!    webhook) of every transition, both served by a receiver in this process: the
+//!    events and the chat messages it got by the end of the idle period, beside the
+//!    figures above (CPU, RSS) of a run without;
+//! 8. (f) the API server's own ceiling, kumaco stopped: a plain client applies one
 //!    condition to the same K nodes, as many in flight as kumaco (32). Edge latency can
 //!    be no better than this; the ratio says how much of it is kumaco's. With a churn
 //!    phase, again with the same churn in the background: the ceiling for the edge
@@ -185,6 +190,11 @@ struct Args {
     /// ([`testkit::churn::plain`]), until killed; nothing else.
     #[arg(long, hide = true)]
     plain_watch: Option<PathBuf>,
+    /// Notifications on: a CloudEvents webhook (at most 6,000 a minute) and a chat (a
+    /// generic webhook, digests at the default interval) posting to a receiver in this
+    /// process, which counts what it gets.
+    #[arg(long)]
+    notify: bool,
     /// Seconds of each phase of the pods mode.
     #[arg(long, default_value_t = 60.0)]
     phase_seconds: f64,

@@ -14,6 +14,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use testkit::fleet::percentile;
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
+use testkit::receiver::{Answer, Receiver};
 use testkit::{ApiServer, Scope};
 
 /// The edge window's selector and the number of nodes it selects among `0..n`: all of
@@ -56,10 +57,30 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
 
     // Counted from before the spawn: kumaco may write as soon as its lists are in.
     let writes_at_spawn = kumaco_writes(&client).await?;
+    // (h): the sinks, before kumaco starts.
+    let receiver = if args.notify {
+        Some(Receiver::start(Answer::Status(200)).await?)
+    } else {
+        None
+    };
+    let mut extra_args = Vec::new();
+    if let Some(r) = &receiver {
+        let config = server.dir().join("notify.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "sinks:\n  - name: webhook\n    type: cloudevents\n    url: {}/events\n    maxPerMinute: 6000\n\
+                 \x20 - name: chat\n    url: generic://127.0.0.1:{}/chat?template=json&disabletls=yes\n",
+                r.url(),
+                r.port()
+            ),
+        )?;
+        extra_args.push(format!("--notify-config={}", config.display()));
+    }
     let options = KumacoOptions {
         namespace: NAMESPACE,
         name: MANAGER,
-        extra_args: vec![],
+        extra_args,
     };
     let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options).await?;
     let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
@@ -115,6 +136,14 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
     let rss_now = kumaco.status_kib("VmRSS")? * 1024;
     let cpu = kumaco.cpu_seconds()?;
     drop(watch);
+    let notified = receiver.as_ref().map(|r| {
+        let got = r.received();
+        let events = got.iter().filter(|x| x.path == "/events").count();
+        let chats = got.iter().filter(|x| x.path.starts_with("/chat")).count();
+        let last = got.last().map(|x| x.at.duration_since(edge).as_secs_f64());
+        println!("   notifications: {events} events, {chats} chat messages, the last {last:?} s after the edge");
+        json!({ "events": events, "chat_messages": chats, "last_after_edge_seconds": last })
+    });
 
     // (g): the churn phase, on the same nodes and the same edge selector.
     let churn = match args.churn() {
@@ -181,6 +210,7 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "rss_at_end_mib": rss_now as f64 / (1024.0 * 1024.0),
         "cpu_seconds": cpu,
         "churn": churn,
+        "notifications": notified,
         "kumaco_log": log,
     }))
 }
