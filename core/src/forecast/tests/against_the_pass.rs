@@ -77,7 +77,13 @@ pub(super) fn stepped_over(
         let Some(c) = find(&n.conditions, MAINTENANCE_IN_PROGRESS) else {
             continue;
         };
-        let since = c.last_transition_time.unwrap();
+        // The world's work started, or its end came, when the message records it.
+        let recorded = if c.is_true() {
+            in_progress::recorded_start(&c.message)
+        } else {
+            in_progress::recorded_end(&c.message)
+        };
+        let since = recorded.or(c.last_transition_time).unwrap();
         let elapsed = now.duration_since(since).max(SignedDuration::ZERO);
         if c.is_true() {
             seen.insert(n.name.clone(), (Some(since), None));
