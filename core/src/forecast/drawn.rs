@@ -98,10 +98,10 @@ impl Lengths<'_> {
     pub fn of(&self, name: &str, kind: Kind, elapsed: SignedDuration) -> SignedDuration {
         match self.pick(name, kind, elapsed) {
             Pick::Exact(d) => d.max(elapsed),
-            Pick::Record(d) if d.subsec_nanos() != 0 => d.max(elapsed),
-            Pick::Record(d) => {
+            Pick::Record(d) if whole_seconds(d) => {
                 spread(d, self.bits(name, kind, 1), self.bits(name, kind, 2)).max(elapsed)
             }
+            Pick::Record(d) => d.max(elapsed),
             Pick::None => elapsed,
         }
     }
@@ -156,15 +156,23 @@ enum Pick {
 /// durations the slots' ends coincide. Both made the forecast of a rollout paced by a
 /// short `--start-interval` late (docs/benchmarks.md, "The forecast's accuracy").
 ///
-/// A record with a fraction of a second was measured to the millisecond, and is taken as
-/// it is ([`Lengths::of`]): spread, a record of a few seconds would be off by as much as
-/// the precision it was recorded with. One of those that falls on a whole second (one
-/// in a thousand) is spread as an old one: the record alone cannot tell them apart, and
-/// the error is a rare record's, within its second.
+/// Only a record to the whole second is spread ([`whole_seconds`]).
 fn spread(d: SignedDuration, a: u64, b: u64) -> SignedDuration {
     let fraction = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
     let nanos = ((fraction(a) - fraction(b)) * 1e9) as i64;
     (d + SignedDuration::from_nanos(nanos)).max(SignedDuration::ZERO)
+}
+
+/// Whether record `d` is one to the whole second, which [`spread`] spreads over its
+/// second. A record with a fraction of a second was measured to the millisecond and is
+/// taken as it is: spread, a record of a few seconds would be off by as much as the
+/// precision it was recorded with. One of those that falls on a whole second (one in a
+/// thousand) is spread as an old one: the record alone cannot tell them apart, and the
+/// error is a rare record's, within its second. Zero is taken as it is: it is what a node
+/// that was never unavailable records as its recovery, in either precision, and what most
+/// recoveries are where maintenance does not take nodes down.
+fn whole_seconds(d: SignedDuration) -> bool {
+    d.subsec_nanos() == 0 && !d.is_zero()
 }
 
 /// Whether drawing from `pool` can give durations whose records differ.
@@ -282,6 +290,12 @@ mod tests {
             }
         }
         assert!(whole > 0 && whole < 60, "{whole}");
+        // A node never unavailable recovered at once, in either precision.
+        let l = Lengths::fixed(Pool::Learned(secs(4)), Pool::Learned(SignedDuration::ZERO));
+        for name in &names {
+            let d = l.of(name, Kind::Recovery, SignedDuration::ZERO);
+            assert_eq!(d, SignedDuration::ZERO);
+        }
     }
 
     #[test]
