@@ -458,14 +458,15 @@ fn the_recovery_is_measured_from_the_recorded_end_to_the_millisecond() {
 
 #[test]
 fn a_node_that_keeps_its_state_keeps_its_message_through_passes_at_any_instant() {
-    // Passes every 137 ms for two minutes: the start, the end, the recovery, and nothing
-    // else is ever written, though every pass measures at another millisecond.
+    // Passes at an odd step for two minutes: the start, the end, the recovery, and
+    // nothing else is ever written, though every pass measures at another millisecond.
+    const STEP_MS: i64 = 137;
     let p = policy();
     let from = ms("2026-12-07T14:25:00.250Z");
     let mut mip: Option<Condition> = None;
     let mut writes = Vec::new();
-    for k in 0..876 {
-        let now = from + SignedDuration::from_millis(137 * k);
+    for k in 0..120_000 / STEP_MS {
+        let now = from + SignedDuration::from_millis(STEP_MS * k);
         let since = now.duration_since(from).as_secs_f64();
         // Needs a reboot until 40 s; the node goes down at 30 s and is back at 50 s.
         let required = if since < 40.0 {
@@ -495,7 +496,7 @@ fn a_node_that_keeps_its_state_keeps_its_message_through_passes_at_any_instant()
     assert_eq!(recorded_start(end), Some(from));
     assert_eq!(recorded_start(recovered), Some(from));
     // The first pass at or after 40 s ends it; the first at or after 50 s sees it back.
-    let first_after = |s: i64| (s * 1000 + 136) / 137 * 137;
+    let first_after = |s: i64| (s * 1000 + STEP_MS - 1) / STEP_MS * STEP_MS;
     let lasted = SignedDuration::from_millis(first_after(40));
     assert_eq!(recorded_duration(end), Some(lasted));
     assert_eq!(
