@@ -250,10 +250,11 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
     assert_eq!(started.metadata.namespace.as_deref(), Some("default"));
     assert_eq!(started.reporting_component.as_deref(), Some("kumaco"));
     let note = started.message.as_deref().unwrap_or_default();
-    assert!(
-        note.starts_with("MaintenanceInProgress=True (MaintenanceWindow): maintenance started in"),
-        "{note}"
-    );
+    let started_at = note
+        .strip_prefix("MaintenanceInProgress=True (MaintenanceWindow): maintenance started at ")
+        .and_then(|rest| rest.split_once(' '))
+        .map(|(at, _)| at.parse::<Timestamp>());
+    assert!(matches!(started_at, Some(Ok(_))), "{note}");
     story(&new, &["MaintenanceWindowStarted", "WaitingForSlot"]).await;
 
     // The reboot is done: old completes, new starts.

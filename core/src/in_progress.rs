@@ -24,10 +24,12 @@
 //!   `lastHeartbeatTime` later): reporters lag behind a reboot, and a stale
 //!   `RebootRequired=True` must not reboot the node a second time. Without required
 //!   conditions, not before its `UnderMaintenance` turned True again: a later window;
-//! - **records**: an end's message says how long the maintenance was in progress
-//!   (`completed after 6m12s`), and the first pass that sees the node available again
-//!   adds, once, how long that took (`recovered after 1m3s`): read from the node and
-//!   written once whoever runs the pass, they are what the forecast learns durations from;
+//! - **records**: a start's message says when it started, to the millisecond (`started
+//!   at 2026-12-07T14:25:03.512Z`), an end's message carries that on with how long the
+//!   maintenance was in progress (`completed after 4.5s`), and the first pass that sees
+//!   the node available again adds, once, how long that took (`recovered after 1.2s`):
+//!   read from the node and written once whoever runs the pass, they are what the
+//!   forecast learns durations from;
 //! - **ceiling**: the slots bound the *disrupted* nodes: those in progress (including
 //!   ones ending in this pass: a slot is reused only in a later pass, once the end is
 //!   written) and, with `--count-unavailable` (the default), those unavailable, each
@@ -51,7 +53,7 @@
 //!
 //! In parts: [`policy`] (the flags), [`availability`] (what a node shows of it),
 //! [`slots`] (how the nodes use each ceiling's slots), [`records`] (what the messages
-//! record: boot ID, durations); the decision itself is here.
+//! record: start, boot ID, durations); the decision itself is here.
 
 mod availability;
 mod policy;
@@ -65,10 +67,11 @@ use jiff::{SignedDuration, Timestamp};
 pub use availability::{Availability, Lifecycle, Unavailable};
 pub use policy::{Ceiling, GroupCeiling, Policy};
 pub use records::{
-    BOOT_ID, COMPLETED_AFTER, HAD_WAITED, RECOVERED_AFTER, STOPPED_AFTER, recorded_boot_id,
-    recorded_duration, recorded_recovery, waited,
+    BOOT_ID, COMPLETED_AFTER, HAD_WAITED, RECOVERED_AFTER, STARTED_AT, STOPPED_AFTER,
+    recorded_boot_id, recorded_duration, recorded_end, recorded_recovery, recorded_start,
+    unmeasured, waited,
 };
-use records::{fmt_duration, keep_end, rebooted, whole_seconds, with_recovery};
+use records::{end_record, fmt_duration, keep_end, rebooted, with_recovery};
 use slots::Ledger;
 pub use slots::{Group, Scope, Usage, groups_of};
 
@@ -296,12 +299,14 @@ fn decide_in<'s>(
         } else {
             format!("; {} True", policy.required.join(", "))
         };
-        // The boot ID comes first: a long list of windows may be cut from the message.
+        // The instant and the boot ID come first: a long list of windows may be cut from
+        // the message.
+        let start = records::start_record(records::millis(now));
         let boot = records::boot_id_record(node.boot_id);
         out[i] = Some(desired(
             true,
             reasons::MAINTENANCE_WINDOW,
-            format!("maintenance started{boot} in {windows}{because}"),
+            format!("maintenance {start}{boot} in {windows}{because}"),
         ));
     }
     let mut needs_pods = budgets
@@ -457,18 +462,10 @@ fn decide_alone(policy: &Policy, node: &NodeState, pause: Option<&Hold>, now: Ti
             .complete_on_reboot
             .then(|| rebooted(current, node.boot_id))
             .flatten();
-        // The end records how long the maintenance lasted, and, if the node is already
-        // available, that it recovered at once: what the forecast learns from.
-        let lasted = current.last_transition_time.map(|since| {
-            whole_seconds(now)
-                .duration_since(since)
-                .max(SignedDuration::ZERO)
-        });
-        let record = |verb: &str| {
-            lasted
-                .map(|d| format!("; {verb} {}", fmt_duration(d)))
-                .unwrap_or_default()
-        };
+        // The end records when the maintenance started and how long it lasted, and, if
+        // the node is already available, that it recovered at once: what the forecast
+        // learns from.
+        let record = |verb: &str| end_record(current, now, verb);
         let end = |reason: &str, message: String| {
             let message = match node.availability.unavailable() {
                 None => with_recovery(&message, SignedDuration::ZERO),

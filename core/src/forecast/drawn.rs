@@ -1,6 +1,6 @@
 //! Each node's durations in a run: given by flag, a quantile of the records, or drawn
-//! from them, and a record spread over its second ([`spread`]). The drawn runs, up to
-//! [`RUNS`] of them, give the rollout's expected completion.
+//! from them, and a record to the whole second spread over its second ([`spread`]). The
+//! drawn runs, up to [`RUNS`] of them, give the rollout's expected completion.
 //!
 //! **Why not the median run's last end.** A slot of the ceiling works through its nodes
 //! one after another, so the time it takes is a sum of durations, and a sum follows the
@@ -39,10 +39,11 @@ pub const WORK_BUDGET: u64 = 1_500_000;
 pub(super) enum Pool<'d> {
     /// The same for every node: given by flag.
     Given(SignedDuration),
-    /// A quantile of the records: the same for every node, spread over its second
-    /// ([`spread`]).
+    /// A quantile of the records: the same for every node, spread over its second if it
+    /// is a whole-second one ([`spread`]).
     Learned(SignedDuration),
-    /// One of these records, sorted, picked by a hash, and spread over its second.
+    /// One of these records, sorted, picked by a hash, and spread over its second if it is
+    /// a whole-second one.
     Recorded(&'d [SignedDuration]),
 }
 
@@ -97,9 +98,10 @@ impl Lengths<'_> {
     pub fn of(&self, name: &str, kind: Kind, elapsed: SignedDuration) -> SignedDuration {
         match self.pick(name, kind, elapsed) {
             Pick::Exact(d) => d.max(elapsed),
-            Pick::Record(d) => {
+            Pick::Record(d) if whole_seconds(d) => {
                 spread(d, self.bits(name, kind, 1), self.bits(name, kind, 2)).max(elapsed)
             }
+            Pick::Record(d) => d.max(elapsed),
             Pick::None => elapsed,
         }
     }
@@ -136,25 +138,41 @@ impl Lengths<'_> {
 enum Pick {
     /// Given: taken as it is.
     Exact(SignedDuration),
-    /// A record, or a quantile of them: spread over its second.
+    /// A record, or a quantile of them: spread over its second if it is a whole-second
+    /// one, else taken as it is.
     Record(SignedDuration),
     /// No record is longer than what has passed: it ends now.
     None,
 }
 
-/// A recorded duration `d` as a true one. Records are differences of two whole-second
-/// times (the API's), so a true duration lies within a second either side of `d`, most
-/// likely near it: `d` plus the difference of two uniform fractions of a second, drawn
-/// from `a` and `b`. Why it matters: `--start-interval` counts from a whole-second time,
-/// so a real end that falls mid-second lets the next start come half a second sooner on
-/// average, where a simulation on whole seconds makes each end cost a full second, and
-/// with equal durations the slots' ends coincide. Both made the forecast of a rollout
-/// paced by a short `--start-interval` late (docs/benchmarks.md, "The forecast's
-/// accuracy").
+/// A recorded duration `d` to the whole second as a true one. Records written before
+/// kumaco recorded a maintenance's start to the millisecond (`in_progress::STARTED_AT`)
+/// are differences of two whole-second times (the API's), so a true duration lies within
+/// a second either side of `d`, most likely near it: `d` plus the difference of two
+/// uniform fractions of a second, drawn from `a` and `b`. Why it matters:
+/// `--start-interval` counts from a whole-second time, so a real end that falls
+/// mid-second lets the next start come half a second sooner on average, where a
+/// simulation on whole seconds makes each end cost a full second, and with equal
+/// durations the slots' ends coincide. Both made the forecast of a rollout paced by a
+/// short `--start-interval` late (docs/benchmarks.md, "The forecast's accuracy").
+///
+/// Only a record to the whole second is spread ([`whole_seconds`]).
 fn spread(d: SignedDuration, a: u64, b: u64) -> SignedDuration {
     let fraction = |h: u64| (h >> 11) as f64 / (1u64 << 53) as f64;
     let nanos = ((fraction(a) - fraction(b)) * 1e9) as i64;
     (d + SignedDuration::from_nanos(nanos)).max(SignedDuration::ZERO)
+}
+
+/// Whether record `d` is one to the whole second, which [`spread`] spreads over its
+/// second. A record with a fraction of a second was measured to the millisecond and is
+/// taken as it is: spread, a record of a few seconds would be off by as much as the
+/// precision it was recorded with. One of those that falls on a whole second (one in a
+/// thousand) is spread as an old one: the record alone cannot tell them apart, and the
+/// error is a rare record's, within its second. Zero is taken as it is: it is what a node
+/// that was never unavailable records as its recovery, in either precision, and what most
+/// recoveries are where maintenance does not take nodes down.
+fn whole_seconds(d: SignedDuration) -> bool {
+    d.subsec_nanos() == 0 && !d.is_zero()
 }
 
 /// Whether drawing from `pool` can give durations whose records differ.
@@ -236,6 +254,48 @@ mod tests {
             ds[7],
             "the same node, the same duration"
         );
+    }
+
+    #[test]
+    fn a_record_to_the_millisecond_is_taken_as_it_is_and_a_whole_second_one_spread() {
+        let precise = SignedDuration::from_millis(4_512);
+        let l = Lengths::fixed(Pool::Learned(precise), Pool::Learned(secs(4)));
+        let names: Vec<String> = (0..100).map(|n| format!("node-{n}")).collect();
+        for name in &names {
+            assert_eq!(l.of(name, Kind::Maintenance, SignedDuration::ZERO), precise);
+            assert_eq!(l.of(name, Kind::Maintenance, secs(5)), secs(5), "{name}");
+        }
+        let spread: Vec<SignedDuration> = (names.iter())
+            .map(|name| l.of(name, Kind::Recovery, SignedDuration::ZERO))
+            .collect();
+        assert!(spread.iter().all(|d| (*d - secs(4)).abs() < secs(1)));
+        assert!(spread.iter().filter(|d| **d != secs(4)).count() > 90);
+        // Drawn: the records to the millisecond exactly, the whole-second one spread.
+        let sorted = [
+            SignedDuration::from_millis(4_380),
+            SignedDuration::from_millis(4_620),
+            secs(5),
+        ];
+        let mut whole = 0;
+        for run in 0..60 {
+            let l = drawn(&sorted, run);
+            let d = l.of("node-a", Kind::Maintenance, SignedDuration::ZERO);
+            match l.pick("node-a", Kind::Maintenance, SignedDuration::ZERO) {
+                Pick::Record(r) if r == secs(5) => {
+                    whole += 1;
+                    assert!(d != r && (d - r).abs() < secs(1), "{d:?}");
+                }
+                Pick::Record(r) => assert_eq!(d, r),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(whole > 0 && whole < 60, "{whole}");
+        // A node never unavailable recovered at once, in either precision.
+        let l = Lengths::fixed(Pool::Learned(secs(4)), Pool::Learned(SignedDuration::ZERO));
+        for name in &names {
+            let d = l.of(name, Kind::Recovery, SignedDuration::ZERO);
+            assert_eq!(d, SignedDuration::ZERO);
+        }
     }
 
     #[test]

@@ -118,7 +118,16 @@ impl<'f, 'a> Run<'f, 'a> {
             // UnderMaintenance as the windows say now is written by the first pass.
             run.windows_changed.push(i);
             let mip = find(&conditions, MAINTENANCE_IN_PROGRESS).cloned();
-            let since = |c: &Condition| c.last_transition_time.unwrap_or(now);
+            // When it started or ended as the message records it, to the millisecond as
+            // the durations learned are; else to the second.
+            let since = |c: &Condition| {
+                let recorded = if c.is_true() {
+                    in_progress::recorded_start(&c.message)
+                } else {
+                    in_progress::recorded_end(&c.message)
+                };
+                recorded.or(c.last_transition_time).unwrap_or(now)
+            };
             let standing = &mut run.standing[i];
             standing.needs = fleet.roles[i] == Role::Forecast
                 && policy.required.iter().all(|t| is_true(view.conditions, t));

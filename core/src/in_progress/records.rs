@@ -1,7 +1,17 @@
 //! What the condition's messages record for later passes and the forecast: a start's
-//! boot ID (a new one means the node rebooted), how long a maintenance was in progress,
-//! and how long the node took to be available again after it. Written into the message
-//! and read back from it, so that any instance derives them from the node alone.
+//! instant and boot ID (a new one means the node rebooted), how long a maintenance was in
+//! progress, and how long the node took to be available again after it. Written into the
+//! message and read back from it, so that any instance derives them from the node alone.
+//!
+//! **To the millisecond.** A `lastTransitionTime` reads back to the second (the API keeps
+//! no more), so a duration between two of them is off by up to a second either way: for
+//! maintenances a few seconds long, more than the forecast can afford. So the start's
+//! message records its instant to the millisecond ([`STARTED_AT`]), the end's message
+//! carries it on with the duration from it to the end, and the recovery is measured from
+//! that end. The millisecond, not the nanosecond: finer than kumaco's own reaction to a
+//! change, and short to read. An end whose start recorded no instant (started by a kumaco
+//! before this record) is measured between the `lastTransitionTime`s as before, to the
+//! second, and records no start.
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -41,6 +51,67 @@ pub fn recorded_boot_id(message: &str) -> Option<&str> {
     recordable(id).then_some(id)
 }
 
+/// How a start's message records its instant, and an end's message the instant its
+/// maintenance started: `started at 2026-12-07T14:25:03.512Z` (RFC 3339, UTC, to the
+/// millisecond). In a start's message it comes first, before the boot ID and the windows
+/// (whose list a cut may shorten); in an end's, right before the duration measured from
+/// it: `started at 2026-12-07T14:25:03.512Z, completed after 4.5s`.
+pub const STARTED_AT: &str = "started at";
+
+/// `now` to the millisecond: how precisely a start is recorded, and an end and a recovery
+/// measured.
+pub(super) fn millis(now: Timestamp) -> Timestamp {
+    Timestamp::from_millisecond(now.as_millisecond()).unwrap_or(now)
+}
+
+/// How a message records the start `at` (to the millisecond already): [`STARTED_AT`] and
+/// the instant.
+pub(super) fn start_record(at: Timestamp) -> String {
+    format!("{STARTED_AT} {at:.3}")
+}
+
+/// When the maintenance started, as `message` records it: a start's message, or an end's
+/// that records a duration ([`STARTED_AT`]). Both give the same instant for the same
+/// maintenance, the end carrying the start's record on as it was written. `None` for a
+/// message that records none (written by a kumaco before this record, or a reason to
+/// wait). No allocation, as for [`recorded_boot_id`].
+pub fn recorded_start(message: &str) -> Option<Timestamp> {
+    // `STARTED_AT` and its space, spelled out: no allocation per node and pass.
+    const OPEN: &str = "started at ";
+    debug_assert_eq!(OPEN, format!("{STARTED_AT} "));
+    let (_, rest) = message.split_once(OPEN)?;
+    rest[..token_len(rest)].parse().ok()
+}
+
+/// When the maintenance whose end `message` reports ended, to the millisecond: its
+/// recorded start plus its recorded duration. `None` for an end that records no start.
+pub fn recorded_end(message: &str) -> Option<Timestamp> {
+    let start = recorded_start(message)?;
+    start.checked_add(recorded_duration(message)?).ok()
+}
+
+/// What an end's message records of the maintenance `current` (the node's True condition)
+/// ended at `now`, after what it says of the end: `; started at <start>, completed after
+/// <duration>` (`verb` [`COMPLETED_AFTER`] or [`STOPPED_AFTER`]), measured from the start
+/// the True message recorded to `now`, to the millisecond. Where it recorded none, from
+/// its `lastTransitionTime` to `now` to the second, with no start: `; completed after
+/// 6m12s`, as kumaco wrote it before. Nothing without either.
+pub(super) fn end_record(current: &Condition, now: Timestamp, verb: &str) -> String {
+    let measured = match recorded_start(&current.message) {
+        Some(start) => Some((Some(start), millis(now).duration_since(start))),
+        None => (current.last_transition_time)
+            .map(|since| (None, whole_seconds(now).duration_since(since))),
+    };
+    match measured {
+        Some((start, lasted)) => {
+            let from = start.map(|s| format!("{}, ", start_record(s)));
+            let lasted = fmt_duration(lasted.max(SignedDuration::ZERO));
+            format!("; {}{verb} {lasted}", from.unwrap_or_default())
+        }
+        None => String::new(),
+    }
+}
+
 /// How an end's message records how long the maintenance was in progress: `completed
 /// after 6m12s` when a required condition cleared or the node rebooted, `stopped after
 /// 3h0m0s` when its window ended it. Early in the message, so no cut removes it.
@@ -74,13 +145,42 @@ fn duration_record(message: &str) -> Option<(SignedDuration, usize)> {
 fn recorded(message: &str, marker: &str) -> Option<(SignedDuration, usize)> {
     let at = message.find(marker)? + marker.len() + 1;
     let rest = message.get(at - 1..)?.strip_prefix(' ')?;
-    let len = rest.find([',', ';', ' ', ')']).unwrap_or(rest.len());
+    let len = token_len(rest);
     let token = &rest[..len];
     if !token.starts_with(|c: char| c.is_ascii_digit()) {
         return None;
     }
     let d = crate::duration::parse(token).ok()?.to_signed();
     (!d.is_negative()).then_some((d, at + len))
+}
+
+/// How long the record at the start of `rest` is: up to what ends one in a message.
+fn token_len(rest: &str) -> usize {
+    rest.find([',', ';', ' ', ')']).unwrap_or(rest.len())
+}
+
+/// Feeds `piece` the parts of `message` that stay the same when a pass derives it again
+/// a moment later: all but the instants and durations it records ([`STARTED_AT`],
+/// [`COMPLETED_AFTER`], [`STOPPED_AFTER`], [`RECOVERED_AFTER`]), each measured anew at
+/// each pass. What a write refused for good is known by (`pass::Write::fingerprint`): a
+/// start or an end derived again for the same node is the same write, not sent again
+/// for its later instant alone.
+pub fn unmeasured(message: &str, mut piece: impl FnMut(&str)) {
+    const MARKERS: [&str; 4] = [STARTED_AT, COMPLETED_AFTER, STOPPED_AFTER, RECOVERED_AFTER];
+    let mut rest = message;
+    loop {
+        let next = (MARKERS.iter())
+            .filter_map(|m| Some(rest.find(m)? + m.len()))
+            .min();
+        let Some(end) = next else {
+            piece(rest);
+            return;
+        };
+        piece(&rest[..end]);
+        let after = &rest[end..];
+        let value = after.strip_prefix(' ').unwrap_or(after);
+        rest = &value[token_len(value)..];
+    }
 }
 
 /// How the answer outside any window records why the node had not started when its
@@ -126,22 +226,30 @@ pub(super) fn with_recovery(message: &str, recovery: SignedDuration) -> String {
 }
 
 /// A maintenance's end, kept as it is, except once: when the node is first seen available
-/// after it, its message adds how long that took (from the end's `lastTransitionTime` to
-/// now). From then on the message says so, and the end is kept: one write, whoever runs
-/// the pass, derived from the node alone. Only an end that recorded its duration gets it:
-/// on an end written before kumaco recorded durations, now minus the end would be an age,
-/// not a recovery. A record the message bound would cut is not written at all.
+/// after it, its message adds how long that took: from the end its message records to
+/// now, to the millisecond ([`recorded_end`]); for an end that records no start, from its
+/// `lastTransitionTime` to now, to the second. From then on the message says so, and the
+/// end is kept: one write, whoever runs the pass, derived from the node alone. Only an end
+/// that recorded its duration gets it: on an end written before kumaco recorded
+/// durations, now minus the end would be an age, not a recovery. A record the message
+/// bound would cut is not written at all.
 pub(super) fn keep_end(c: &Condition, node: &NodeState, now: Timestamp) -> Desired {
     let recovering = !c.is_true()
         && is_end(c)
         && node.availability.unavailable().is_none()
         && recorded_recovery(&c.message).is_none();
-    let Some(ended) = c.last_transition_time.filter(|_| recovering) else {
+    if !recovering {
+        return Desired::keep(c);
+    }
+    // Read only now: once per maintenance, not for every node at every pass.
+    let ended = match recorded_end(&c.message) {
+        Some(end) => Some((end, millis(now))),
+        None => c.last_transition_time.map(|end| (end, whole_seconds(now))),
+    };
+    let Some((ended, now)) = ended else {
         return Desired::keep(c);
     };
-    let recovery = whole_seconds(now)
-        .duration_since(ended)
-        .max(SignedDuration::ZERO);
+    let recovery = now.duration_since(ended).max(SignedDuration::ZERO);
     let d = desired(false, &c.reason, with_recovery(&c.message, recovery));
     if recorded_recovery(&d.message).is_some() {
         d
@@ -151,7 +259,7 @@ pub(super) fn keep_end(c: &Condition, node: &NodeState, now: Timestamp) -> Desir
 }
 
 /// `now` as a `lastTransitionTime` written now reads back (`conditions::to_apply`).
-pub(super) fn whole_seconds(now: Timestamp) -> Timestamp {
+fn whole_seconds(now: Timestamp) -> Timestamp {
     Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 

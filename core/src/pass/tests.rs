@@ -781,6 +781,35 @@ fn a_write_changes_what_differs_and_is_known_by_its_content() {
 }
 
 #[test]
+fn a_start_derived_again_a_moment_later_is_the_same_write() {
+    // What a write refused for good is known by: the start's instant, measured anew at
+    // each pass, does not make it another write.
+    let r = Rules {
+        in_progress: in_progress(1, &[]),
+        ..rules("")
+    };
+    let windows = [source("w", "0 2 * * *", "1h", "", false)];
+    let c = Cluster::new(&[("n", &[])]);
+    let at = |ms: i64| ts("2026-01-01T02:05:00Z") + SignedDuration::from_millis(ms);
+    let first = c.clone().pass(&r, &windows, at(100)).writes;
+    let again = c.clone().pass(&r, &windows, at(1_900)).writes;
+    assert!(first[0].starts_maintenance(), "{first:?}");
+    let message = |w: &Write| {
+        let c = w
+            .conditions
+            .iter()
+            .find(|c| c.type_ == MAINTENANCE_IN_PROGRESS);
+        c.unwrap().message.clone()
+    };
+    assert_ne!(message(&first[0]), message(&again[0]));
+    assert_eq!(first[0].fingerprint(), again[0].fingerprint());
+    // Another window is another start.
+    let other = [source("v", "0 2 * * *", "1h", "", false)];
+    let elsewhere = c.clone().pass(&r, &other, at(100)).writes;
+    assert_ne!(first[0].fingerprint(), elsewhere[0].fingerprint());
+}
+
+#[test]
 fn node_events_read_the_cluster_or_a_shadow_its_own_writes() {
     let r = rules("");
     let windows = [source("w", "0 2 * * *", "1h", "", false)];

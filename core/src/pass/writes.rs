@@ -122,13 +122,22 @@ impl Write {
     }
 
     /// Identifies the write by its content (the node and the conditions it applies): an
-    /// apply the API server refused for good is not sent again, a different one is.
+    /// apply the API server refused for good is not sent again, a different one is. What
+    /// `MaintenanceInProgress` measures (its start's instant, the durations of an end) is
+    /// left out: a pass that derives the same start or end again measures it anew, and it
+    /// is still the same write.
     pub fn fingerprint(&self) -> u64 {
         let mut h = crate::fingerprint::Fnv::default();
         h.write_str(&self.node);
         for c in &self.conditions {
-            for part in [c.type_.as_str(), c.status.as_str(), &c.reason, &c.message] {
+            for part in [c.type_.as_str(), c.status.as_str(), &c.reason] {
                 h.write_str(part);
+            }
+            if c.type_ == MAINTENANCE_IN_PROGRESS {
+                in_progress::unmeasured(&c.message, |piece| h.write(piece.as_bytes()));
+                h.write(&[0]);
+            } else {
+                h.write_str(&c.message);
             }
         }
         h.finish()

@@ -23,6 +23,33 @@ fn stepped(
     use crate::forecast::drawn::Kind;
     let maintenance = |n: &Node, elapsed| lengths.of(&n.name, Kind::Maintenance, elapsed);
     let recovery = |n: &Node, elapsed| lengths.of(&n.name, Kind::Recovery, elapsed);
+    let mut nodes = nodes.to_vec();
+    stepped_over(
+        windows,
+        policy,
+        &mut nodes,
+        &maintenance,
+        &recovery,
+        now,
+        until,
+    )
+}
+
+/// How long a node's maintenance or recovery lasts in all, `elapsed` of it past already.
+pub(super) type Length<'l> = &'l dyn Fn(&Node, SignedDuration) -> SignedDuration;
+
+/// [`stepped`] with each node's maintenance and recovery as `maintenance` and `recovery`
+/// give them, `nodes` left as the last pass wrote them (with the records their ends
+/// carry).
+pub(super) fn stepped_over(
+    windows: &[Window],
+    policy: &Policy,
+    nodes: &mut [Node],
+    maintenance: Length,
+    recovery: Length,
+    now: Timestamp,
+    until: Timestamp,
+) -> BTreeMap<String, (Option<Timestamp>, Option<Timestamp>)> {
     // Written through the API: whole seconds.
     let whole = |t: Timestamp| Timestamp::from_second(t.as_second()).unwrap();
     let sources: Vec<WindowSource> = windows
@@ -43,7 +70,6 @@ fn stepped(
         planned_lead_time: None,
         resync: mins(5),
     };
-    let mut nodes = nodes.to_vec();
     let mut seen: BTreeMap<String, (Option<Timestamp>, Option<Timestamp>)> = BTreeMap::new();
     // (when, node, done): the work done (true) or the node back (false).
     let mut world: Vec<(Timestamp, usize, bool)> = Vec::new();
@@ -51,7 +77,13 @@ fn stepped(
         let Some(c) = find(&n.conditions, MAINTENANCE_IN_PROGRESS) else {
             continue;
         };
-        let since = c.last_transition_time.unwrap();
+        // The world's work started, or its end came, when the message records it.
+        let recorded = if c.is_true() {
+            in_progress::recorded_start(&c.message)
+        } else {
+            in_progress::recorded_end(&c.message)
+        };
+        let since = recorded.or(c.last_transition_time).unwrap();
         let elapsed = now.duration_since(since).max(SignedDuration::ZERO);
         if c.is_true() {
             seen.insert(n.name.clone(), (Some(since), None));

@@ -23,6 +23,7 @@ use proptest::prelude::*;
 
 mod against_the_pass;
 mod drawn;
+mod precision;
 mod rules;
 
 const REBOOT: &str = "kured.dev/RebootRequired";

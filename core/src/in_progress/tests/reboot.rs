@@ -54,21 +54,28 @@ fn one(policy: &Policy, conditions: &[Condition], boot_id: Option<&str>) -> Desi
         .expect("in a window")
 }
 
-const STARTED_ON_A: &str =
+/// The start on boot `aaaa-1` at 20 s, as [`decide`] writes it.
+const STARTED_ON_A: &str = "maintenance started at 1970-01-01T00:00:20.000Z (boot ID aaaa-1) \
+                            in window ops/w; kured.dev/RebootRequired True";
+
+/// The same, as a kumaco before the start's instant was recorded wrote it.
+const STARTED_ON_A_UNTIMED: &str =
     "maintenance started (boot ID aaaa-1) in window ops/w; kured.dev/RebootRequired True";
 
 #[test]
 fn a_start_records_the_boot_id_first_and_it_reads_back() {
     let d = one(&policy(), &[cond(REBOOT, true, 10)], Some("aaaa-1"));
     assert!(d.status);
-    assert_eq!(d.message, STARTED_ON_A);
+    assert_eq!(d.message, STARTED_ON_A.replace("00:00:20", "00:16:40"));
     assert_eq!(recorded_boot_id(&d.message), Some("aaaa-1"));
+    assert_eq!(recorded_boot_id(STARTED_ON_A_UNTIMED), Some("aaaa-1"));
     // Without a boot ID, or with one that would not read back, nothing is recorded.
     for id in [None, Some("x) y"), Some("")] {
         let d = one(&policy(), &[cond(REBOOT, true, 10)], id);
         assert_eq!(
             d.message,
-            "maintenance started in window ops/w; kured.dev/RebootRequired True"
+            "maintenance started at 1970-01-01T00:16:40.000Z in window ops/w; \
+             kured.dev/RebootRequired True"
         );
         assert_eq!(recorded_boot_id(&d.message), None);
     }
@@ -90,6 +97,18 @@ fn a_new_boot_id_ends_maintenance_though_the_requirement_still_reads_true() {
         (d.status, d.reason.as_str()),
         (false, reasons::NODE_REBOOTED)
     );
+    assert_eq!(
+        d.message,
+        "the node rebooted (boot ID aaaa-1 -> bbbb-2); started at 1970-01-01T00:00:20.000Z, \
+         completed after 16m20s, recovered after 0s; a new maintenance waits for \
+         kured.dev/RebootRequired to be confirmed after the reboot"
+    );
+    // A start that recorded no instant: measured between whole seconds, no start recorded.
+    let untimed = [
+        cond(REBOOT, true, 10),
+        mip(true, reasons::MAINTENANCE_WINDOW, STARTED_ON_A_UNTIMED, 20),
+    ];
+    let d = one(&policy(), &untimed, Some("bbbb-2"));
     assert_eq!(
         d.message,
         "the node rebooted (boot ID aaaa-1 -> bbbb-2); completed after 16m20s, recovered \
