@@ -30,7 +30,9 @@ use crate::announce::{Announcement, What, WindowSource};
 use crate::conditions::{Condition, MAINTENANCE_IN_PROGRESS, Status, UNDER_MAINTENANCE, find};
 use crate::fingerprint::Fnv;
 use crate::forecast::{self, Placement, Plan};
-use crate::in_progress::{Availability, recorded_duration, recorded_recovery, waited};
+use crate::in_progress::{
+    Availability, recorded_duration, recorded_recovery, recorded_start, waited,
+};
 use crate::notice::{Forecast, Kind, Left, NodeInfo, Notice, WindowInfo};
 use crate::reasons;
 use crate::selector::Labels;
@@ -226,7 +228,12 @@ fn in_progress(
     let notice = |kind, at| node_notice(rules, inputs, node, kind, at, c);
     let mut out = Vec::new();
     if c.is_true() {
-        out.push(notice(Kind::Started, at));
+        // The instant the start recorded, to the millisecond; its id is of its second,
+        // which is the condition's `lastTransitionTime`.
+        out.push(notice(
+            Kind::Started,
+            recorded_start(&c.message).unwrap_or(at),
+        ));
         return out;
     }
     if reasons::ends_maintenance(&c.reason) {
@@ -244,7 +251,8 @@ fn in_progress(
         out.push(end);
         // Its start, under the id its True condition gave it: told even by a kumaco
         // that never saw the node in progress (it was down meanwhile).
-        if let Some(start) = duration.and_then(|d| started(at, d)) {
+        let start = recorded_start(&c.message).or_else(|| duration.and_then(|d| started(at, d)));
+        if let Some(start) = start {
             let mut began = notice(Kind::Started, start);
             began.reason = reasons::MAINTENANCE_WINDOW.into();
             began.message = String::new();
@@ -290,9 +298,9 @@ fn owned<'a>(node: &NodeState<'a>, type_: &str) -> Option<&'a Condition> {
     find(node.conditions, type_).filter(|_| node.owned.iter().any(|t| t == type_))
 }
 
-/// When a maintenance that ended at `end` after `lasted` started: the second its True
-/// condition's `lastTransitionTime` shows. Both times are whole seconds, as is a
-/// duration recorded between them; one measured finer is rounded down with the start.
+/// When a maintenance whose end records no start instant (written by an earlier
+/// kumaco) started: its end's `lastTransitionTime` less the duration, both whole
+/// seconds as its True condition's `lastTransitionTime` was.
 fn started(end: Timestamp, lasted: SignedDuration) -> Option<Timestamp> {
     let start = end.checked_sub(lasted).ok()?;
     Timestamp::from_second(start.as_second()).ok()

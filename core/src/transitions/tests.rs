@@ -369,3 +369,48 @@ fn a_window_is_announced_ahead_with_its_forecast_and_closes_with_what_it_left() 
         }]
     );
 }
+
+#[test]
+fn a_start_recorded_to_the_millisecond_keeps_its_instant_and_id_through_its_end() {
+    let start = node(
+        "a",
+        vec![cond(
+            MAINTENANCE_IN_PROGRESS,
+            true,
+            reasons::MAINTENANCE_WINDOW,
+            "maintenance started at 2026-01-01T02:00:07.912Z in window ops/w",
+            "2026-01-01T02:00:07Z",
+        )],
+    );
+    // 4.5 s later: the end's second less the duration would be 02:00:06.
+    let end = node(
+        "a",
+        vec![cond(
+            MAINTENANCE_IN_PROGRESS,
+            false,
+            reasons::MAINTENANCE_COMPLETED,
+            "kured.dev/RebootRequired is no longer True; started at 2026-01-01T02:00:07.912Z, \
+             completed after 4.5s",
+            "2026-01-01T02:00:12Z",
+        )],
+    );
+    let seen = due_at(&[start], &[], "2026-01-01T02:00:10Z");
+    let later = due_at(&[end], &[], "2026-01-01T02:01:00Z");
+    assert_eq!(seen.notices[0].at, ts("2026-01-01T02:00:07.912Z"));
+    let started: Vec<&Notice> = later
+        .notices
+        .iter()
+        .filter(|n| n.kind == Kind::Started)
+        .collect();
+    assert_eq!(started.len(), 1);
+    assert_eq!(
+        (started[0].at, &started[0].id),
+        (seen.notices[0].at, &seen.notices[0].id)
+    );
+    let completed = later
+        .notices
+        .iter()
+        .find(|n| n.kind == Kind::Completed)
+        .unwrap();
+    assert_eq!(completed.duration, Some(SignedDuration::from_millis(4500)));
+}

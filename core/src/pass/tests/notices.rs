@@ -22,6 +22,11 @@ fn notice_rules(rules: &Rules) -> transitions::Rules {
     }
 }
 
+/// Between two passes: not a whole number of seconds, so that starts and ends fall
+/// within their second as they do in a cluster, and the durations recorded are not
+/// whole seconds either.
+const STEP: SignedDuration = SignedDuration::from_millis(20_337);
+
 /// What a notifier started at `now` would find, over the cluster as it is.
 fn due(
     c: &Cluster,
@@ -65,7 +70,7 @@ fn due(
 /// Seven nodes need a reboot, two at a time, in a window of 30 minutes from 02:00; the
 /// agent reboots each 4 minutes after its start; `g` is NotReady throughout (it holds a
 /// slot). Passes
-/// every 20 seconds from 01:40 to 02:50; after each, the notices due are collected by id.
+/// every [`STEP`] from 01:40 to 02:50; after each, the notices due are collected by id.
 #[test]
 fn a_rollout_tells_each_transition_once_under_one_id() {
     let windows = [source("w", "0 2 * * *", "30m", "", false)];
@@ -117,7 +122,7 @@ fn a_rollout_tells_each_transition_once_under_one_id() {
                 }
             }
         }
-        now += SignedDuration::from_secs(20);
+        now += STEP;
     }
     let of = |kind: Kind| -> Vec<&Notice> { seen.values().filter(|n| n.kind == kind).collect() };
     let nodes_of = |kind: Kind| -> Vec<String> {
@@ -147,8 +152,11 @@ fn a_rollout_tells_each_transition_once_under_one_id() {
     // NotReady, and holds one of the two slots, so d, e and f wait for the other.
     let waiting = of(Kind::Waiting);
     assert_eq!(nodes_of(Kind::Waiting), ["d", "e", "f", "g"], "{waiting:?}");
+    // The window reached them at the first pass in it, a second's part of a step after
+    // 02:00 (lastTransitionTime is whole seconds).
+    let reached = ts("2026-01-01T02:00:20Z");
     for n in &waiting {
-        assert_eq!(n.at, ts("2026-01-01T02:10:00Z"));
+        assert_eq!(n.at, reached + SignedDuration::from_mins(10));
         let expected = match n.node.as_ref().unwrap().name.as_str() {
             "g" => reasons::NODE_UNAVAILABLE,
             _ => reasons::WAITING_FOR_SLOT,
