@@ -79,7 +79,7 @@ pub fn reason_for(c: &Condition) -> Option<&'static str> {
         (MAINTENANCE_IN_PROGRESS, Status::True) => "MaintenanceStarted",
         (MAINTENANCE_IN_PROGRESS, Status::False) => match reason {
             r if reasons::ends_maintenance(r) => "MaintenanceCompleted",
-            reasons::WAITING_FOR_SLOT | reasons::START_INTERVAL => "WaitingForSlot",
+            r if reasons::waits_for_pace(r) => "WaitingForSlot",
             reasons::BLOCKED
             | reasons::MAINTENANCE_BLACKOUT
             | reasons::START_CUTOFF

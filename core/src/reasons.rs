@@ -149,6 +149,13 @@ pub fn is_waiting(reason: &str) -> bool {
     is_why_not(reason) && reason != REQUIREMENT_NOT_MET && reason != START_CUTOFF
 }
 
+/// Whether a node that shows `reason` would start but for the pace: every slot is taken
+/// (`WaitingForSlot`) or `--start-interval` has not passed (`StartInterval`). Nothing of
+/// the node itself holds it.
+pub fn waits_for_pace(reason: &str) -> bool {
+    reason == WAITING_FOR_SLOT || reason == START_INTERVAL
+}
+
 /// Whether `reason` is a health gate's (`PodDisruptionBudget`, `AlertFiring`,
 /// `HealthCheckFailed`, `GateUnavailable`) or the pause's (`Paused`).
 pub fn is_gate(reason: &str) -> bool {

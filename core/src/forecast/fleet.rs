@@ -391,8 +391,7 @@ pub(super) fn held(
     }
     // It would start, or wait for a slot or the interval: a hold on every start comes
     // before its start.
-    let would_start =
-        d.status || d.reason == reasons::WAITING_FOR_SLOT || d.reason == reasons::START_INTERVAL;
+    let would_start = d.status || reasons::waits_for_pace(&d.reason);
     let hold = cluster.first().filter(|_| would_start)?;
     Some(Role::Held {
         reason: hold.reason.to_string(),

@@ -823,7 +823,7 @@ pub(super) fn is_held(d: &Option<Desired>) -> bool {
 }
 
 pub(super) fn is_held_desired(d: &Desired) -> bool {
-    !d.status && (d.reason == reasons::WAITING_FOR_SLOT || d.reason == reasons::START_INTERVAL)
+    !d.status && reasons::waits_for_pace(&d.reason)
 }
 
 /// Writes `desired` on `conditions` as kumaco (or a reporter) would at `t`.
