@@ -12,6 +12,8 @@
 //!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names;
 //! - the alerts gate's values pass flags `kumaco run` accepts, with the Prometheus
 //!   Secret mounted where they point;
+//! - the notifications' record is granted with or without sinks, and with or without
+//!   leader election;
 //! - docs/install.md's rights table names every rule the chart grants kumaco, with every
 //!   option that adds one on.
 
@@ -629,13 +631,15 @@ fn uninstall_hook_passes_shadow_and_reads_the_lease_a_set_field_manager_names() 
 /// docs/install.md's rights table against every rule the chart grants kumaco: by default,
 /// with `--in-progress` alone (its PodDisruptionBudget gate is on by default: those rights
 /// must be in a row granted with `--in-progress`), and with every option that adds one
-/// (blocking pods, an object check, node events). A right granted and not in the table is
-/// a drift. The uninstall hook's rights are its own (docs/uninstall.md).
+/// (blocking pods, an object check, node events, leader election off). A right granted
+/// and not in the table is a drift. The uninstall hook's rights are its own
+/// (docs/uninstall.md).
 #[test]
 fn the_install_pages_rights_table_names_every_rule_the_chart_grants() {
     let default = render(&[]);
     let in_progress = render(&["inProgress.enabled=true"]);
     let everything = render(&[
+        "leaderElection.enabled=false",
         "inProgress.enabled=true",
         "inProgress.blockPodSelectors={app=postgres}",
         "nodeEvents=true",
@@ -731,4 +735,62 @@ fn the_install_pages_rights_table_names_every_rule_the_chart_grants() {
         }
     }
     assert!(checked >= 10, "{checked} rules checked");
+}
+
+/// The notifications' record (`<lease>-notified`): its rule is granted with or without
+/// sinks (a leader without any deletes a stale record), follows the Lease's name, and
+/// `create` on Leases is there once, in the leader election's Role or without it here.
+#[test]
+fn the_notifications_record_is_granted_with_or_without_leader_election() {
+    let rules_of = |objects: &[DynamicObject], name: &str| -> Vec<serde_json::Value> {
+        objects
+            .iter()
+            .filter(|o| {
+                o.types.as_ref().is_some_and(|t| t.kind == "Role")
+                    && o.metadata.name.as_deref() == Some(name)
+            })
+            .flat_map(|o| o.data["rules"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let creates = |objects: &[DynamicObject]| -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+            .filter(|o| {
+                o.metadata
+                    .annotations
+                    .as_ref()
+                    .is_none_or(|a| !a.contains_key("helm.sh/hook"))
+            })
+            .filter(|o| {
+                o.data["rules"].as_array().unwrap().iter().any(|r| {
+                    r["resources"] == serde_json::json!(["leases"])
+                        && r["verbs"] == serde_json::json!(["create"])
+                })
+            })
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
+    };
+    let record = |name: &str| {
+        serde_json::json!({
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [name],
+            "verbs": ["get", "patch", "delete"],
+        })
+    };
+    let defaults = render(&[]);
+    assert_eq!(
+        rules_of(&defaults, "kumaco-notifications"),
+        [record("kumaco-notified")]
+    );
+    assert_eq!(creates(&defaults), ["kumaco-leader-election"]);
+
+    let alone = render(&[
+        "leaderElection.enabled=false",
+        "leaderElection.leaseName=pool-a",
+    ]);
+    let rules = rules_of(&alone, "kumaco-notifications");
+    assert!(rules.contains(&record("pool-a-notified")), "{rules:?}");
+    assert_eq!(creates(&alone), ["kumaco-notifications"]);
 }
