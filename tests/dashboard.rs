@@ -10,6 +10,7 @@ use testkit::ApiServer;
 use testkit::cluster::Cluster;
 use testkit::files::read_repo;
 use testkit::kumaco::{KumacoProcess, metric_sum};
+use testkit::receiver::{Answer, Receiver};
 use testkit::time::poll_showing;
 
 const REBOOT: &str = "kured.dev/RebootRequired";
@@ -131,6 +132,17 @@ async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
     )
     .await;
 
+    // A notification sink: a sink's series exist from its start, and only with one.
+    let receiver = Receiver::start(Answer::Status(202)).await.unwrap();
+    let sinks = server.dir().join("dashboard-sinks.yaml");
+    std::fs::write(
+        &sinks,
+        format!(
+            "sinks:\n  - name: events\n    type: cloudevents\n    url: {}/events\n",
+            receiver.url()
+        ),
+    )
+    .unwrap();
     let kumaco = c
         .kumaco(&[
             "--in-progress",
@@ -138,6 +150,7 @@ async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
             "--max-in-progress=1",
             // A group per pool: the per-group series the dashboard reads exist.
             "--max-in-progress-per=pool=1",
+            &format!("--notify-config={}", sinks.display()),
         ])
         .await;
 

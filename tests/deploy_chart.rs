@@ -12,6 +12,11 @@
 //!   for a `dryRun` release, the right to read the Lease a set `fieldManager` names;
 //! - the alerts gate's values pass flags `kumaco run` accepts, with the Prometheus
 //!   Secret mounted where they point;
+//! - the notifications' values pass files, never a URL: the URL and the sinks' file in a
+//!   Secret of the chart (or the operator's), mounted where the flags point, which
+//!   kumaco's own flag checks accept;
+//! - the notifications' record is granted with or without sinks, and with or without
+//!   leader election;
 //! - docs/install.md's rights table names every rule the chart grants kumaco, with every
 //!   option that adds one on.
 
@@ -134,6 +139,21 @@ fn render(sets: &[&str]) -> Vec<DynamicObject> {
     );
     let yaml = String::from_utf8(out.stdout).expect("helm prints UTF-8");
     manifests::parse(&yaml).unwrap_or_else(|e| panic!("helm's output: {e:#}\n{yaml}"))
+}
+
+/// `helm template` of the chart with `--set` values that it must refuse: its message.
+fn refused(sets: &[&str]) -> String {
+    let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
+    let mut cmd = Command::new(&helm);
+    cmd.args(["template", "kumaco"])
+        .arg(repo().join("charts/kumaco"))
+        .args(["--namespace", "kumaco", "--kube-version", "1.37.2"]);
+    for set in sets {
+        cmd.args(["--set", set]);
+    }
+    let out = cmd.output().expect("running helm template");
+    assert!(!out.status.success(), "helm template {sets:?} was accepted");
+    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// Server-side apply with strict validation; `dry_run` leaves the cluster unchanged.
@@ -629,13 +649,15 @@ fn uninstall_hook_passes_shadow_and_reads_the_lease_a_set_field_manager_names() 
 /// docs/install.md's rights table against every rule the chart grants kumaco: by default,
 /// with `--in-progress` alone (its PodDisruptionBudget gate is on by default: those rights
 /// must be in a row granted with `--in-progress`), and with every option that adds one
-/// (blocking pods, an object check, node events). A right granted and not in the table is
-/// a drift. The uninstall hook's rights are its own (docs/uninstall.md).
+/// (blocking pods, an object check, node events, leader election off). A right granted
+/// and not in the table is a drift. The uninstall hook's rights are its own
+/// (docs/uninstall.md).
 #[test]
 fn the_install_pages_rights_table_names_every_rule_the_chart_grants() {
     let default = render(&[]);
     let in_progress = render(&["inProgress.enabled=true"]);
     let everything = render(&[
+        "leaderElection.enabled=false",
         "inProgress.enabled=true",
         "inProgress.blockPodSelectors={app=postgres}",
         "nodeEvents=true",
@@ -731,4 +753,269 @@ fn the_install_pages_rights_table_names_every_rule_the_chart_grants() {
         }
     }
     assert!(checked >= 10, "{checked} rules checked");
+}
+
+/// The rendered Secret `name`'s keys, decoded.
+fn secret_data(
+    objects: &[DynamicObject],
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
+    use base64::Engine;
+    let secret = objects
+        .iter()
+        .find(|o| {
+            o.types.as_ref().is_some_and(|t| t.kind == "Secret")
+                && o.metadata.name.as_deref() == Some(name)
+        })
+        .unwrap_or_else(|| panic!("no Secret {name}"));
+    secret.data["data"]
+        .as_object()
+        .expect("data")
+        .iter()
+        .map(|(k, v)| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(v.as_str().unwrap())
+                .unwrap();
+            (k.clone(), String::from_utf8(bytes).unwrap())
+        })
+        .collect()
+}
+
+/// The rendered Deployment's Pod spec.
+fn pod_spec(objects: &[DynamicObject]) -> serde_json::Value {
+    let deployment = objects
+        .iter()
+        .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+        .expect("a Deployment");
+    deployment.data["spec"]["template"]["spec"].clone()
+}
+
+/// The notifications' values: the URL and the sinks' file go in the chart's Secret (or
+/// the operator's), never in the args or a ConfigMap; the Secrets are mounted where the
+/// flags point, and kumaco's own flag checks accept what they hold there; a change of
+/// them rolls the Pods; without a sink, nothing of it.
+#[tokio::test]
+async fn notification_values_pass_files_never_urls() {
+    let url = "slack://hook:T00000000-B00000000-XXXXXXXXXXXXXXXXXXXXXXXX@webhook";
+    let inline = "https://events.example.com/secret-token";
+    let sets = [
+        format!("notifications.url={url}"),
+        "notifications.templates.drain=Draining node %s".to_string(),
+        "notifications.transitions=started\\,completed".to_string(),
+        "notifications.clusterName=prod-eu1".to_string(),
+        "notifications.waitingAfter=2h".to_string(),
+        "notifications.config.sinks[0].name=events".to_string(),
+        "notifications.config.sinks[0].type=cloudevents".to_string(),
+        format!("notifications.config.sinks[0].url={inline}"),
+        "notifications.config.sinks[1].name=oncall".to_string(),
+        "notifications.config.sinks[1].urlFile=/etc/kumaco/notify/oncall-url".to_string(),
+        "notifications.secrets={kumaco-sink-urls}".to_string(),
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let objects = render(&sets);
+    // No URL in clear anywhere: not in the args, the environment, a ConfigMap.
+    let text = serde_json::to_string(&objects).unwrap();
+    for secret in [url, inline] {
+        assert!(
+            !text.contains(secret),
+            "{secret} in clear in the chart's objects"
+        );
+    }
+    let args = deployment_args(&objects);
+    for flag in [
+        "--notify-url-file=/etc/kumaco/notify/url",
+        "--message-template-drain=Draining node %s",
+        "--notify-transitions=started,completed",
+        "--notify-config=/etc/kumaco/notify/config.yaml",
+        "--cluster-name=prod-eu1",
+        "--notify-waiting-after=2h",
+        "--notify-not-back-after=30m",
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} missing: {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--notify-url=")),
+        "{args:?}"
+    );
+    let data = secret_data(&objects, "kumaco-notifications");
+    assert_eq!(data["url"], url);
+    let config: serde_json::Value = serde_saphyr::from_str(&data["config.yaml"]).unwrap();
+    assert_eq!(config["sinks"][0]["url"], inline, "{config}");
+    let pod = pod_spec(&objects);
+    let mount = &pod["containers"][0]["volumeMounts"][0];
+    assert_eq!(
+        (&mount["name"], &mount["mountPath"], &mount["readOnly"]),
+        (
+            &serde_json::json!("notifications"),
+            &serde_json::json!("/etc/kumaco/notify"),
+            &serde_json::json!(true)
+        )
+    );
+    assert_eq!(pod["volumes"][0]["name"], "notifications");
+    assert_eq!(
+        pod["volumes"][0]["projected"]["sources"],
+        serde_json::json!([
+            { "secret": { "name": "kumaco-notifications" } },
+            { "secret": { "name": "kumaco-sink-urls" } },
+        ])
+    );
+
+    // What kumaco reads there: the Secrets' keys as the kubelet writes them, in a
+    // directory of the test's for /etc/kumaco/notify.
+    let mounted = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kumaco-chart-notify-{}", std::process::id()));
+    std::fs::create_dir_all(&mounted).unwrap();
+    let here = |text: &str| text.replace("/etc/kumaco/notify", &mounted.display().to_string());
+    for (key, value) in &data {
+        std::fs::write(mounted.join(key), here(value)).unwrap();
+    }
+    std::fs::write(
+        mounted.join("oncall-url"),
+        "generic://oncall.example.com/hook",
+    )
+    .unwrap();
+    let mut argv = vec!["kumaco".to_string()];
+    argv.extend(args.iter().map(|a| here(a)));
+    let cli = kumaco::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
+    let kumaco::cli::Command::Run(run) = cli.command else {
+        unreachable!("argv starts with run")
+    };
+    let settings = kumaco::config::Settings::from_args(&run, Some("kumaco".into()), None)
+        .unwrap_or_else(|e| panic!("the chart's flags: {e}"));
+    let sinks: Vec<&str> = (settings.notify.sinks.iter())
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(sinks, ["notify-url", "events", "oncall"]);
+    let _ = std::fs::remove_dir_all(&mounted);
+
+    // The API server takes every object.
+    let client = ApiServer::shared().client().await.unwrap();
+    let ns: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": "kumaco" }
+    }))
+    .unwrap();
+    apply(&client, &ns, false).await;
+    for obj in &objects {
+        apply(&client, obj, true).await;
+    }
+
+    // A change of the URL rolls the Pods: kumaco reads it at start-up.
+    let checksum = |objects: &[DynamicObject]| {
+        objects
+            .iter()
+            .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "Deployment"))
+            .unwrap()
+            .data["spec"]["template"]["metadata"]["annotations"]["checksum/notifications"]
+            .clone()
+    };
+    let before = checksum(&objects);
+    let mut changed = sets.clone();
+    changed[0] =
+        "notifications.url=slack://hook:T11111111-B11111111-YYYYYYYYYYYYYYYYYYYYYYYY@webhook";
+    assert!(before.is_string(), "{before}");
+    assert_ne!(checksum(&render(&changed)), before);
+
+    // The operator's Secret: its key is the file, and the chart makes none.
+    let own = render(&[
+        "notifications.existingSecret=kumaco-notify",
+        "notifications.urlKey=slack",
+    ]);
+    let args = deployment_args(&own);
+    assert!(
+        args.iter()
+            .any(|a| a == "--notify-url-file=/etc/kumaco/notify/slack"),
+        "{args:?}"
+    );
+    assert!(
+        !own.iter()
+            .any(|o| o.types.as_ref().is_some_and(|t| t.kind == "Secret")),
+        "a Secret made beside the operator's"
+    );
+    assert_eq!(
+        pod_spec(&own)["volumes"][0]["projected"]["sources"],
+        serde_json::json!([{ "secret": { "name": "kumaco-notify" } }])
+    );
+
+    // Without a sink: no flag, no Secret, no mount.
+    let defaults = render(&[]);
+    let args = deployment_args(&defaults);
+    for prefix in ["--notify", "--message-template", "--cluster-name"] {
+        assert!(!args.iter().any(|a| a.starts_with(prefix)), "{args:?}");
+    }
+    assert!(pod_spec(&defaults).get("volumes").is_none());
+    assert!(
+        !defaults
+            .iter()
+            .any(|o| o.types.as_ref().is_some_and(|t| t.kind == "Secret"))
+    );
+
+    // What kumaco would refuse at start-up, the chart refuses first.
+    let both = refused(&["notifications.url=x", "notifications.existingSecret=y"]);
+    assert!(
+        both.contains("notifications.url and notifications.existingSecret: give one"),
+        "{both}"
+    );
+    let orphan = refused(&["notifications.transitions=started"]);
+    assert!(
+        orphan.contains("are for the chat of notifications.url or notifications.existingSecret"),
+        "{orphan}"
+    );
+}
+
+/// The notifications' record (`<lease>-notified`): its rule is granted with or without
+/// sinks (a leader without any deletes a stale record), follows the Lease's name, and
+/// `create` on Leases is there once, in the leader election's Role or without it here.
+#[test]
+fn the_notifications_record_is_granted_with_or_without_leader_election() {
+    let rules_of = |objects: &[DynamicObject], name: &str| -> Vec<serde_json::Value> {
+        objects
+            .iter()
+            .filter(|o| {
+                o.types.as_ref().is_some_and(|t| t.kind == "Role")
+                    && o.metadata.name.as_deref() == Some(name)
+            })
+            .flat_map(|o| o.data["rules"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let creates = |objects: &[DynamicObject]| -> Vec<String> {
+        objects
+            .iter()
+            .filter(|o| o.types.as_ref().is_some_and(|t| t.kind == "Role"))
+            .filter(|o| {
+                o.metadata
+                    .annotations
+                    .as_ref()
+                    .is_none_or(|a| !a.contains_key("helm.sh/hook"))
+            })
+            .filter(|o| {
+                o.data["rules"].as_array().unwrap().iter().any(|r| {
+                    r["resources"] == serde_json::json!(["leases"])
+                        && r["verbs"] == serde_json::json!(["create"])
+                })
+            })
+            .filter_map(|o| o.metadata.name.clone())
+            .collect()
+    };
+    let record = |name: &str| {
+        serde_json::json!({
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [name],
+            "verbs": ["get", "patch", "delete"],
+        })
+    };
+    let defaults = render(&[]);
+    assert_eq!(
+        rules_of(&defaults, "kumaco-notifications"),
+        [record("kumaco-notified")]
+    );
+    assert_eq!(creates(&defaults), ["kumaco-leader-election"]);
+
+    let alone = render(&[
+        "leaderElection.enabled=false",
+        "leaderElection.leaseName=pool-a",
+    ]);
+    let rules = rules_of(&alone, "kumaco-notifications");
+    assert!(rules.contains(&record("pool-a-notified")), "{rules:?}");
+    assert_eq!(creates(&alone), ["kumaco-notifications"]);
 }

@@ -9,6 +9,10 @@
 //! - the optional ServiceMonitor component, added the way docs/install.md shows, adds
 //!   a Service and a ServiceMonitor, and the ServiceMonitor is exactly what a cluster
 //!   without the CRDs refuses;
+//! - the notifications component, on an overlay that replaces the args list, mounts the
+//!   Secret `kumaco-notify` and points `--notify-url-file` at its key through the
+//!   environment; the URL the docs' `kubectl create secret` stores there is one kumaco's
+//!   flags accept, and the component creates no Secret of its own;
 //! - the NetworkPolicy component applies, and the PrometheusRule component renders (and
 //!   is refused the same way without the CRDs);
 //! - the kured v2 overlay applies the same way, passes flags kumaco accepts as kured v2's
@@ -221,6 +225,8 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
         );
     }
 
+    notifications_component(&client, &prod, &with_events).await;
+
     // The guard-rail and alert components: a NetworkPolicy every cluster accepts, and a
     // PrometheusRule that needs the operator (tests/alerts.rs checks its rules).
     let guarded = deploy.join("overlays/guarded");
@@ -259,6 +265,103 @@ async fn example_overlay_applies_to_a_cluster_without_the_prometheus_operator() 
         }
     }
     let _ = std::fs::remove_dir_all(deploy.parent().unwrap());
+}
+
+/// The notifications component added to `overlay` (whose patch replaces the args list),
+/// built without it as `without`.
+async fn notifications_component(client: &kube::Client, overlay: &Path, without: &[DynamicObject]) {
+    use clap::Parser;
+    use k8s_openapi::api::core::v1::Secret;
+
+    let mut kustomization = std::fs::read_to_string(overlay.join("kustomization.yaml")).unwrap();
+    kustomization.push_str("  - ../../components/notifications\n");
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    let objects = build(overlay);
+    assert_eq!(
+        kinds(&objects),
+        kinds(without),
+        "the component adds no object: the Secret is the operator's"
+    );
+    let deployment = objects
+        .iter()
+        .find(|o| api_version_and_kind(o).1 == "Deployment")
+        .unwrap();
+    let pod = &deployment.data["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let env: Vec<(String, String)> = (container["env"].as_array().unwrap().iter())
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect();
+    let file = env
+        .iter()
+        .find(|(name, _)| name == "KUMACO_NOTIFY_URL_FILE")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_else(|| panic!("no KUMACO_NOTIFY_URL_FILE in {env:?}"));
+    let mount = (container["volumeMounts"].as_array().unwrap().iter())
+        .find(|m| m["name"] == "notifications")
+        .unwrap_or_else(|| panic!("no notifications mount: {container}"));
+    assert_eq!(mount["readOnly"], true, "{mount}");
+    let dir = mount["mountPath"].as_str().unwrap();
+    let key = file
+        .strip_prefix(&format!("{dir}/"))
+        .unwrap_or_else(|| panic!("{file} is not in the mount {dir}"));
+    let volume = (pod["volumes"].as_array().unwrap().iter())
+        .find(|v| v["name"] == "notifications")
+        .unwrap_or_else(|| panic!("no notifications volume: {pod}"));
+    assert_eq!(volume["secret"]["secretName"], "kumaco-notify", "{volume}");
+    // The overlay's own flags are all still there.
+    for flag in ["--namespace=maintenance", "--log-format=json"] {
+        assert!(
+            container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a == flag),
+            "{flag} lost: {container}"
+        );
+    }
+
+    // The Secret as docs/notifications.md creates it (`kubectl create secret generic
+    // kumaco-notify --from-literal=url=...`), and its key where the kubelet would put it.
+    let url = "slack://hook:T00000000-B00000000-XXXXXXXXXXXXXXXXXXXXXXXX@webhook";
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "kumaco-notify", "namespace": "kumaco" },
+        "stringData": { "url": url },
+    }))
+    .unwrap();
+    let secrets = kube::Api::<Secret>::namespaced(client.clone(), "kumaco");
+    let _ = secrets.delete("kumaco-notify", &Default::default()).await;
+    secrets.create(&Default::default(), &secret).await.unwrap();
+    manifests::apply(client, deployment, &APPLY)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let stored = secrets.get("kumaco-notify").await.unwrap();
+    let value = &stored
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .expect("the key")
+        .0;
+    let mounted = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("kumaco-notify-{}", std::process::id()));
+    std::fs::create_dir_all(&mounted).unwrap();
+    std::fs::write(mounted.join(key), value).unwrap();
+    // The variable's value, as the flag it is the default of.
+    let mut argv = vec!["kumaco".to_string()];
+    argv.extend(
+        (container["args"].as_array().unwrap().iter()).filter_map(|a| a.as_str().map(String::from)),
+    );
+    argv.push(format!("--notify-url-file={}", mounted.join(key).display()));
+    let cli = kumaco::cli::Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{e}"));
+    let kumaco::cli::Command::Run(run) = cli.command else {
+        panic!("the args start with `run`: {argv:?}")
+    };
+    let settings = kumaco::config::Settings::from_args(&run, Some("kumaco".into()), None)
+        .unwrap_or_else(|e| panic!("the component's flags: {e}"));
+    let sinks: Vec<&str> = (settings.notify.sinks.iter())
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(sinks, ["notify-url"]);
+    let _ = std::fs::remove_dir_all(&mounted);
 }
 
 /// Whether the API server authorizes kumaco's ServiceAccount to `verb` events.k8s.io

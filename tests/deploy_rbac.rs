@@ -2,7 +2,9 @@
 //!
 //! - kumaco, running as the base's ServiceAccount (a TokenRequest token, as a pod would
 //!   have), with leader election, works end to end: it holds its Lease, reads windows,
-//!   posts events and sets `kured.dev/UnderMaintenance` on the nodes in its scope;
+//!   posts events and sets `kured.dev/UnderMaintenance` on the nodes in its scope; with a
+//!   notification sink it writes its notifications' record (`kumaco-notified`), and
+//!   restarted without one it deletes that record;
 //! - that identity can do nothing else that matters: no Secrets, no node spec or labels,
 //!   no ConfigMaps outside the watched namespace, no writes to ConfigMaps, no other Lease;
 //! - a maintenance manager who may only write ConfigMaps in the watched namespace cannot
@@ -24,17 +26,23 @@ use serde::Deserialize;
 use serde_json::json;
 
 use kumaco::conditions::UNDER_MAINTENANCE;
+use kumaco::notify::record::Record;
 use testkit::files::{read, repo};
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::manifests::{self, ApplyOptions};
 use testkit::nodes::{condition, create_node, has_status, managers, wait_for_condition};
-use testkit::time::poll_for;
+use testkit::receiver::{Answer, Receiver};
+use testkit::time::{poll_for, poll_until};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
 
 /// kumaco's namespace in the base manifests.
 const NS: &str = "kumaco";
 const OTHER_NS: &str = "not-watched";
 const POD_NAME: &str = "kumaco-rbac-0";
+/// The notifications' record of the base's instance (Lease `kumaco`).
+const RECORD: &str = "kumaco-notified";
+/// The field manager of the base's instance.
+const MANAGER: &str = "kumaco/kumaco/kumaco";
 const SOON: Duration = Duration::from_secs(30);
 
 #[tokio::test]
@@ -85,26 +93,26 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
     let inside_name = inside_node.metadata.name.clone().unwrap();
     let outside_name = outside_node.metadata.name.clone().unwrap();
 
-    // (a) kumaco as the ServiceAccount, with leader election, as the Deployment runs it.
-    let kumaco = KumacoProcess::start_with(
-        env!("CARGO_BIN_EXE_kumaco"),
-        server,
-        &[
-            &format!("--node-selector={}", scope.selector()),
-            "--resync-interval=1s",
-        ],
-        &StartOptions {
-            kubeconfig: Some(kubeconfig.clone()),
-            leader: Some(Pod {
-                name: POD_NAME.into(),
-                namespace: NS.into(),
-            }),
-            healthy_is_enough: false,
-            ..StartOptions::default()
-        },
+    // (a) kumaco as the ServiceAccount, with leader election, as the Deployment runs it,
+    // and a notification sink.
+    let receiver = Receiver::start(Answer::Status(202)).await.unwrap();
+    let sinks = server.dir().join("rbac-sinks.yaml");
+    std::fs::write(
+        &sinks,
+        format!(
+            "sinks:\n  - name: events\n    type: cloudevents\n    url: {}/events\n",
+            receiver.url()
+        ),
     )
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    .unwrap();
+    let node_selector = format!("--node-selector={}", scope.selector());
+    let with_sink = format!("--notify-config={}", sinks.display());
+    let mut kumaco = start_as_service_account(
+        server,
+        &kubeconfig,
+        &[&node_selector, "--resync-interval=1s", &with_sink],
+    )
+    .await;
 
     // Alice declares a window selecting every node; it started a minute ago.
     let start = (Timestamp::now() - SignedDuration::from_secs(60)).to_string();
@@ -162,6 +170,21 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
     );
     let managers = managers(&outside_now);
     assert!(!managers.contains(&"kumaco"), "managers: {managers:?}");
+
+    // The notifications' record, written by the leader as its field manager.
+    let leases = Api::<Lease>::namespaced(admin.clone(), NS);
+    let record = poll_for("the notifications' record", SOON, || async {
+        let lease = leases.get_opt(RECORD).await.ok()??;
+        Record::of(&lease)
+            .sinks
+            .contains_key("events")
+            .then_some(lease)
+    })
+    .await;
+    let writers: Vec<String> = (record.metadata.managed_fields.iter().flatten())
+        .filter_map(|f| f.manager.clone())
+        .collect();
+    assert_eq!(writers, [MANAGER], "the record's writers");
 
     let log = std::fs::read_to_string(kumaco.log_path()).unwrap_or_default();
     assert!(
@@ -260,6 +283,12 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
             .await,
     );
     forbidden(
+        "delete another lease",
+        Api::<Lease>::namespaced(sa.clone(), NS)
+            .delete("someone-else", &Default::default())
+            .await,
+    );
+    forbidden(
         "list leases",
         Api::<Lease>::namespaced(sa.clone(), NS)
             .list(&ListParams::default())
@@ -287,6 +316,30 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
             .await,
     );
 
+    // Restarted without a sink, the leader deletes the record its instance wrote.
+    let stopped = kumaco.terminate(SOON).await.unwrap();
+    assert!(stopped.success(), "kumaco exited {stopped}");
+    let kumaco = start_as_service_account(
+        server,
+        &kubeconfig,
+        &[&node_selector, "--resync-interval=1s"],
+    )
+    .await;
+    poll_until(
+        "the record deleted by a leader without sinks",
+        SOON,
+        || async { matches!(leases.get_opt(RECORD).await, Ok(None)) },
+    )
+    .await;
+    let log = std::fs::read_to_string(kumaco.log_path()).unwrap_or_default();
+    assert!(
+        log.contains("notifications: no sink, the record deleted")
+            && !log.contains("forbidden")
+            && !log.contains("Forbidden"),
+        "kumaco without a sink, with the base RBAC:\n{}",
+        kumaco.log_tail(30)
+    );
+
     // (c) Alice: windows in the watched namespace only.
     forbidden(
         "alice creates a window in another namespace",
@@ -304,6 +357,31 @@ async fn base_rbac_is_enough_for_kumaco_and_no_more() {
             )
             .await,
     );
+}
+
+/// kumaco as the base's Deployment runs it: as its ServiceAccount (`kubeconfig`), leading
+/// as a Pod of namespace `kumaco`, with `args`.
+async fn start_as_service_account(
+    server: &ApiServer,
+    kubeconfig: &std::path::Path,
+    args: &[&str],
+) -> KumacoProcess {
+    KumacoProcess::start_with(
+        env!("CARGO_BIN_EXE_kumaco"),
+        server,
+        args,
+        &StartOptions {
+            kubeconfig: Some(kubeconfig.to_path_buf()),
+            leader: Some(Pod {
+                name: POD_NAME.into(),
+                namespace: NS.into(),
+            }),
+            healthy_is_enough: false,
+            ..StartOptions::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Passes when the call was refused by authorization (403), with what was attempted in

@@ -1,6 +1,7 @@
 //! `kumaco status` against a real API server: the windows (valid and invalid, with the
-//! error) and the in-scope nodes with kumaco's conditions; and what a maintenance manager
-//! who may read windows but not nodes sees.
+//! error) and the in-scope nodes with kumaco's conditions; each instance's notification
+//! sinks, as their records say; and what a maintenance manager who may read windows but
+//! not nodes sees.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -11,6 +12,8 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use kumaco::conditions::{MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
+use kumaco::notify::record::{Record, SinkRecord, record_lease};
+use kumaco::peers::LeaseRef;
 use testkit::ApiServer;
 use testkit::cluster::TestCluster;
 use testkit::manifests::{ApplyOptions, apply};
@@ -97,6 +100,11 @@ async fn status_lists_valid_and_invalid_windows_and_the_nodes_in_scope() {
             .find(|l| l.starts_with(&format!("{name} ")))
             .unwrap_or_else(|| panic!("no row of {name} in:\n{stdout}"))
     };
+
+    assert!(
+        !stdout.contains("NOTIFICATIONS"),
+        "no instance has a sink here:\n{stdout}"
+    );
 
     let valid = line(" patch-night ");
     let cells: Vec<&str> = valid.split_whitespace().collect();
@@ -233,6 +241,7 @@ async fn status_json_wide_and_as_a_kubectl_plugin() {
     assert_eq!(nodes[4]["nextMaintenance"]["active"], false);
     assert_eq!(nodes[0]["available"], "yes");
     assert_eq!(nodes[3]["available"], "cordoned");
+    assert_eq!(report["notifications"], json!([]), "{stdout}");
 
     // The table cuts the names; wide shows more columns and more names.
     let output = status(
@@ -486,6 +495,206 @@ async fn status_forecast_without_durations_shows_the_report_and_names_the_flag()
         "{stdout}"
     );
     assert!(node_row(&stdout).contains(" starts "), "{stdout}");
+}
+
+/// Each instance's notification sinks, as the leader writes its record (the Lease
+/// `<lease>-notified`, by server-side apply as the instance's field manager): the
+/// instances found by the field managers on the nodes, and by their records' label in the
+/// `--namespace`s; text and JSON.
+#[tokio::test]
+async fn status_shows_each_instances_notification_sinks_from_its_record() {
+    let server = ApiServer::shared();
+    let TestCluster { client, scope, ns } = TestCluster::new(server, "status-notify").await;
+    // The namespace of an instance that status is not asked about: found by its field
+    // manager on a node.
+    let elsewhere = TestCluster::new(server, "status-notify-ops").await.ns;
+    let node = create_node(&client, &scope, "a1", &[], &[]).await.unwrap();
+    let node = node.metadata.name.unwrap();
+    let by_nodes = LeaseRef {
+        namespace: elsewhere.clone(),
+        name: "kumaco".into(),
+    };
+    let manager = format!("kumaco/{elsewhere}/kumaco");
+    set_condition(&client, &node, UNDER_MAINTENANCE, "True", &manager)
+        .await
+        .unwrap();
+    let by_label = LeaseRef {
+        namespace: ns.clone(),
+        name: "pool-b".into(),
+    };
+
+    let at = |s: &str| -> Timestamp { s.parse().unwrap() };
+    let mut nodes_record = Record::default();
+    nodes_record.sinks.insert(
+        "notify-url".into(),
+        SinkRecord {
+            frontier: Some(at("2026-12-07T11:58:00Z")),
+            done: "a,b".into(),
+            queued: 2,
+            sent: 12,
+            refused: 1,
+            last_sent: Some(at("2026-12-07T11:50:00Z")),
+            last_error: Some("https://hooks.slack.com/…: 404 no_service".into()),
+            ..SinkRecord::default()
+        },
+    );
+    nodes_record.sinks.insert(
+        "events".into(),
+        SinkRecord {
+            frontier: Some(at("2026-12-07T11:58:00Z")),
+            sent: 40,
+            dropped: 3,
+            last_sent: Some(at("2026-12-07T11:39:00Z")),
+            failing_since: Some(at("2026-12-07T11:40:00Z")),
+            last_error: Some("https://events.example.com/…: no answer within 10s".into()),
+            ..SinkRecord::default()
+        },
+    );
+    nodes_record
+        .write(&client, &record_lease(&by_nodes), &manager)
+        .await
+        .unwrap();
+    let mut label_record = Record::default();
+    label_record.sinks.insert(
+        "alertmanager".into(),
+        // New: nothing sent yet.
+        SinkRecord {
+            frontier: Some(at("2026-12-07T11:58:00Z")),
+            ..SinkRecord::default()
+        },
+    );
+    label_record
+        .write(
+            &client,
+            &record_lease(&by_label),
+            &format!("kumaco/{ns}/pool-b"),
+        )
+        .await
+        .unwrap();
+    // A record without a sink (the forecasts told only) says nothing of sinks.
+    Record::default()
+        .write(
+            &client,
+            &record_lease(&LeaseRef {
+                namespace: ns.clone(),
+                name: "pool-c".into(),
+            }),
+            &format!("kumaco/{ns}/pool-c"),
+        )
+        .await
+        .unwrap();
+
+    let selector = scope.selector();
+    let args = ["--namespace", &ns, "--node-selector", &selector];
+    let output = status(server.kubeconfig(), &args);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("$ kumaco status ...\n{stdout}");
+    let section: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("NOTIFICATIONS: "))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let (elsewhere_lease, ns_lease) = (by_nodes.to_string(), by_label.to_string());
+    // By instance (namespace, then name: `status-notify-<n>` before `status-notify-ops-<n>`),
+    // then by sink.
+    let expected: [&[&str]; 4] = [
+        &[
+            "INSTANCE",
+            "SINK",
+            "QUEUED",
+            "SENT",
+            "DROPPED",
+            "REFUSED",
+            "LAST-SENT",
+            "FAILING-SINCE",
+            "LAST-ERROR",
+        ],
+        &[
+            &ns_lease,
+            "alertmanager",
+            "0",
+            "0",
+            "0",
+            "0",
+            "never",
+            "-",
+            "-",
+        ],
+        &[
+            &elsewhere_lease,
+            "events",
+            "0",
+            "40",
+            "3",
+            "0",
+            "2026-12-07T11:39:00Z",
+            "2026-12-07T11:40:00Z",
+            "https://events.example.com/…:",
+            "no",
+            "answer",
+            "within",
+            "10s",
+        ],
+        &[
+            &elsewhere_lease,
+            "notify-url",
+            "2",
+            "12",
+            "0",
+            "1",
+            "2026-12-07T11:50:00Z",
+            "-",
+            "https://hooks.slack.com/…:",
+            "404",
+            "no_service",
+        ],
+    ];
+    assert_eq!(section, expected, "{stdout}");
+
+    let output = status(server.kubeconfig(), &[&args[..], &["-o", "json"]].concat());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        report["notifications"],
+        json!([
+            {
+                "lease": ns_lease,
+                "record": format!("{ns}/pool-b-notified"),
+                "sinks": [{
+                    "name": "alertmanager", "queued": 0, "sent": 0, "dropped": 0,
+                    "refused": 0, "lastSent": null,
+                    "failingSince": null, "lastError": null,
+                }],
+            },
+            {
+                "lease": elsewhere_lease,
+                "record": format!("{elsewhere}/kumaco-notified"),
+                "sinks": [
+                    {
+                        "name": "events", "queued": 0, "sent": 40, "dropped": 3,
+                        "refused": 0, "lastSent": "2026-12-07T11:39:00Z",
+                        "failingSince": "2026-12-07T11:40:00Z",
+                        "lastError": "https://events.example.com/…: no answer within 10s",
+                    },
+                    {
+                        "name": "notify-url", "queued": 2, "sent": 12, "dropped": 0,
+                        "refused": 1, "lastSent": "2026-12-07T11:50:00Z",
+                        "failingSince": null,
+                        "lastError": "https://hooks.slack.com/…: 404 no_service",
+                    },
+                ],
+            },
+        ]),
+        "{stdout}"
+    );
 }
 
 /// `kumaco status --kubeconfig FILE ARGS...`, with nothing of the developer's environment

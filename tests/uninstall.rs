@@ -1,15 +1,17 @@
 //! Uninstalling leaves nothing behind, and harms nothing alive: `helm uninstall` of the
-//! chart, with a node in maintenance, on the real API server. The chart's pre-delete hook
-//! (`kumaco uninstall --yes`) stops the instance and removes every condition its field
-//! manager owns; the windows and their namespace stay. A shadow release sharing a live
+//! chart, with a node in maintenance and a notification sink, on the real API server. The
+//! chart's pre-delete hook (`kumaco uninstall --yes`) stops the instance, removes every
+//! condition its field manager owns and deletes its Leases (its own, its pause, its
+//! notifications' record); the windows and their namespace stay. A shadow release sharing a live
 //! instance's field manager is uninstalled beside it without one write to a node;
 //! `kumaco uninstall` refuses while the instance writing as its field manager runs, and
 //! finding nothing (a mistyped namespace) is not reported as success.
 //!
 //! No kubelet or controller-manager runs here, so the test plays their parts for the
 //! Pods involved, as real processes under the identities the chart gives them: kumaco
-//! runs with the Deployment's own arguments as its ServiceAccount (and gets SIGTERM, as
-//! a kubelet sends it, once the Deployment is scaled to 0); the hook Job's container runs
+//! runs with the Deployment's own arguments as its ServiceAccount, its Secret volumes'
+//! keys written where the arguments point (and gets SIGTERM, as a kubelet sends it, once
+//! the Deployment is scaled to 0); the hook Job's container runs
 //! with the Job's own arguments as the Job's ServiceAccount (so the chart's RBAC for it
 //! is what is tested), and its Job is then marked complete, as the job controller would.
 
@@ -19,14 +21,17 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, PostParams};
+use kumaco::notify::record::Record;
 use serde_json::json;
 use testkit::ApiServer;
 use testkit::Scope;
 use testkit::kumaco::{KumacoProcess, Pod, StartOptions};
 use testkit::nodes::{create_node, has_status, managers, set_condition, wait_for_condition};
+use testkit::receiver::{Answer, Receiver};
 use testkit::time::{poll_until, whole_second};
 
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
@@ -79,17 +84,23 @@ fn helm_install(server: &ApiServer, release: &str, sets: &[String]) {
 }
 
 /// The Pod of the release's Deployment, as a kubelet would run it: its arguments (but
-/// the addresses the test picks and JSON logs), its ServiceAccount, and POD_NAMESPACE and
-/// POD_NAME as the downward API sets them.
+/// the addresses the test picks and JSON logs), its ServiceAccount, its Secret volumes,
+/// and POD_NAMESPACE and POD_NAME as the downward API sets them.
 async fn run_deployment(server: &ApiServer, release: &str, pod: &str) -> KumacoProcess {
     let client = server.client().await.unwrap();
-    let deployment = Api::<Deployment>::namespaced(client, NS)
+    let deployment = Api::<Deployment>::namespaced(client.clone(), NS)
         .get(release)
         .await
         .unwrap();
     let pod_spec = serde_json::to_value(deployment.spec.template.spec.unwrap()).unwrap();
+    let mounts = mount_secrets(&client, server, pod, &pod_spec).await;
     let args: Vec<String> = container_args(&pod_spec)
         .into_iter()
+        .map(|a| {
+            mounts.iter().fold(a, |a, (path, dir)| {
+                a.replace(path.as_str(), &dir.display().to_string())
+            })
+        })
         .skip(1) // `run`
         .filter(|a| {
             ![
@@ -121,6 +132,47 @@ async fn run_deployment(server: &ApiServer, release: &str, pod: &str) -> KumacoP
     )
     .await
     .unwrap()
+}
+
+/// The Secret volumes of `pod_spec`'s container as the kubelet mounts them, each key a
+/// file, in directories of the test's own: (mount path, directory) each.
+async fn mount_secrets(
+    client: &kube::Client,
+    server: &ApiServer,
+    pod: &str,
+    pod_spec: &serde_json::Value,
+) -> Vec<(String, std::path::PathBuf)> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let volumes = pod_spec["volumes"].as_array().cloned().unwrap_or_default();
+    let mut mounts = Vec::new();
+    for mount in pod_spec["containers"][0]["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = mount["name"].as_str().unwrap();
+        let volume = volumes.iter().find(|v| v["name"] == name).unwrap();
+        let names: Vec<String> = if let Some(secret) = volume["secret"]["secretName"].as_str() {
+            vec![secret.to_string()]
+        } else if let Some(sources) = volume["projected"]["sources"].as_array() {
+            sources
+                .iter()
+                .map(|s| s["secret"]["name"].as_str().expect("a Secret").to_string())
+                .collect()
+        } else {
+            panic!("volume {volume}: only Secrets are mounted here")
+        };
+        let dir = server.dir().join(format!("{pod}-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for secret in names {
+            let data = secrets.get(&secret).await.unwrap().data.unwrap_or_default();
+            for (key, value) in data {
+                std::fs::write(dir.join(key), value.0).unwrap();
+            }
+        }
+        mounts.push((mount["mountPath"].as_str().unwrap().to_string(), dir));
+    }
+    mounts
 }
 
 /// `helm uninstall RELEASE`, with its hook Job run as the chart renders it: what the
@@ -199,6 +251,7 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
     let client = server.client().await.unwrap();
     let scope = Scope::new("uninstall");
     let nodes = nodes_needing_reboot(&client, &scope, 2).await;
+    let chat = Receiver::start(Answer::Status(200)).await.unwrap();
 
     helm_install(
         &server,
@@ -209,16 +262,31 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
             format!("nodeScope={}", scope.selector()),
             "inProgress.enabled=true".into(),
             format!("inProgress.requireConditions={{{REBOOT_REQUIRED}}}"),
+            format!(
+                "notifications.url=generic://127.0.0.1:{}/chat?template=json&disabletls=yes",
+                chat.port()
+            ),
         ],
     );
     let windows = put_window(&client).await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let mut kumaco = run_deployment(&server, "kumaco", "kumaco-7d9f-x1").await;
     wait_for_condition(&client, &nodes[0], IN_PROGRESS, WAIT, |c| {
         has_status(c, Some("True"))
     })
     .await
     .unwrap();
+    // The leader's record of what its sink was told, written with the chart's rights.
+    poll_until("the notifications' record", WAIT, || async {
+        leases
+            .get_opt("kumaco-notified")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|l| Record::of(&l).sinks.contains_key("notify-url"))
+    })
+    .await;
     for node in &nodes {
         wait_for_condition(&client, node, UNDER_MAINTENANCE, WAIT, |c| {
             has_status(c, Some("True"))
@@ -339,8 +407,15 @@ async fn helm_uninstall_removes_every_condition_and_keeps_the_windows() {
         "removed 6 condition(s) from 3 node(s)",
         "deleted Lease kumaco/kumaco",
         "deleted its pause Lease",
+        "deleted its notifications' record, Lease kumaco/kumaco-notified",
     ] {
         assert!(said.contains(line), "{line:?} missing: {said}");
+    }
+    for lease in ["kumaco", "kumaco-pause", "kumaco-notified"] {
+        assert!(
+            leases.get_opt(lease).await.unwrap().is_none(),
+            "Lease {lease} is left"
+        );
     }
     let helm_done = tokio::task::spawn_blocking(move || helm_uninstall.wait_with_output())
         .await

@@ -127,11 +127,19 @@ pub struct NotifyArgs {
     /// kured v1's flag, unchanged: a shoutrrr URL (slack://, teams://, googlechat://,
     /// mattermost://, discord://, generic://) that gets a chat message for each
     /// transition (repeatable). The URL holds a secret: prefer --notify-url-file.
-    #[arg(long = "notify-url", value_name = "URL", env = "KUMACO_NOTIFY_URL")]
+    // The variable's value is a URL holding a secret: `--help` names it, never shows it.
+    #[arg(
+        long = "notify-url",
+        value_name = "URL",
+        env = "KUMACO_NOTIFY_URL",
+        hide_env_values = true
+    )]
     pub notify_urls: Vec<String>,
 
     /// A file holding a --notify-url (a mounted Secret's key), read at start-up.
-    #[arg(long, value_name = "FILE")]
+    // From the environment too: kustomize's `notifications` component sets it there, where
+    // an overlay that replaces the args list keeps it.
+    #[arg(long, value_name = "FILE", env = "KUMACO_NOTIFY_URL_FILE")]
     pub notify_url_file: Option<PathBuf>,
 
     /// kured v1's flag, unchanged: the message when a node's maintenance starts (%s: the

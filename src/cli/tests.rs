@@ -145,3 +145,27 @@ fn bad_log_format_is_rejected() {
     let err = Cli::try_parse_from(["kumaco", "run", "--log-format=xml"]).unwrap_err();
     assert!(err.to_string().contains("xml"), "{err}");
 }
+
+#[test]
+fn a_notify_url_from_the_environment_never_shows_and_its_file_may_come_from_there() {
+    let cli = Cli::command();
+    let run = cli.find_subcommand("run").expect("run");
+    let arg = |id: &str| {
+        run.get_arguments()
+            .find(|a| a.get_id() == id)
+            .unwrap_or_else(|| panic!("no argument {id}"))
+    };
+    let url = arg("notify_urls");
+    assert_eq!(
+        url.get_env(),
+        Some(std::ffi::OsStr::new("KUMACO_NOTIFY_URL"))
+    );
+    assert!(
+        url.is_hide_env_values_set(),
+        "`kumaco run --help` would show the URL, a secret, taken from KUMACO_NOTIFY_URL"
+    );
+    assert_eq!(
+        arg("notify_url_file").get_env(),
+        Some(std::ffi::OsStr::new("KUMACO_NOTIFY_URL_FILE"))
+    );
+}

@@ -55,6 +55,16 @@ pub fn record_lease(lease: &LeaseRef) -> LeaseRef {
     }
 }
 
+/// The instance whose record `lease` is: its own Lease, the record's name without its
+/// suffix.
+pub fn instance_of(lease: &Lease) -> Option<LeaseRef> {
+    let name = lease.metadata.name.as_deref()?.strip_suffix("-notified")?;
+    Some(LeaseRef {
+        namespace: lease.metadata.namespace.clone()?,
+        name: name.to_string(),
+    })
+}
+
 /// One sink's annotation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -353,6 +363,33 @@ mod tests {
         let (f, ids) = SinkRecord::frontier_at(&done, None, now);
         assert_eq!(ids.split(',').count(), MAX_DONE);
         assert_eq!(f, now - SignedDuration::from_millis(MAX_DONE as i64 - 1));
+    }
+
+    #[test]
+    fn a_record_names_its_instance() {
+        let instance = LeaseRef {
+            namespace: "kumaco".into(),
+            name: "pool-a".into(),
+        };
+        let record = record_lease(&instance);
+        assert_eq!(record.name, "pool-a-notified");
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(record.name.clone()),
+                namespace: Some(record.namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+        };
+        assert_eq!(instance_of(&lease), Some(instance));
+        let pause = Lease {
+            metadata: ObjectMeta {
+                name: Some("pool-a-pause".into()),
+                ..lease.metadata.clone()
+            },
+            spec: None,
+        };
+        assert_eq!(instance_of(&pause), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `kumaco status`: the live cluster as kumaco sees it: each window ConfigMap (valid or
-//! not, active now, next occurrence, nodes selected) and each in-scope node's kumaco
-//! conditions, in `kubectl get` style columns. [`report`] computes, [`render`] prints,
-//! this module lists from the API server.
+//! not, active now, next occurrence, nodes selected), each in-scope node's kumaco
+//! conditions, in `kubectl get` style columns, and the instances' pauses and notification
+//! sinks. [`report`] computes, [`render`] prints, this module lists from the API server.
 
 pub mod render;
 pub mod report;
@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 pub use render::{
     NAMES_IN_TABLE, NAMES_IN_WIDE_TABLE, age, contested_table, json_report, nodes_table,
-    windows_table,
+    notifications_json, notifications_table, windows_table,
 };
 pub use report::{
     KumacoOwner, NextMaintenance, Owners, WindowReport, contested, kumaco_owners, next_maintenance,
@@ -26,6 +26,7 @@ pub use report::{
 use super::nodes::{from_api, in_scope, slim};
 use super::{ToolError, WindowRules, format_time};
 use crate::cli::{StatusArgs, StatusOutput};
+use crate::notify::record::{self, Record};
 use crate::peers::{self, LeaseRead, Peers};
 use crate::window::Window;
 
@@ -128,14 +129,16 @@ pub async fn run(
         .iter()
         .filter_map(|r| r.window.as_ref().ok())
         .collect();
-    let (owners, paused) = match &nodes {
+    let (owners, paused, notified) = match &nodes {
         Some(nodes) => {
             let peers = read_leases(&connection.client, nodes).await;
             let paused =
                 read_pauses(&connection.client, peers.leases.keys(), &args.namespaces).await;
-            (kumaco_owners(nodes, &peers, now, &names), paused)
+            let notified =
+                read_notifications(&connection.client, peers.leases.keys(), &args.namespaces).await;
+            (kumaco_owners(nodes, &peers, now, &names), paused, notified)
         }
-        None => (Owners::new(), Vec::new()),
+        None => (Owners::new(), Vec::new(), Vec::new()),
     };
     // With --forecast: each forecast node's expected start or end, and the rollout's;
     // a forecast that cannot be made (no durations recorded yet) is said, not fatal.
@@ -175,6 +178,7 @@ pub async fn run(
                 serde_json::json!({ "lease": lease.to_string(), "message": message })
             })
             .collect();
+        report["notifications"] = notifications_json(&notified);
         let mut text = serde_json::to_string_pretty(&report)
             .map_err(|e| ToolError::Write(std::io::Error::other(e)))?;
         text.push('\n');
@@ -217,6 +221,12 @@ pub async fn run(
                     text.push_str(&format!(
                         "\nCONTESTED ({n}): two live kumaco instances own these nodes' \
                          conditions (docs/instances.md, \"When instances meet\")\n{table}"
+                    ));
+                }
+                if let Some(table) = notifications_table(&notified) {
+                    text.push_str(&format!(
+                        "\nNOTIFICATIONS: each instance's sinks, as its leader last recorded \
+                         them (the Lease <lease name>-notified; docs/notifications.md)\n{table}"
                     ));
                 }
             }
@@ -290,6 +300,40 @@ async fn read_pauses<'a>(
         }
     }
     found.into_iter().collect()
+}
+
+/// The notifications' records of the instances, found as their pauses are (by the field
+/// managers on the nodes, and by their label in `namespaces`), each with its sinks. A
+/// record this identity may not read, or one without a sink, goes unsaid.
+async fn read_notifications<'a>(
+    client: &kube::Client,
+    instances: impl Iterator<Item = &'a peers::LeaseRef>,
+    namespaces: &[String],
+) -> Vec<(peers::LeaseRef, Record)> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let mut found: std::collections::BTreeMap<peers::LeaseRef, Record> = Default::default();
+    for instance in instances {
+        let lease = record::record_lease(instance);
+        let api: Api<Lease> = Api::namespaced(client.clone(), &lease.namespace);
+        if let Ok(Some(lease)) = api.get_opt(&lease.name).await {
+            found.insert(instance.clone(), Record::of(&lease));
+        }
+    }
+    for ns in namespaces {
+        let api: Api<Lease> = Api::namespaced(client.clone(), ns);
+        let Ok(list) = api.list(&ListParams::default().labels(record::LABEL)).await else {
+            continue;
+        };
+        for lease in list.items {
+            if let Some(instance) = record::instance_of(&lease) {
+                found.entry(instance).or_insert_with(|| Record::of(&lease));
+            }
+        }
+    }
+    found
+        .into_iter()
+        .filter(|(_, r)| !r.sinks.is_empty())
+        .collect()
 }
 
 /// How far ahead `kumaco status --forecast` looks, as the controller's gauges do.

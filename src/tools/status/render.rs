@@ -1,5 +1,5 @@
-//! `kumaco status` rendered: the windows and nodes tables, the contested nodes, and the
-//! `-o json` document.
+//! `kumaco status` rendered: the windows and nodes tables, the contested nodes, the
+//! notification sinks, and the `-o json` document.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +11,8 @@ use serde_json::json;
 use super::report::{Disruption, Owners, WindowReport, availability, contested, next_maintenance};
 use crate::conditions::{MAINTENANCE_IN_PROGRESS, MAINTENANCE_PLANNED, UNDER_MAINTENANCE};
 use crate::node::Names;
+use crate::notify::record::{Record, record_lease};
+use crate::peers::LeaseRef;
 use crate::tools::{format_time, render_table};
 use crate::window::Window;
 
@@ -41,6 +43,81 @@ pub fn contested_table(owners: &Owners) -> Option<String> {
         })
         .collect();
     (!rows.is_empty()).then(|| render_table(&["NODE", "KUMACO-INSTANCES"], &rows))
+}
+
+/// The notification sinks of each instance (by its Lease), one row each, as the record
+/// says: waiting, sent, dropped, refused, the last delivery, since when attempts fail, the
+/// last error; `None` when no instance has a sink.
+pub fn notifications_table(records: &[(LeaseRef, Record)]) -> Option<String> {
+    let time = |t: Option<Timestamp>, none: &str| {
+        t.map_or(none.to_string(), |t| format_time(t, &TimeZone::UTC))
+    };
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .flat_map(|(instance, record)| {
+            record.sinks.iter().map(move |(name, s)| {
+                vec![
+                    instance.to_string(),
+                    name.clone(),
+                    s.queued.to_string(),
+                    s.sent.to_string(),
+                    s.dropped.to_string(),
+                    s.refused.to_string(),
+                    time(s.last_sent, "never"),
+                    time(s.failing_since, "-"),
+                    s.last_error.clone().unwrap_or_else(|| "-".into()),
+                ]
+            })
+        })
+        .collect();
+    (!rows.is_empty()).then(|| {
+        render_table(
+            &[
+                "INSTANCE",
+                "SINK",
+                "QUEUED",
+                "SENT",
+                "DROPPED",
+                "REFUSED",
+                "LAST-SENT",
+                "FAILING-SINCE",
+                "LAST-ERROR",
+            ],
+            &rows,
+        )
+    })
+}
+
+/// The notification sinks in `-o json`: per instance, its Lease, its record's Lease and
+/// each sink's state.
+pub fn notifications_json(records: &[(LeaseRef, Record)]) -> serde_json::Value {
+    let time = |t: Option<Timestamp>| t.map(|t| format_time(t, &TimeZone::UTC));
+    records
+        .iter()
+        .map(|(instance, record)| {
+            let sinks: Vec<serde_json::Value> = record
+                .sinks
+                .iter()
+                .map(|(name, s)| {
+                    json!({
+                        "name": name,
+                        "queued": s.queued,
+                        "sent": s.sent,
+                        "dropped": s.dropped,
+                        "refused": s.refused,
+                        "lastSent": time(s.last_sent),
+                        "failingSince": time(s.failing_since),
+                        "lastError": s.last_error,
+                    })
+                })
+                .collect();
+            json!({
+                "lease": instance.to_string(),
+                "record": record_lease(instance).to_string(),
+                "sinks": sinks,
+            })
+        })
+        .collect()
 }
 
 /// `a,b,c (+N more)`: at most `max` names; `-` for none.

@@ -9,7 +9,7 @@
 //! remove. With `--yes` it first makes sure the instance has stopped (its Lease released
 //! or expired; `--stop-deployment` scales the Deployment to 0 first): a running instance
 //! would write its conditions back at once. Then it removes them, checks that none is
-//! left, and deletes the instance's Lease.
+//! left, and deletes the instance's Lease, its pause and its notifications' record.
 //!
 //! A field manager can be shared: a shadow (`--dry-run`) given the live instance's
 //! reasons on the live one's ownership. So the instance that writes as a manager is the
@@ -150,7 +150,8 @@ fn api_error(server: &str, action: String, error: kube::Error) -> ToolError {
         server: server.to_string(),
         hint: if crate::kubeclient::is_forbidden(&error) {
             ". kumaco uninstall needs `list` on nodes, `patch` on nodes/status, `get` and \
-             `delete` on the instance's Lease, `get` on the Lease its field manager names \
+             `delete` on the instance's Lease, `delete` on its notifications' record (the \
+             Lease <lease name>-notified), `get` on the Lease its field manager names \
              (and `patch` on deployments/scale with --stop-deployment): \
              docs/uninstall.md"
                 .into()
@@ -328,6 +329,18 @@ impl Run<'_> {
         // The instance is gone, and with it the reason for its pause.
         if crate::tools::pause::unset(connection, lease).await? {
             write("deleted its pause Lease\n")?;
+        }
+        // And what its sinks were told: no leader reads it any more.
+        let record = crate::notify::record::record_lease(lease);
+        match Api::<Lease>::namespaced(client.clone(), &record.namespace)
+            .delete(&record.name, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => write(&format!(
+                "deleted its notifications' record, Lease {record}\n"
+            ))?,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(api_error(server, format!("delete Lease {record}"), e)),
         }
         let count: usize = plan.iter().map(|r| r.removed.len()).sum();
         write(&format!(
