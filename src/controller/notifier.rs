@@ -288,7 +288,12 @@ impl Task {
         let record = match Record::read(&self.cx.client, &lease).await {
             Ok(r) => r,
             Err(e) => {
+                // Nothing is sent without the record: a failure of every sink, which the
+                // alert on the sinks sees.
                 warn!(error = %e, "notifications wait for their record");
+                for sink in &self.sinks {
+                    self.cx.metrics.notify.failure(&sink.name);
+                }
                 return false;
             }
         };
@@ -453,6 +458,9 @@ impl Task {
             }
             Err(e) => {
                 warn!(error = %e, "notifications: the record was not written; tried again");
+                for sink in &self.sinks {
+                    self.cx.metrics.notify.failure(&sink.name);
+                }
                 for q in &self.shared.queues {
                     q.lock().unwrap_or_else(|e| e.into_inner()).dirty = true;
                 }
