@@ -1134,3 +1134,57 @@ fn every_path_a_document_names_exists() {
     }
     assert!(missing.is_empty(), "paths that do not exist: {missing:#?}");
 }
+
+/// Every page of docs/ the code, the chart and the manifests point people to exists: an
+/// error message or a comment naming a page that moved sends a reader nowhere.
+#[test]
+fn every_page_the_code_and_the_manifests_name_exists() {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| {
+                ["rs", "yaml", "yml", "tpl", "txt", "json"].contains(&e.to_str().unwrap_or(""))
+            }) {
+                out.push(path);
+            }
+        }
+    }
+    let mut all = Vec::new();
+    for dir in [
+        "src",
+        "core/src",
+        "charts",
+        "deploy",
+        "testkit/src",
+        "examples",
+    ] {
+        files(&repo().join(dir), &mut all);
+    }
+    let mut missing = BTreeSet::new();
+    for path in all {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for (at, _) in text.match_indices("docs/") {
+            let name: String = text[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || "/-_.".contains(*c))
+                .collect();
+            let Some(page) = name
+                .strip_suffix('.')
+                .or(Some(&name))
+                .filter(|n| n.ends_with(".md"))
+            else {
+                continue;
+            };
+            if !repo().join(page).exists() {
+                let shown = path.strip_prefix(repo()).unwrap().display().to_string();
+                missing.insert(format!("{shown}: {page}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "pages named that do not exist: {missing:#?}"
+    );
+}

@@ -24,8 +24,7 @@ const FIELD_MANAGER: &str = "kumaco-pause";
 /// What a refused pause or resume needs.
 const RIGHTS: &str = ". Pausing needs `create` on leases and `get patch delete` on the \
                       pause Lease in the instance's namespace: the chart's and kustomize's \
-                      `kumaco-pauser` Role grants them (docs/operations.md, \"Emergency \
-                      stop\")";
+                      `kumaco-pauser` Role grants them (docs/pause.md, \"Who may pause\")";
 
 /// Runs `kumaco pause`; the report on `out`.
 pub async fn pause(args: &PauseArgs, out: &mut impl std::io::Write) -> Result<u8, ToolError> {
