@@ -26,7 +26,9 @@
 //!   end a maintenance with; the log commands against reading one pod of several;
 //! - every repository path a document names, and every file it links, exists;
 //! - docs/sizing.md's headline figures against the sections of docs/benchmarks.md they
-//!   link to, and every link to a heading of the docs against the headings.
+//!   link to, and every link to a heading of the docs against the headings;
+//! - every page of docs/ the code and the manifests name exists; the operator pages stay
+//!   within a budget of words.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -1186,5 +1188,45 @@ fn every_page_the_code_and_the_manifests_name_exists() {
     assert!(
         missing.is_empty(),
         "pages named that do not exist: {missing:#?}"
+    );
+}
+
+/// The pages an operator reads, each for one job, stay readable in a sitting: together
+/// within a budget of words, about half of what they had grown to before each topic got
+/// one home. A new topic finds room by saying each thing once.
+#[test]
+fn the_operator_pages_stay_within_their_budget() {
+    const OPERATOR_PAGES: [&str; 19] = [
+        "README.md",
+        "docs/install.md",
+        "docs/monitoring.md",
+        "docs/silences.md",
+        "docs/health-gates.md",
+        "docs/troubleshooting.md",
+        "docs/instances.md",
+        "docs/uninstall.md",
+        "docs/shadow-trial.md",
+        "docs/sizing.md",
+        "docs/pause.md",
+        "docs/notifications.md",
+        "docs/maintenance-in-progress.md",
+        "docs/kured.md",
+        "docs/tools.md",
+        "docs/forecast.md",
+        "docs/configuration.md",
+        "docs/versioning.md",
+        "charts/kumaco/README.md",
+    ];
+    /// Words (as `wc -w` counts them) of all the pages above.
+    const BUDGET: usize = 24_000;
+    let counts: Vec<(&str, usize)> = OPERATOR_PAGES
+        .iter()
+        .map(|p| (*p, read_repo(p).split_whitespace().count()))
+        .collect();
+    let total: usize = counts.iter().map(|(_, n)| n).sum();
+    assert!(
+        total <= BUDGET,
+        "the operator pages hold {total} words, the budget {BUDGET}: say each thing once, \
+         link to its home; by page: {counts:?}"
     );
 }
