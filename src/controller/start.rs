@@ -127,7 +127,9 @@ pub(super) async fn start(
         Some(
             notifier::Notifier::spawn(notifier::Context {
                 settings: settings.notify.clone(),
-                client: client.clone(),
+                // Connections of its own, as the Lease's: its few requests leave no idle
+                // connection in the watches' pool for a swallowing network to kill.
+                client: connect()?,
                 nodes: nodes.clone(),
                 scope: settings.node_selector.clone(),
                 manager: settings.field_manager.clone(),
