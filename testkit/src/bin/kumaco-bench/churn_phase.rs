@@ -4,9 +4,9 @@
 use std::time::{Duration, Instant};
 
 use crate::measure::{
-    EdgeWatch, kumaco_writes, kumaco_writes_in, settle, sleep_until, wait_for_writes,
+    EdgeSpec, EdgeWatch, kumaco_writes, kumaco_writes_in, latency_summary, settle, sleep_until,
+    wait_for_writes,
 };
-use crate::scale::{EdgeSpec, latency_summary};
 use crate::{CHURN_DRAIN, CHURN_EDGE_LEAD, CONCURRENCY, MANAGER, NAMESPACE, TRANSITION_TIMEOUT};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};

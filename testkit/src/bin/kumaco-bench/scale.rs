@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::churn_phase::{ChurnPhase, plain_client_burst, plain_client_burst_under_churn};
-use crate::measure::{EdgeWatch, kumaco_writes, settle, sleep_until};
+use crate::measure::{EdgeSpec, EdgeWatch, kumaco_writes, latency_summary, settle, sleep_until};
 use crate::windows::create_windows;
 use crate::{
     Args, EDGE_AHEAD_SECS, MANAGER, NAMESPACE, RACKS, READY_TIMEOUT, TRANSITION_TIMEOUT, WINDOWS,
@@ -12,7 +12,6 @@ use crate::{
 use anyhow::Result;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use testkit::fleet::percentile;
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
 use testkit::{ApiServer, Scope};
 
@@ -183,27 +182,4 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "churn": churn,
         "kumaco_log": log,
     }))
-}
-
-/// p50, p99, max and min of the times `seen` after `edge`, in milliseconds.
-pub(crate) fn latency_summary(seen: &[Timestamp], edge: Timestamp) -> Value {
-    let mut ms: Vec<f64> = seen
-        .iter()
-        .map(|t| t.duration_since(edge).as_secs_f64() * 1000.0)
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    json!({
-        "p50": percentile(&ms, 0.50),
-        "p99": percentile(&ms, 0.99),
-        "max": ms.last().copied(),
-        "min": ms.first().copied(),
-    })
-}
-
-/// The edge window's selector, the number of nodes it selects, and how many of them the
-/// first edge turned True.
-pub(crate) struct EdgeSpec<'a> {
-    pub(crate) selector: &'a str,
-    pub(crate) count: usize,
-    pub(crate) true_now: usize,
 }

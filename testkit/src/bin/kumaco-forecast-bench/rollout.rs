@@ -264,10 +264,6 @@ pub(crate) fn whole_second_in(secs: i64) -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second() + secs + 1).expect("a valid time")
 }
 
-pub(crate) fn secs(d: SignedDuration) -> f64 {
-    d.as_secs_f64()
-}
-
 /// One measured rollout: every node needing a reboot again, a one-shot window of length
 /// `window`, the forecast taken before it opens, the real rollout to its end.
 pub(crate) async fn measure(s: &Setup<'_>, k: usize, window: &str, last: bool) -> Result<Value> {
@@ -350,7 +346,6 @@ pub(crate) async fn measure(s: &Setup<'_>, k: usize, window: &str, last: bool) -
         *reboots.entry(node).or_default() -= before;
     }
     Ok(analyse(
-        s,
         &Measured {
             name: name.clone(),
             window: window.to_string(),
@@ -363,6 +358,9 @@ pub(crate) async fn measure(s: &Setup<'_>, k: usize, window: &str, last: bool) -
             events: recorded.1,
             reboots,
         },
+        &s.names,
+        &s.draws,
+        s.ceiling,
     ))
 }
 
