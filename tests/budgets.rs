@@ -386,21 +386,18 @@ async fn without_the_rights_of_the_gate_kumaco_stops_and_says_which() {
     let c = Cluster::new(server, "budget-rights", KUMACO).await;
     let user = format!("kumaco-nobudgets-{}", c.scope.value());
     let kubeconfig = server.kubeconfig_for(&user, &[]).unwrap();
-    let out = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new(KUMACO)
-            .args(["run", "--leader-elect=false", "--in-progress"])
-            .arg(format!("--kubeconfig={}", kubeconfig.display()))
-            .arg(format!("--namespace={}", c.ns))
-            .args([
-                "--metrics-address=127.0.0.1:0",
-                "--health-address=127.0.0.1:0",
-            ])
-            .output(),
-    )
-    .await
-    .expect("kumaco to stop within a minute")
-    .unwrap();
+    let mut kumaco = std::process::Command::new(KUMACO);
+    kumaco
+        .args(["run", "--leader-elect=false", "--in-progress"])
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--namespace={}", c.ns))
+        .args([
+            "--metrics-address=127.0.0.1:0",
+            "--health-address=127.0.0.1:0",
+        ]);
+    let out = testkit::process::output("kumaco", kumaco, Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(

@@ -14,7 +14,7 @@
 //! period of a "nothing starts" check).
 
 use std::ops::Deref;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -166,7 +166,7 @@ async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
     let c = Cluster::new("check-refused").await;
     let ns = c.ns.clone();
     let broken = format!("{GROUP}/v1 {KIND} {ns}/ceph: object.status.(");
-    let (code, stderr) = c.run_to_exit(&["--block-unless", &broken], None);
+    let (code, stderr) = c.run_to_exit(&["--block-unless", &broken], None).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!("--block-unless: '{broken}': the expression does not compile: ERROR: <input>:1:15: Syntax error")),
@@ -184,7 +184,7 @@ async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
         ),
     ];
     for (spec, expected) in cases {
-        let (code, stderr) = c.run_to_exit(&["--block-unless", &spec], None);
+        let (code, stderr) = c.run_to_exit(&["--block-unless", &spec], None).await;
         assert_eq!(code, Some(1), "{spec}: {stderr}");
         assert!(
             stderr.contains(&format!("--block-unless '{spec}'")),
@@ -198,7 +198,7 @@ async fn kumaco_stops_at_start_up_on_a_check_it_cannot_make() {
     let kubeconfig = ApiServer::shared().kubeconfig_for(&user, &[]).unwrap();
     let spec = format!("{GROUP}/v1 {KIND} {ns}/ceph: {HEALTHY}");
     let flags = ["--block-unless", &spec, "--pod-disruption-budgets=false"];
-    let (code, stderr) = c.run_to_exit(&flags, Some(&kubeconfig));
+    let (code, stderr) = c.run_to_exit(&flags, Some(&kubeconfig)).await;
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains(&format!(
@@ -402,13 +402,14 @@ impl Cluster {
 
     /// Runs kumaco with the test's flags and `extra` (as `kubeconfig`'s identity, or the
     /// admin) until it exits, within 30 s; its exit code and stderr.
-    fn run_to_exit(
+    async fn run_to_exit(
         &self,
         extra: &[&str],
         kubeconfig: Option<&std::path::Path>,
     ) -> (Option<i32>, String) {
         let server = ApiServer::shared();
-        let mut child = Command::new(KUMACO)
+        let mut command = Command::new(KUMACO);
+        command
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig.unwrap_or(server.kubeconfig()))
@@ -419,26 +420,14 @@ impl Cluster {
                 "--in-progress",
                 "--require-condition=kured.dev/RebootRequired",
             ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting kumaco");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("kumaco {extra:?} did not exit within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-        (status.code(), stderr)
+            .args(extra);
+        let out = testkit::process::output("kumaco", command, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|e| panic!("kumaco {extra:?}: {e:#}"));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 }
 

@@ -4,13 +4,13 @@
 //! ([`crate::http`]).
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::process::{Owned, tail};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use tokio::process::{Child, Command};
 
 /// One receiver that drops everything: the tests read alerts and silences through the
 /// API, nothing is sent anywhere.
@@ -20,7 +20,7 @@ pub struct Alertmanager {
     bin: PathBuf,
     dir: PathBuf,
     port: u16,
-    child: Option<Child>,
+    process: Option<Owned>,
     /// With basic auth in front (`--web.config.file`): the `Authorization` header this
     /// client sends.
     authorization: Option<String>,
@@ -70,7 +70,7 @@ impl Alertmanager {
             bin,
             dir,
             port,
-            child: None,
+            process: None,
             authorization,
         };
         am.spawn().await?;
@@ -78,10 +78,6 @@ impl Alertmanager {
     }
 
     async fn spawn(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("log"))?;
         let mut command = Command::new(&self.bin);
         if self.authorization.is_some() {
             command.arg(format!(
@@ -89,7 +85,7 @@ impl Alertmanager {
                 self.dir.join("web.yml").display()
             ));
         }
-        let child = command
+        command
             .arg(format!(
                 "--config.file={}",
                 self.dir.join("alertmanager.yml").display()
@@ -101,12 +97,12 @@ impl Alertmanager {
             .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
             // Empty: no gossip, no cluster port to collide with another test's.
             .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", self.bin.display()))?;
-        self.child = Some(child);
+            .stdin(Stdio::null());
+        self.process = Some(Owned::spawn(
+            "alertmanager",
+            command,
+            Some(&self.dir.join("log")),
+        )?);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok((200, _)) = self.request("GET", "/-/ready", None).await {
@@ -128,15 +124,13 @@ impl Alertmanager {
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        tail(&self.dir.join("log"), 20)
     }
 
     /// SIGKILL: no snapshot of the silences is written (what a crash loses).
     pub async fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill().await?;
+        if let Some(mut process) = self.process.take() {
+            process.kill();
         }
         Ok(())
     }
@@ -256,9 +250,7 @@ impl Alertmanager {
 
 impl Drop for Alertmanager {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.start_kill();
-        }
+        self.process = None;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

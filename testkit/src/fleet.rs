@@ -13,9 +13,9 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -27,6 +27,7 @@ use kumaco_core::in_progress::Ceiling;
 use serde_json::{Value, json};
 
 use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
+use crate::process::Owned;
 use crate::{ApiServer, SCOPE_LABEL, Scope};
 
 /// The label that makes a ConfigMap a window (kumaco's default `--window-selector`).
@@ -236,12 +237,9 @@ pub struct KumacoOptions<'a> {
     pub extra_args: Vec<String>,
 }
 
-/// Until kumaco has said where it listens.
-const NO_ADDRESS: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-
 /// `kumaco run` as a child process whose pid we keep, for /proc. Dropping it kills it.
 pub struct Kumaco {
-    child: Option<Child>,
+    process: Owned,
     spawned: Instant,
     health: SocketAddr,
     metrics: SocketAddr,
@@ -265,9 +263,9 @@ impl Kumaco {
             std::process::id(),
             scope.value()
         ));
-        let out = std::fs::File::create(&log)?;
         let spawned = Instant::now();
-        let child = Command::new(bin)
+        let mut command = Command::new(bin);
+        command
             .arg("run")
             .arg("--kubeconfig")
             .arg(server.kubeconfig())
@@ -281,23 +279,18 @@ impl Kumaco {
             // info, not debug: per-node debug lines at thousands of nodes would be what we
             // measure.
             .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let mut kumaco = Kumaco {
-            child: Some(child),
+            .stdin(Stdio::null());
+        let mut process = Owned::spawn("kumaco", command, Some(&log))?;
+        // Dropping `process` on an error kills it.
+        let (metrics, health) = bound_addresses(&mut process).await?;
+        Ok(Kumaco {
+            process,
             spawned,
-            health: NO_ADDRESS,
-            metrics: NO_ADDRESS,
+            health,
+            metrics,
             log,
             log_scan: LogScan::default(),
-        };
-        // Dropping `kumaco` on an error kills it.
-        let child = kumaco.child.as_mut().expect("just spawned");
-        (kumaco.metrics, kumaco.health) = bound_addresses(&kumaco.log, child).await?;
-        Ok(kumaco)
+        })
     }
 
     /// Polls `/readyz` every 10 ms; seconds from spawn to the first 200.
@@ -319,7 +312,7 @@ impl Kumaco {
 
     /// How kumaco ended, if it has (also once stopped).
     pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut()?.try_wait().ok().flatten()
+        self.process.exited()
     }
 
     /// kumaco's own `/metrics` (Prometheus text).
@@ -335,24 +328,18 @@ impl Kumaco {
     }
 
     /// kumaco's process id.
-    pub fn pid(&self) -> Result<u32> {
-        Ok(self.child.as_ref().context("kumaco is not running")?.id())
+    pub fn pid(&self) -> u32 {
+        self.process.id()
     }
 
     /// A `kB` field of /proc/<pid>/status: `VmHWM` (peak resident set), `VmRSS` (now).
     pub fn status_kib(&self, field: &str) -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .with_context(|| format!("no {field} in /proc/<pid>/status"))
+        self.process.status_kib(field)
     }
 
     /// utime + stime, in seconds.
     pub fn cpu_seconds(&self) -> Result<f64> {
-        process_cpu_seconds(self.pid()?)
+        self.process.cpu_seconds()
     }
 
     /// The WARN and ERROR lines of the log so far. Reads only what was appended since the
@@ -362,17 +349,9 @@ impl Kumaco {
         Ok(&self.log_scan.levels)
     }
 
+    /// SIGKILL.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Kumaco {
-    fn drop(&mut self) {
-        self.stop();
+        self.process.kill();
     }
 }
 
@@ -442,31 +421,6 @@ pub fn check_kumaco_binary(path: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A process's utime + stime so far, in seconds, from /proc.
-pub fn process_cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name (field 2) may hold spaces; fields after its ')' are plain.
-    // utime and stime are fields 14 and 15, i.e. 12th and 13th after the ')'.
-    let rest = &stat[stat.rfind(')').context("malformed /proc/<pid>/stat")? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks / clock_ticks())
-}
-
-/// `sysconf(_SC_CLK_TCK)` without a libc dependency: ask getconf, else Linux's usual 100.
-pub fn clock_ticks() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(100.0)
-    })
 }
 
 /// The 1, 5 and 15 minute load averages, as /proc/loadavg gives them.

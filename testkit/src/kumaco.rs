@@ -4,10 +4,9 @@
 //! Integration tests pass the binary as `env!("CARGO_BIN_EXE_kumaco")`: cargo only tells
 //! integration tests of the kumaco package where it is, not this crate.
 
-use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -16,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ApiServer;
+use crate::process::Owned;
 
 /// How long kumaco may take to list nodes and windows and report ready. Startup is well
 /// under a second on an idle machine; the margin is for a loaded 2-core CI runner.
@@ -27,7 +27,7 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 /// A running `kumaco run`. Dropping it SIGKILLs it; if the test is failing at that point,
 /// its log path and tail are printed so the failure can be understood.
 pub struct KumacoProcess {
-    child: Option<Child>,
+    process: Owned,
     log: PathBuf,
     metrics_address: SocketAddr,
     health_address: SocketAddr,
@@ -89,8 +89,6 @@ impl KumacoProcess {
     ) -> Result<Self> {
         let bin = bin.as_ref();
         let log = log_path()?;
-        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
         let mut command = Command::new(bin);
         command
             .arg("run")
@@ -105,27 +103,17 @@ impl KumacoProcess {
                 options.rust_log.as_deref().unwrap_or("info,kumaco=debug"),
             )
             .envs(options.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
+            .stdin(Stdio::null());
         if let Some(pod) = &options.leader {
             command
                 .env("POD_NAME", &pod.name)
                 .env("POD_NAMESPACE", &pod.namespace);
         }
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let (metrics_address, health_address) = match bound_addresses(&log, &mut child).await {
-            Ok(addresses) => addresses,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
-            }
-        };
+        let mut process = Owned::spawn("kumaco", command, Some(&log))?;
+        // Dropping `process` on an error kills it.
+        let (metrics_address, health_address) = bound_addresses(&mut process).await?;
         let mut kumaco = KumacoProcess {
-            child: Some(child),
+            process,
             log,
             metrics_address,
             health_address,
@@ -144,11 +132,7 @@ impl KumacoProcess {
         let started = Instant::now();
         let mut last = String::from("no answer yet");
         while started.elapsed() < READY_TIMEOUT {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+            if let Some(status) = self.process.exited() {
                 bail!(
                     "kumaco exited with {status} before {path} answered; log {}:\n{}",
                     self.log.display(),
@@ -177,9 +161,7 @@ impl KumacoProcess {
 
     /// The last `lines` lines of kumaco's log, for failure messages.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.process.log_tail(lines)
     }
 
     /// Where `/metrics` is served.
@@ -200,55 +182,34 @@ impl KumacoProcess {
         }
     }
 
-    /// Waits for kumaco to exit by itself, polling until `timeout`; `None` if it is still
+    /// Waits for kumaco to exit by itself, for at most `timeout`; `None` if it is still
     /// running then.
-    pub async fn wait_exit(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<std::process::ExitStatus>> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                return Ok(Some(status));
-            }
-            if std::time::Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.process.exit_within(timeout).await
     }
 
     /// A `kB` field of the process's /proc/<pid>/status, such as `VmHWM` (peak resident
     /// set size).
     pub fn status_kib(&self, field: &str) -> Result<u64> {
-        let pid = self.child.as_ref().context("kumaco is not running")?.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
-            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-            .with_context(|| format!("no {field} in /proc/{pid}/status"))
+        self.process.status_kib(field)
+    }
+
+    /// utime + stime so far, in seconds.
+    pub fn cpu_seconds(&self) -> Result<f64> {
+        self.process.cpu_seconds()
+    }
+
+    /// kumaco's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
     }
 
     /// SIGTERM, as the kubelet stops a pod, then waits up to `grace` for the exit (as the
     /// pod's grace period would). Returns the exit status, or fails if kumaco is still
     /// running then (it is then SIGKILLed by the drop).
-    pub async fn terminate(&mut self, grace: Duration) -> Result<std::process::ExitStatus> {
-        let Some(child) = self.child.as_ref() else {
-            bail!("kumaco is not running");
-        };
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .context("running kill -TERM")?;
-        if !status.success() {
-            bail!("kill -TERM {} failed: {status}", child.id());
-        }
-        match self.wait_exit(grace).await? {
+    pub async fn terminate(&mut self, grace: Duration) -> Result<ExitStatus> {
+        self.process.signal(rustix::process::Signal::TERM)?;
+        match self.wait_exit(grace).await {
             Some(status) => Ok(status),
             None => bail!(
                 "kumaco did not exit within {grace:?} of SIGTERM; log {}:\n{}",
@@ -259,18 +220,14 @@ impl KumacoProcess {
     }
 
     /// SIGKILL, as in a crash or an OOM kill: no chance to clean up.
-    pub fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill()?;
-            child.wait()?;
-        }
-        Ok(())
+    pub fn kill(&mut self) {
+        self.process.kill();
     }
 }
 
 impl Drop for KumacoProcess {
     fn drop(&mut self) {
-        let _ = self.kill();
+        self.kill();
         if std::thread::panicking() {
             eprintln!(
                 "kumaco log {} ends with:\n{}",
@@ -328,7 +285,7 @@ impl Replica {
 
     /// SIGKILL: no chance to release the Lease.
     pub fn kill(&mut self) {
-        self.process.kill().unwrap();
+        self.process.kill();
     }
 
     /// Whether a line of the replica's log has this message.
@@ -393,12 +350,16 @@ pub const LISTEN_ANYWHERE: [&str; 2] = [
 ];
 
 /// The metrics and health addresses a kumaco started with [`LISTEN_ANYWHERE`] and
-/// `--log-format=json` bound, from the `kumaco starting` line of its log at `log`. Polls
-/// the log until that line appears, `child` exits, or [`READY_TIMEOUT`] passes.
-pub async fn bound_addresses(log: &Path, child: &mut Child) -> Result<(SocketAddr, SocketAddr)> {
+/// `--log-format=json` bound, from the `kumaco starting` line of its log. Polls the log
+/// until that line appears, kumaco exits, or [`READY_TIMEOUT`] passes.
+pub async fn bound_addresses(kumaco: &mut Owned) -> Result<(SocketAddr, SocketAddr)> {
+    let log = kumaco
+        .log()
+        .context("kumaco was started without a log")?
+        .to_path_buf();
     let started = Instant::now();
     loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
         for line in text.lines() {
             let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
@@ -414,7 +375,7 @@ pub async fn bound_addresses(log: &Path, child: &mut Child) -> Result<(SocketAdd
             };
             return Ok((address("metrics")?, address("health")?));
         }
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = kumaco.exited() {
             bail!(
                 "kumaco exited with {status} before it listened; log {}:\n{text}",
                 log.display()

@@ -28,6 +28,8 @@
 //!   its silences and alerts read through its API; [`prometheus`]: a real Prometheus
 //!   scraping a `/metrics` endpoint the test serves and changes; [`http`]: the plain
 //!   HTTP/1.1 requests both are read with.
+//! - [`process`]: the one owner of every program a test starts: stopped when dropped,
+//!   and when the test process dies.
 //! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
 //!   recreating StatefulSet pods, and a stand-in scheduler and kubelet for pods.
 
@@ -53,6 +55,7 @@ pub mod manifests;
 pub mod nodebins;
 pub mod nodes;
 pub mod oracle;
+pub mod process;
 pub mod prometheus;
 pub mod realcluster;
 pub mod reporter;

@@ -4,15 +4,15 @@
 //! HTTP API ([`crate::http`]).
 
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::process::{Owned, tail};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
 
 /// A `/metrics` endpoint on 127.0.0.1 in the Prometheus text format, answering with
 /// the text last [`Target::set`].
@@ -74,7 +74,7 @@ pub struct Prometheus {
     bin: PathBuf,
     dir: PathBuf,
     port: u16,
-    child: Option<Child>,
+    process: Option<Owned>,
 }
 
 impl Prometheus {
@@ -117,18 +117,15 @@ impl Prometheus {
             bin,
             dir,
             port: crate::http::free_port()?,
-            child: None,
+            process: None,
         };
         prometheus.spawn().await?;
         Ok(prometheus)
     }
 
     async fn spawn(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("log"))?;
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        command
             .arg(format!(
                 "--config.file={}",
                 self.dir.join("prometheus.yml").display()
@@ -138,12 +135,12 @@ impl Prometheus {
                 self.dir.join("data").display()
             ))
             .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", self.bin.display()))?;
-        self.child = Some(child);
+            .stdin(Stdio::null());
+        self.process = Some(Owned::spawn(
+            "prometheus",
+            command,
+            Some(&self.dir.join("log")),
+        )?);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok((200, _)) =
@@ -164,15 +161,13 @@ impl Prometheus {
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        tail(&self.dir.join("log"), 20)
     }
 
     /// SIGKILL.
     pub async fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill().await?;
+        if let Some(mut process) = self.process.take() {
+            process.kill();
         }
         Ok(())
     }
@@ -211,9 +206,7 @@ impl Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.start_kill();
-        }
+        self.process = None;
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -101,7 +101,7 @@ async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnaps
     let at = Instant::now();
     let cpu = kumaco.cpu_seconds()?;
     // Before the scrape below, which kumaco receives too.
-    let received = socket_bytes_received(kumaco.pid()?)?;
+    let received = socket_bytes_received(kumaco.pid())?;
     let ours = kumaco.metrics().await?;
     let server = apiserver_metrics(client).await?;
     let reconcile = |suffix: &str| {
