@@ -11,6 +11,9 @@
 //! program ends, not the process, so every program is forked on one thread that lives as
 //! long as the process (`on_spawner`): a program shared by a binary's tests outlives the
 //! test that happened to start it.
+//!
+//! `make test`'s runner (`run-tests`) checks the result: whatever a test binary leaves
+//! running is named there and fails the run ([`kill_leftovers`]).
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
@@ -284,4 +287,139 @@ pub fn cpu_seconds(pid: u32) -> Result<f64> {
     let fields: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
     Ok(ticks / rustix::param::clock_ticks_per_second() as f64)
+}
+
+/// The environment variable `run-tests` sets to the name of the test binary it runs:
+/// every process the binary starts inherits it, so a leftover says whose it is.
+pub const STARTED_BY: &str = "TESTKIT_STARTED_BY";
+
+/// A process still running below another (see [`kill_leftovers`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leftover {
+    pub pid: u32,
+    /// Where its executable lives (`/proc/<pid>/exe`).
+    pub exe: String,
+    /// Its command line, space-separated.
+    pub command: String,
+    /// Its [`STARTED_BY`], if it has one.
+    pub started_by: Option<String>,
+}
+
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} {}: {}", self.pid, self.exe, self.command)?;
+        if let Some(binary) = &self.started_by {
+            write!(f, " (started under {binary})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Every live process descended from `root` (zombies, which are gone but for their exit
+/// status, are not), from `/proc`.
+pub fn descendants(root: u32) -> Vec<Leftover> {
+    let mut parents = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the ')' closing the command name: state, then the parent's pid.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut fields = after.split_whitespace();
+        let (Some(state), Some(ppid)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if state != "Z"
+            && let Ok(ppid) = ppid.parse::<u32>()
+        {
+            parents.push((pid, ppid));
+        }
+    }
+    let mut below = vec![root];
+    let mut found = Vec::new();
+    while let Some(parent) = below.pop() {
+        for &(pid, _) in parents.iter().filter(|(_, ppid)| *ppid == parent) {
+            below.push(pid);
+            found.push(describe(pid));
+        }
+    }
+    found.sort_by_key(|l| l.pid);
+    found
+}
+
+fn describe(pid: u32) -> Leftover {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let exe = std::fs::read_link(proc.join("exe"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let command = std::fs::read(proc.join("cmdline"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let started_by = std::fs::read(proc.join("environ"))
+        .unwrap_or_default()
+        .split(|&b| b == 0)
+        .find_map(|v| {
+            let v = String::from_utf8_lossy(v);
+            Some(v.strip_prefix(STARTED_BY)?.strip_prefix('=')?.to_string())
+        });
+    Leftover {
+        pid,
+        exe,
+        command,
+        started_by,
+    }
+}
+
+/// Makes this process the reaper of its descendants' orphans
+/// (`PR_SET_CHILD_SUBREAPER`): a program whose starter died without stopping it becomes
+/// this process's child instead of init's, and [`kill_leftovers`] finds it.
+pub fn become_subreaper() -> Result<()> {
+    let me = Pid::from_raw(std::process::id() as i32).context("this process's id")?;
+    rustix::process::set_child_subreaper(Some(me)).context("PR_SET_CHILD_SUBREAPER")
+}
+
+/// Once everything this process started should have stopped: what is still running
+/// below it, after up to `grace` for it to go (a program killed as its starter died takes
+/// a moment to exit). Each is then killed, and every ended child reaped: call it only once
+/// nothing this process started is still wanted. With [`become_subreaper`] first, so
+/// that the orphans are found too.
+pub fn kill_leftovers(grace: Duration) -> Vec<Leftover> {
+    let deadline = Instant::now() + grace;
+    let left = loop {
+        // Orphans that ended meanwhile are this process's zombies now.
+        while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
+        let left = descendants(std::process::id());
+        if left.is_empty() || Instant::now() >= deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for leftover in &left {
+        if let Some(pid) = Pid::from_raw(leftover.pid as i32) {
+            let _ = rustix::process::kill_process(pid, Signal::KILL);
+        }
+    }
+    let reaped_by = Instant::now() + grace;
+    loop {
+        match rustix::process::wait(rustix::process::WaitOptions::NOHANG) {
+            Ok(Some(_)) => {}
+            Ok(None) if Instant::now() < reaped_by => std::thread::sleep(EXIT_POLL),
+            // No child left (ECHILD), or one that outlasts a SIGKILL and the grace.
+            _ => break,
+        }
+    }
+    left
 }

@@ -1,14 +1,15 @@
 //! testkit::process: a program a test starts stops when its owner is dropped, outlives
-//! the thread that started it, and stops when the test process dies without dropping it.
+//! the thread that started it, and stops when the test process dies without dropping it;
+//! `make test`'s leftover check names what a test binary left running.
 //!
-//! The last needs a test process that dies: this binary runs itself again (`--exact` an
-//! `#[ignore]`d helper, with [`ROLE`] set) for it.
+//! The last two need a test process that dies, or that reaps orphans: this binary runs
+//! itself again (`--exact` one of the `#[ignore]`d helpers, with [`ROLE`] set) for them.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::process::Owned;
+use testkit::process::{Owned, become_subreaper, kill_leftovers};
 
 /// Set for a helper run of this binary: what it is to do.
 const ROLE: &str = "TESTKIT_PROCESS_TEST_ROLE";
@@ -177,4 +178,41 @@ fn helper_starts_programs_and_waits() {
     let plain = Owned::spawn("sleep", sleeper(), None).unwrap();
     println!("{PID}{shared}\n{PID}{}\ndone", plain.id());
     std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn the_leftover_check_names_an_orphan_and_kills_it() {
+    let (mut helper, pids) = helper("helper_leaves_an_orphan_and_checks", "orphan");
+    let status = helper.exit_within_blocking(Duration::from_secs(60));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let [orphan, named] = pids[..] else {
+        panic!("the helper reported {pids:?}");
+    };
+    assert_eq!(named, orphan, "the check named another process");
+    assert!(!alive(orphan), "the check left the orphan running");
+}
+
+/// With `ROLE=orphan`: as `make test`'s runner, a subreaper; a child that leaves an
+/// orphan behind, not through testkit; the check, which must name it. Prints the orphan's
+/// pid, then the pid of each process the check named.
+#[test]
+#[ignore = "a helper of the_leftover_check_names_an_orphan_and_kills_it"]
+fn helper_leaves_an_orphan_and_checks() {
+    if std::env::var(ROLE).as_deref() != Ok("orphan") {
+        return;
+    }
+    become_subreaper().unwrap();
+    assert_eq!(kill_leftovers(Duration::ZERO), vec![], "a clean start");
+    let out = Command::new("bash")
+        .args(["-c", "sleep 1000 >/dev/null 2>&1 & echo $!"])
+        .output()
+        .unwrap();
+    let orphan = String::from_utf8(out.stdout).unwrap();
+    println!("{PID}{}", orphan.trim());
+    for leftover in kill_leftovers(Duration::from_millis(200)) {
+        eprintln!("left: {leftover}");
+        assert!(leftover.command.starts_with("sleep 1000"), "{leftover}");
+        println!("{PID}{}", leftover.pid);
+    }
+    println!("done");
 }
