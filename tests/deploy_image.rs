@@ -608,7 +608,7 @@ async fn image_runs_in_cluster_as_the_chart_deploys_it() {
         .unwrap();
     assert_eq!(code, 200);
     assert_eq!(
-        testkit::kumaco::metric_sum(&metrics, "kumaco_leader", &[]),
+        testkit::kumaco::metric(&metrics, "kumaco_leader", &[]).unwrap(),
         1.0,
         "{metrics}"
     );

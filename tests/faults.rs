@@ -21,7 +21,7 @@ use serde_json::json;
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::cluster::{Cluster, REASON_NO_WINDOW, REASON_WINDOW};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, http_get, metric_sum};
+use testkit::kumaco::{KumacoProcess, http_get, metric};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, has_status, transitioned_at_or_after, wait_for_condition};
 use testkit::time::{EDGE_BOUND, edge_in, poll_until, sleep_until, until};
@@ -172,11 +172,12 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
     );
     let metrics = kumaco.metrics_text().await.unwrap();
     let transitions_to = |status| {
-        metric_sum(
+        metric(
             &metrics,
             "kumaco_transitions_total",
             &[("condition", UNDER_MAINTENANCE), ("status", status)],
         )
+        .unwrap()
     };
     assert_eq!(
         (transitions_to("True"), transitions_to("False")),
@@ -499,17 +500,18 @@ async fn grant_kumaco_rules(c: &Cluster, user: &str) -> ClusterRoleBinding {
 /// `kumaco_api_writes_total{verb="patch",result="error"}`.
 async fn write_errors(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
-    metric_sum(
+    metric(
         &text,
         "kumaco_api_writes_total",
         &[("verb", "patch"), ("result", "error")],
     )
+    .unwrap()
 }
 
 /// kumaco's own count of node writes (ok or not), which survives API server restarts.
 async fn kumaco_patches(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
-    metric_sum(&text, "kumaco_api_writes_total", &[("verb", "patch")])
+    metric(&text, "kumaco_api_writes_total", &[("verb", "patch")]).unwrap()
 }
 
 /// kumaco's node watches that the API server refused as expired (410 Gone, reason

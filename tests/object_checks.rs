@@ -25,7 +25,7 @@ use serde_json::json;
 
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED};
-use testkit::kumaco::{LISTEN_ANYWHERE, metric_sum};
+use testkit::kumaco::{LISTEN_ANYWHERE, metric};
 use testkit::nodes::{condition, wait_for_condition};
 
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
@@ -60,16 +60,16 @@ async fn no_start_while_the_check_fails_and_the_next_start_once_it_holds() {
     c.stays_waiting(&nodes, Duration::from_secs(3)).await;
     let metrics = kumaco.metrics_text().await.unwrap();
     let gate = [("gate", "object-checks")];
-    assert_eq!(metric_sum(&metrics, "kumaco_gate_holding", &gate), 1.0);
+    assert_eq!(metric(&metrics, "kumaco_gate_holding", &gate).unwrap(), 1.0);
     let ok_reads = [("gate", "object-checks"), ("result", "ok")];
-    assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &ok_reads) >= 1.0);
+    assert!(metric(&metrics, "kumaco_gate_reads_total", &ok_reads).unwrap() >= 1.0);
 
     c.health("ceph", "HEALTH_OK").await;
     c.wait_mip(&nodes[0], "True", None).await;
     c.wait_mip(&nodes[1], "True", None).await;
     c.wait_mip(&nodes[2], "False", Some("WaitingForSlot")).await;
     let metrics = kumaco.metrics_text().await.unwrap();
-    assert_eq!(metric_sum(&metrics, "kumaco_gate_holding", &gate), 0.0);
+    assert_eq!(metric(&metrics, "kumaco_gate_holding", &gate).unwrap(), 0.0);
 
     // A failing check holds starts, never a maintenance in progress.
     c.health("ceph", "HEALTH_ERR").await;
@@ -132,7 +132,7 @@ async fn every_object_a_selector_matches_must_hold_and_an_evaluation_error_holds
     );
     let metrics = kumaco.metrics_text().await.unwrap();
     let errors = [("gate", "object-checks"), ("result", "error")];
-    assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &errors) >= 1.0);
+    assert!(metric(&metrics, "kumaco_gate_reads_total", &errors).unwrap() >= 1.0);
 
     // A third object, unhealthy, before the second is mended: no moment without a
     // failing object. The node keeps the message of the reason it first showed; the log

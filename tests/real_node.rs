@@ -42,7 +42,7 @@ use serde_json::Value;
 use testkit::Scope;
 use testkit::cluster::UNDER_MAINTENANCE;
 use testkit::docs;
-use testkit::kumaco::{http_get, metric_sum};
+use testkit::kumaco::{http_get, metric};
 use testkit::nodes::{create_node, has_status, set_labels, wait_for_condition};
 use testkit::realcluster::{KUBERNETES_SERVICE_IP, NODE_NAME, RealCluster};
 use testkit::time::{edge_in, poll_until, until};
@@ -554,7 +554,7 @@ async fn readme_install_runs_on_a_real_node() {
             .await
             .unwrap();
         assert_eq!(code, 200);
-        leaders += metric_sum(&metrics, "kumaco_leader", &[]);
+        leaders += metric(&metrics, "kumaco_leader", &[]).unwrap();
         let log = cluster.pod_log(NAMESPACE, &name(pod));
         assert!(
             log.contains("the in-cluster configuration"),

@@ -26,7 +26,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kumaco_core::in_progress::Ceiling;
 use serde_json::{Value, json};
 
-use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
+use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric};
 use crate::process::Owned;
 use crate::{ApiServer, SCOPE_LABEL, Scope};
 
@@ -213,7 +213,7 @@ pub async fn put_window(
 /// current lifetime, from its `/metrics` text: `(all, failed)`, failed being any answer
 /// but 200 and 201. Server-side apply (kumaco) counts as `APPLY`, any other patch (node
 /// agents) as `PATCH`.
-pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> (u64, u64) {
+pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> Result<(u64, u64)> {
     let count = |code: Option<&str>| {
         let mut labels = vec![
             ("verb", verb),
@@ -221,10 +221,10 @@ pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> (u64, u64) {
             ("subresource", "status"),
         ];
         labels.extend(code.map(|c| ("code", c)));
-        metric_sum(apiserver_metrics, "apiserver_request_total", &labels) as u64
+        anyhow::Ok(metric(apiserver_metrics, "apiserver_request_total", &labels)? as u64)
     };
-    let all = count(None);
-    (all, all - count(Some("200")) - count(Some("201")))
+    let all = count(None)?;
+    Ok((all, all - count(Some("200"))? - count(Some("201"))?))
 }
 
 /// How the harness starts kumaco: every `kumaco run` flag beyond the connection, the
@@ -479,14 +479,15 @@ mod tests {
 
     #[test]
     fn node_status_requests_separates_failures() {
-        let text = r#"apiserver_request_total{code="200",resource="nodes",subresource="status",verb="APPLY"} 7
+        let text = r#"# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",resource="nodes",subresource="status",verb="APPLY"} 7
 apiserver_request_total{code="201",resource="nodes",subresource="status",verb="APPLY"} 1
 apiserver_request_total{code="500",resource="nodes",subresource="status",verb="APPLY"} 2
 apiserver_request_total{code="200",resource="nodes",subresource="status",verb="PATCH"} 5
 apiserver_request_total{code="200",resource="nodes",subresource="",verb="APPLY"} 9
 "#;
-        assert_eq!(node_status_requests(text, "APPLY"), (10, 2));
-        assert_eq!(node_status_requests(text, "PATCH"), (5, 0));
+        assert_eq!(node_status_requests(text, "APPLY").unwrap(), (10, 2));
+        assert_eq!(node_status_requests(text, "PATCH").unwrap(), (5, 0));
     }
 
     #[test]

@@ -272,7 +272,7 @@ impl Replica {
     /// `kumaco_leader` now; None if there is no such gauge or no answer.
     pub async fn leader_gauge(&self) -> Option<f64> {
         let text = self.process.metrics_text().await.ok()?;
-        has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
+        metric(&text, "kumaco_leader", &[]).ok()
     }
 
     /// SIGTERM, as in a rolling update (a leader releases the Lease), with 10 s to exit.
@@ -445,13 +445,63 @@ pub async fn apiserver_metrics(client: &kube::Client) -> Result<String> {
         .context("GET /metrics from the API server")
 }
 
-/// The sum of the samples of metric `name` whose labels include every `(key, value)` of
-/// `labels` (other labels are ignored), in Prometheus text format. 0 if there is none.
-pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    samples(text)
+/// The value of metric `name` in Prometheus text: the sum of its samples whose labels
+/// include every `(key, value)` of `labels` (other labels are ignored).
+///
+/// Absent is not zero. With no such sample this is an error naming the series, except for
+/// a counter, histogram or summary the text declares (`# TYPE`): those start at zero, and
+/// a label set nothing has counted yet has no series, so 0 is what they say. A gauge
+/// without the series, or a name the text does not know, is an error. (kumaco's exporter
+/// declares a labelled counter only once it has counted: to check that it counted
+/// nothing, see [`series`].)
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Result<f64> {
+    if let Some(value) = series(text, name, labels) {
+        return Ok(value);
+    }
+    let series = if labels.is_empty() {
+        name.to_string()
+    } else {
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        format!("{name}{{{}}}", labels.join(","))
+    };
+    match declared_type(text, name) {
+        Some("counter" | "histogram" | "summary") => Ok(0.0),
+        Some(kind) => bail!("no series {series} in the metrics (a {kind}: absent, not 0)"),
+        None if samples(text).any(|s| s.name == name) => {
+            bail!("no series {series} in the metrics (only other labels of {name})")
+        }
+        None => bail!("no metric {name} in the metrics"),
+    }
+}
+
+/// The sum of the samples of `name` whose labels include every `(key, value)` of
+/// `labels`; `None` when there is no such sample. kumaco's exporter (prometheus-client)
+/// shows a labelled counter only once it has counted, so a check that kumaco counted
+/// nothing expects `None`, and should read the same name where it did count (a
+/// misspelled name has no series either).
+pub fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut matching = samples(text)
         .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
         .map(|s| s.value)
-        .sum()
+        .peekable();
+    matching.peek().is_some().then(|| matching.sum())
+}
+
+/// The type a `# TYPE` line declares for the family that sample name `name` belongs to:
+/// `name` itself, a counter `x` whose samples are `x_total` (OpenMetrics), or a
+/// histogram's or summary's `x_count`, `x_sum` and `x_bucket`.
+fn declared_type<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.split_once(' '))
+        .find_map(|(family, kind)| {
+            let kind = kind.trim();
+            let part = |suffix: &str| name.strip_suffix(suffix) == Some(family);
+            let ours = family == name
+                || (kind == "counter" && part("_total"))
+                || (matches!(kind, "histogram" | "summary")
+                    && ["_count", "_sum", "_bucket"].into_iter().any(part));
+            ours.then_some(kind)
+        })
 }
 
 /// Whether `text` declares or carries samples of metric family `family` (for a histogram
@@ -554,11 +604,12 @@ pub async fn node_writes(client: &kube::Client) -> f64 {
     ["APPLY", "PATCH", "PUT", "POST", "DELETE"]
         .iter()
         .map(|verb| {
-            metric_sum(
+            metric(
                 &text,
                 "apiserver_request_total",
                 &[("resource", "nodes"), ("verb", verb)],
             )
+            .unwrap_or_else(|e| panic!("{e:#}"))
         })
         .sum()
 }
@@ -592,18 +643,47 @@ weird_label{a="x\"y,z}"} 7 1700000000000
 kumaco_reconcile_duration_seconds_bucket{le="0.1"} 4
 kumaco_reconcile_duration_seconds_count 4
 kumaco_windows 2
+# TYPE kumaco_gate_holding gauge
+kumaco_gate_holding{gate="alerts"} 0
+# TYPE kumaco_api_writes counter
 "#;
 
     #[test]
     fn sums_matching_samples_only() {
+        let value = |name, labels| metric(TEXT, name, labels).unwrap();
         let apply = [("resource", "nodes"), ("verb", "APPLY")];
-        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &apply), 4.0);
+        assert_eq!(value("apiserver_request_total", &apply), 4.0);
         let status = [("resource", "nodes"), ("subresource", "status")];
-        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &status), 4.0);
-        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &[]), 6.0);
-        assert_eq!(metric_sum(TEXT, "weird_label", &[("a", "x\"y,z}")]), 7.0);
-        assert_eq!(metric_sum(TEXT, "kumaco_windows", &[]), 2.0);
-        assert_eq!(metric_sum(TEXT, "absent", &[]), 0.0);
+        assert_eq!(value("apiserver_request_total", &status), 4.0);
+        assert_eq!(value("apiserver_request_total", &[]), 6.0);
+        assert_eq!(value("weird_label", &[("a", "x\"y,z}")]), 7.0);
+        assert_eq!(value("kumaco_windows", &[]), 2.0);
+        assert_eq!(value("kumaco_gate_holding", &[("gate", "alerts")]), 0.0);
+    }
+
+    #[test]
+    fn absent_is_zero_only_for_a_declared_counter_histogram_or_summary() {
+        let value = |name, labels| metric(TEXT, name, labels);
+        // Nothing counted yet for these labels: the counter says 0.
+        let delete = [("resource", "nodes"), ("verb", "DELETE")];
+        assert_eq!(value("apiserver_request_total", &delete).unwrap(), 0.0);
+        let slow = [("le", "10")];
+        assert_eq!(
+            value("kumaco_reconcile_duration_seconds_bucket", &slow).unwrap(),
+            0.0
+        );
+        // OpenMetrics names a counter `x` and its samples `x_total`.
+        assert_eq!(value("kumaco_api_writes_total", &[]).unwrap(), 0.0);
+        // A gauge without the series, a name nothing declares: errors naming them.
+        let absent = value("kumaco_gate_holding", &[("gate", "budgets")]).unwrap_err();
+        assert!(
+            format!("{absent}").contains(r#"kumaco_gate_holding{gate="budgets"}"#),
+            "{absent}"
+        );
+        let other = value("kumaco_windows", &[("validity", "invalid")]).unwrap_err();
+        assert!(format!("{other}").contains("only other labels"), "{other}");
+        let unknown = value("kumaco_nodes_in_scope", &[]).unwrap_err();
+        assert!(format!("{unknown}").contains("no metric kumaco_nodes_in_scope"));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use testkit::churn::plain::PlainWatch;
 use testkit::churn::{self, Churn, ChurnSpec};
 use testkit::fleet::{self, Kumaco};
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::{ApiServer, Scope};
 
 /// What the churn phase works with.
@@ -51,7 +51,7 @@ impl ChurnPhase<'_> {
         let server = apiserver_metrics(self.client).await?;
         let ours = self.kumaco.metrics().await?;
         let reconcile = |suffix: &str| {
-            metric_sum(
+            metric(
                 &ours,
                 &format!("kumaco_reconcile_duration_seconds_{suffix}"),
                 &[],
@@ -61,14 +61,14 @@ impl ChurnPhase<'_> {
             at,
             cpu,
             plain_cpu,
-            writes: kumaco_writes_in(&server),
-            foreign: metric_sum(
+            writes: kumaco_writes_in(&server)?,
+            foreign: metric(
                 &server,
                 "apiserver_request_total",
                 &[("verb", "PATCH"), ("resource", "nodes"), ("code", "200")],
-            ) as u64,
-            passes: reconcile("count"),
-            pass_seconds: reconcile("sum"),
+            )? as u64,
+            passes: reconcile("count")?,
+            pass_seconds: reconcile("sum")?,
         })
     }
 

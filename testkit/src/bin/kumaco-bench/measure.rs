@@ -16,22 +16,23 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use testkit::Scope;
 use testkit::fleet::percentile;
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::nodes::condition;
 
 /// kumaco's node writes as the API server counts them: server-side applies to nodes
 /// (`nodes/status` and any other), which only kumaco sends once setup is done (nodes are
 /// created with a POST and a merge patch; the churn's changes are patches too).
 pub(crate) async fn kumaco_writes(client: &kube::Client) -> Result<u64> {
-    Ok(kumaco_writes_in(&apiserver_metrics(client).await?))
+    kumaco_writes_in(&apiserver_metrics(client).await?)
 }
 
-pub(crate) fn kumaco_writes_in(apiserver_metrics: &str) -> u64 {
-    metric_sum(
+pub(crate) fn kumaco_writes_in(apiserver_metrics: &str) -> Result<u64> {
+    let writes = metric(
         apiserver_metrics,
         "apiserver_request_total",
         &[("verb", "APPLY"), ("resource", "nodes")],
-    ) as u64
+    )?;
+    Ok(writes as u64)
 }
 
 /// Waits until kumaco's node writes reach `target` (bounded by `TRANSITION_TIMEOUT`).

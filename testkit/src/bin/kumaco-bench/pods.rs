@@ -20,7 +20,7 @@ use testkit::agent::REBOOT_REQUIRED;
 use testkit::churn::ChurnSpec;
 use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
 use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::nodes::{condition, set_condition};
 use testkit::{ApiServer, Scope};
 
@@ -91,10 +91,10 @@ fn socket_bytes_received(pid: u32) -> Result<HashMap<String, u64>> {
 }
 
 /// The pod watch events the API server has sent, to every watch.
-fn pod_watch_events_in(apiserver_metrics: &str) -> f64 {
+fn pod_watch_events_in(apiserver_metrics: &str) -> Result<f64> {
     // Labelled by kind in older API servers, by resource in newer ones.
-    let by = |label| metric_sum(apiserver_metrics, "apiserver_watch_events_total", &[label]);
-    by(("kind", "Pod")).max(by(("resource", "pods")))
+    let by = |label| metric(apiserver_metrics, "apiserver_watch_events_total", &[label]);
+    Ok(by(("kind", "Pod"))?.max(by(("resource", "pods"))?))
 }
 
 async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnapshot> {
@@ -105,24 +105,24 @@ async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnaps
     let ours = kumaco.metrics().await?;
     let server = apiserver_metrics(client).await?;
     let reconcile = |suffix: &str| {
-        metric_sum(
+        metric(
             &ours,
             &format!("kumaco_reconcile_duration_seconds_{suffix}"),
             &[],
         )
     };
     let node_events =
-        |relevant: &str| metric_sum(&ours, "kumaco_node_events_total", &[("relevant", relevant)]);
+        |relevant: &str| metric(&ours, "kumaco_node_events_total", &[("relevant", relevant)]);
     Ok(PodSnapshot {
         at,
         cpu,
-        passes: reconcile("count"),
-        pass_seconds: reconcile("sum"),
-        relevant_node_events: node_events("true"),
-        other_node_events: node_events("false"),
-        pod_watch_events: pod_watch_events_in(&server),
+        passes: reconcile("count")?,
+        pass_seconds: reconcile("sum")?,
+        relevant_node_events: node_events("true")?,
+        other_node_events: node_events("false")?,
+        pod_watch_events: pod_watch_events_in(&server)?,
         received,
-        writes: kumaco_writes_in(&server),
+        writes: kumaco_writes_in(&server)?,
     })
 }
 
@@ -460,11 +460,11 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         );
     }
     let rss = kumaco.status_kib("VmHWM")? * 1024;
-    let budgets_seen = metric_sum(
+    let budgets_seen = metric(
         &kumaco.metrics().await?,
         "kumaco_gate_pod_disruption_budgets",
         &[],
-    );
+    )?;
     let log = kumaco.log_path().to_path_buf();
     kumaco.stop();
     drop(server);

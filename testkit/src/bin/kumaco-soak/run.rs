@@ -55,8 +55,8 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
     // far are the nodes' creation.
     let baseline = apiserver_metrics(&client).await?;
     let baseline = Baseline {
-        applies: node_status_requests(&baseline, "APPLY").0,
-        patches: node_status_requests(&baseline, "PATCH").0,
+        applies: node_status_requests(&baseline, "APPLY")?.0,
+        patches: node_status_requests(&baseline, "PATCH")?.0,
     };
     let mut kumaco = Kumaco::spawn(
         &args.kumaco,

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use testkit::agent::{Observer, RebootAgent};
 use testkit::fleet::{Kumaco, LogLevels, load_average, node_status_requests};
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::reporter::RebootSource;
 
 /// The API server's counts before kumaco started.
@@ -103,9 +103,11 @@ impl Probe<'_> {
         let logs = kumaco.log_levels()?.clone();
         let metrics = kumaco.metrics().await?;
         let server = apiserver_metrics(self.client).await?;
-        let (applies, applies_failed) = node_status_requests(&server, "APPLY");
+        let (applies, applies_failed) = node_status_requests(&server, "APPLY")?;
         let observed = self.observer.observed();
-        let ours = |name: &str, labels: &[(&str, &str)]| metric_sum(&metrics, name, labels) as u64;
+        let ours = |name: &str, labels: &[(&str, &str)]| {
+            anyhow::Ok(metric(&metrics, name, labels)? as u64)
+        };
         let sample = Sample {
             t,
             at: Timestamp::now().to_string(),
@@ -114,12 +116,12 @@ impl Probe<'_> {
             cpu_seconds,
             applies: applies - self.baseline.applies,
             applies_failed,
-            helper_patches: node_status_requests(&server, "PATCH").0 - self.baseline.patches,
-            kumaco_writes: ours("kumaco_api_writes_total", &[("verb", "patch")]),
-            write_errors: ours("kumaco_api_writes_total", &[("result", "error")]),
-            transitions: ours("kumaco_transitions_total", &[]),
-            under_maintenance: ours("kumaco_nodes_under_maintenance", &[]),
-            in_progress: ours("kumaco_nodes_in_progress", &[]),
+            helper_patches: node_status_requests(&server, "PATCH")?.0 - self.baseline.patches,
+            kumaco_writes: ours("kumaco_api_writes_total", &[("verb", "patch")])?,
+            write_errors: ours("kumaco_api_writes_total", &[("result", "error")])?,
+            transitions: ours("kumaco_transitions_total", &[])?,
+            under_maintenance: ours("kumaco_nodes_under_maintenance", &[])?,
+            in_progress: ours("kumaco_nodes_in_progress", &[])?,
             observed_in_progress: observed.in_progress.len(),
             observed_max_in_progress: observed.max_in_progress,
             reboots: self.agent.reboots(),
