@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::process::{Owned, tail};
@@ -40,13 +39,8 @@ impl Alertmanager {
     }
 
     async fn start_with(basic_auth: Option<(&str, &str)>) -> Result<Self> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
         let bin = crate::gobuild::alertmanager()?;
-        let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
-            "alertmanager-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
+        let dir = crate::process::scratch_path("alertmanager", "")?;
         std::fs::create_dir_all(dir.join("data"))?;
         std::fs::write(dir.join("alertmanager.yml"), CONFIG)?;
         let authorization = match basic_auth {

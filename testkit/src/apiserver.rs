@@ -63,6 +63,9 @@ impl ApiServer {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst)
         ));
+        // Left by an earlier process with this id (ids are reused), which
+        // `remove_stale` cannot tell from ours: etcd would start on its data.
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let mut server = ApiServer {
             dir,

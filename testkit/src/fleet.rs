@@ -256,13 +256,7 @@ impl Kumaco {
         scope: &Scope,
         options: &KumacoOptions<'_>,
     ) -> Result<Self> {
-        let dir = std::env::temp_dir().join(options.name);
-        std::fs::create_dir_all(&dir)?;
-        let log = dir.join(format!(
-            "kumaco-{}-{}.log",
-            std::process::id(),
-            scope.value()
-        ));
+        let log = crate::process::scratch_path(&format!("{}-kumaco", options.name), ".log")?;
         let spawned = Instant::now();
         let mut command = Command::new(bin);
         command

@@ -7,7 +7,6 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -15,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ApiServer;
-use crate::process::Owned;
+use crate::process::{Owned, scratch_path};
 
 /// How long kumaco may take to list nodes and windows and report ready. Startup is well
 /// under a second on an idle machine; the margin is for a loaded 2-core CI runner.
@@ -88,7 +87,7 @@ impl KumacoProcess {
         options: &StartOptions,
     ) -> Result<Self> {
         let bin = bin.as_ref();
-        let log = log_path()?;
+        let log = scratch_path("kumaco", ".log")?;
         let mut command = Command::new(bin);
         command
             .arg("run")
@@ -389,18 +388,6 @@ pub async fn bound_addresses(kumaco: &mut Owned) -> Result<(SocketAddr, SocketAd
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// A new log file under the temp dir, named so that parallel tests and runs don't clash.
-fn log_path() -> Result<PathBuf> {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join("kumaco-tests");
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir.join(format!(
-        "kumaco-{}-{}.log",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )))
 }
 
 /// A plain HTTP/1.0 GET (the server closes the connection after the answer, so the body is

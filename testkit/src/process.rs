@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::{
     Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitStatus, Output, Stdio,
 };
-use std::sync::OnceLock;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -258,6 +258,30 @@ fn on_spawner<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> T 
         }))
         .expect("the spawner thread lives as long as the process");
     answered.recv().expect("the spawner thread answers")
+}
+
+/// A path of this process's own under `<temp dir>/kumaco-tests`, for a log or a program's
+/// directory: `<stem>-<pid>-<n><extension>`, `n` counting this process's calls. Anything
+/// already there was left by an earlier process with the same id (ids are reused, on a
+/// machine that has run many tests soon), and is removed: a log appended to it would
+/// begin with another run's lines.
+pub fn scratch_path(stem: &str, extension: &str) -> Result<PathBuf> {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join("kumaco-tests");
+    std::fs::create_dir_all(&dir)?;
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let path = dir.join(format!("{stem}-{}-{n}{extension}", std::process::id()));
+    let stale = if path.is_dir() {
+        std::fs::remove_dir_all(&path)
+    } else {
+        std::fs::remove_file(&path)
+    };
+    match stale {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("removing {}", path.display()))
+        }
+        _ => Ok(path),
+    }
 }
 
 /// The last `lines` lines of the file at `path` ("" if it cannot be read).

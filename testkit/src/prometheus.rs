@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,13 +85,8 @@ impl Prometheus {
 
     /// [`Prometheus::start`] evaluating `rules` (a rule file's YAML) every second too.
     pub async fn start_with_rules(targets: &[&Target], rules: Option<&str>) -> Result<Self> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
         let bin = crate::gobuild::prometheus()?;
-        let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
-            "prometheus-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
+        let dir = crate::process::scratch_path("prometheus", "")?;
         std::fs::create_dir_all(dir.join("data"))?;
         let targets: Vec<String> = targets
             .iter()
