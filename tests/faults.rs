@@ -21,7 +21,8 @@ use serde_json::json;
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::cluster::{Cluster, REASON_NO_WINDOW, REASON_WINDOW};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, http_get, metric};
+use testkit::http;
+use testkit::kumaco::{KumacoProcess, metric};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, has_status, transitioned_at_or_after, wait_for_condition};
 use testkit::time::{EDGE_BOUND, edge_in, poll_until, sleep_until, until};
@@ -165,7 +166,7 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
     }
     // The same process recovered: no restart of kumaco was needed.
     assert_eq!(kumaco.wait_exit(Duration::ZERO).await, None);
-    let (code, _) = http_get(kumaco.health_address(), "/readyz").await.unwrap();
+    let (code, _) = http::get(kumaco.health_address(), "/readyz").await.unwrap();
     assert_eq!(
         code, 200,
         "kumaco is not ready after the API server returned"

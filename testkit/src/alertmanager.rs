@@ -114,7 +114,11 @@ impl Alertmanager {
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}", self.address())
+    }
+
+    fn address(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
     }
 
     pub fn log_tail(&self) -> String {
@@ -238,7 +242,7 @@ impl Alertmanager {
         path: &str,
         body: Option<String>,
     ) -> Result<(u16, String)> {
-        crate::http::request(self.port, authorization, method, path, body).await
+        crate::http::request(self.address(), authorization, method, path, body).await
     }
 }
 

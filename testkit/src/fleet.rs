@@ -26,7 +26,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kumaco_core::in_progress::Ceiling;
 use serde_json::{Value, json};
 
-use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric};
+use crate::http;
+use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, metric};
 use crate::process::Owned;
 use crate::{ApiServer, SCOPE_LABEL, Scope};
 
@@ -293,7 +294,7 @@ impl Kumaco {
             if let Some(status) = self.exited() {
                 bail!("kumaco exited with {status}; log {}", self.log.display());
             }
-            if let Ok((200, _)) = http_get(self.health, "/readyz").await {
+            if let Ok((200, _)) = http::get(self.health, "/readyz").await {
                 return Ok(self.spawned.elapsed().as_secs_f64());
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -311,7 +312,7 @@ impl Kumaco {
 
     /// kumaco's own `/metrics` (Prometheus text).
     pub async fn metrics(&self) -> Result<String> {
-        match http_get(self.metrics, "/metrics").await? {
+        match http::get(self.metrics, "/metrics").await? {
             (200, body) => Ok(body),
             (code, body) => bail!("kumaco's /metrics answered {code}: {body}"),
         }

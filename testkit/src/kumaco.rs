@@ -11,17 +11,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::jiff::Timestamp;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ApiServer;
+use crate::http;
 use crate::process::{Owned, scratch_path};
 
 /// How long kumaco may take to list nodes and windows and report ready. Startup is well
 /// under a second on an idle machine; the margin is for a loaded 2-core CI runner.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// One HTTP request to kumaco's own endpoints must not hang a test.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A running `kumaco run`. Dropping it SIGKILLs it; if the test is failing at that point,
 /// its log path and tail are printed so the failure can be understood.
@@ -138,7 +135,7 @@ impl KumacoProcess {
                     self.log_tail(40)
                 );
             }
-            match http_get(self.health_address, path).await {
+            match http::get(self.health_address, path).await {
                 Ok((200, _)) => return Ok(()),
                 Ok((code, body)) => last = format!("HTTP {code}: {}", body.trim()),
                 Err(e) => last = format!("{e:#}"),
@@ -175,7 +172,7 @@ impl KumacoProcess {
 
     /// The Prometheus text of kumaco's `/metrics`.
     pub async fn metrics_text(&self) -> Result<String> {
-        match http_get(self.metrics_address, "/metrics").await? {
+        match http::get(self.metrics_address, "/metrics").await? {
             (200, body) => Ok(body),
             (code, body) => bail!("kumaco /metrics answered HTTP {code}: {body}"),
         }
@@ -388,35 +385,6 @@ pub async fn bound_addresses(kumaco: &mut Owned) -> Result<(SocketAddr, SocketAd
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// A plain HTTP/1.0 GET (the server closes the connection after the answer, so the body is
-/// everything after the head): status code and body. Enough for health and metrics
-/// endpoints without an HTTP client crate.
-pub async fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
-            .await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        anyhow::Ok(String::from_utf8_lossy(&raw).into_owned())
-    };
-    let text = tokio::time::timeout(HTTP_TIMEOUT, exchange)
-        .await
-        .with_context(|| format!("GET http://{address}{path} timed out"))?
-        .with_context(|| format!("GET http://{address}{path}"))?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("GET http://{address}{path}: no HTTP head in {text:?}"))?;
-    let code = head
-        .lines()
-        .next()
-        .and_then(|status_line| status_line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .with_context(|| format!("GET http://{address}{path}: bad status line in {head:?}"))?;
-    Ok((code, body.to_string()))
 }
 
 /// The API server's own `/metrics` (Prometheus text), read with an admin client.

@@ -137,9 +137,7 @@ impl Prometheus {
         )?);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            if let Ok((200, _)) =
-                crate::http::request(self.port, None, "GET", "/-/ready", None).await
-            {
+            if let Ok((200, _)) = crate::http::get(self.address(), "/-/ready").await {
                 return Ok(());
             }
             if tokio::time::Instant::now() > deadline {
@@ -151,7 +149,11 @@ impl Prometheus {
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}", self.address())
+    }
+
+    fn address(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
     }
 
     pub fn log_tail(&self) -> String {
@@ -185,7 +187,7 @@ impl Prometheus {
             })
             .collect();
         let path = format!("/api/v1/query?query={encoded}");
-        let (code, text) = crate::http::request(self.port, None, "GET", &path, None).await?;
+        let (code, text) = crate::http::get(self.address(), &path).await?;
         if code != 200 {
             bail!("GET {path}: {code} {text}");
         }
