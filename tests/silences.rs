@@ -269,7 +269,7 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
     const LAST_SUCCESS: &str = "kumaco_silence_last_success_timestamp_seconds";
     wait_metric(&kumaco, LAST_SUCCESS, &[], 1.0).await;
 
-    am.kill().await.unwrap();
+    am.kill();
     c.set(&a, REBOOT, "True").await;
     wait_in_progress(&c, &a, "True").await;
     wait_metric(

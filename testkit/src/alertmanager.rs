@@ -1,28 +1,22 @@
 //! A real Alertmanager on loopback (built by [`crate::gobuild::alertmanager`]): a temp
 //! config and storage, clustering off, killed and started again on the same port and
-//! storage, and its API v2 read and written with a plain HTTP/1.1 client
-//! ([`crate::http`]).
+//! storage ([`crate::served`]), and its API v2 read and written.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::process::{Owned, tail};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
+
+use crate::served::Served;
 
 /// One receiver that drops everything: the tests read alerts and silences through the
 /// API, nothing is sent anywhere.
 const CONFIG: &str = "route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n";
 
 pub struct Alertmanager {
-    bin: PathBuf,
+    served: Served,
     dir: PathBuf,
-    port: u16,
-    process: Option<Owned>,
-    /// With basic auth in front (`--web.config.file`): the `Authorization` header this
-    /// client sends.
-    authorization: Option<String>,
 }
 
 impl Alertmanager {
@@ -43,6 +37,7 @@ impl Alertmanager {
         let dir = crate::process::scratch_path("alertmanager", "")?;
         std::fs::create_dir_all(dir.join("data"))?;
         std::fs::write(dir.join("alertmanager.yml"), CONFIG)?;
+        let mut flags = Vec::new();
         let authorization = match basic_auth {
             Some((user, password)) => {
                 // The lowest cost bcrypt allows: the hash is checked on every request.
@@ -51,6 +46,10 @@ impl Alertmanager {
                     dir.join("web.yml"),
                     format!("basic_auth_users:\n  {user}: {hash:?}\n"),
                 )?;
+                flags.push(format!(
+                    "--web.config.file={}",
+                    dir.join("web.yml").display()
+                ));
                 use base64::Engine as _;
                 let token =
                     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -58,93 +57,47 @@ impl Alertmanager {
             }
             None => None,
         };
-        // A free port now; kept for restarts, so that kumaco's URL stays valid.
-        let port = crate::http::free_port()?;
-        let mut am = Alertmanager {
-            bin,
-            dir,
-            port,
-            process: None,
-            authorization,
-        };
-        am.spawn().await?;
-        Ok(am)
-    }
-
-    async fn spawn(&mut self) -> Result<()> {
-        let mut command = Command::new(&self.bin);
-        if self.authorization.is_some() {
-            command.arg(format!(
-                "--web.config.file={}",
-                self.dir.join("web.yml").display()
-            ));
-        }
-        command
-            .arg(format!(
-                "--config.file={}",
-                self.dir.join("alertmanager.yml").display()
-            ))
-            .arg(format!(
-                "--storage.path={}",
-                self.dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
-            // Empty: no gossip, no cluster port to collide with another test's.
-            .arg("--cluster.listen-address=")
-            .stdin(Stdio::null());
-        self.process = Some(Owned::spawn(
-            "alertmanager",
-            command,
-            Some(&self.dir.join("log")),
-        )?);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok((200, _)) = self.request("GET", "/-/ready", None).await {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!(
-                    "alertmanager not ready within 30s; log:\n{}",
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let within = Duration::from_secs(30);
+        let served = Served::start("alertmanager", bin, &dir, authorization, within, |at| {
+            flags.extend([
+                format!("--config.file={}", dir.join("alertmanager.yml").display()),
+                format!("--storage.path={}", dir.join("data").display()),
+                format!("--web.listen-address={at}"),
+                // Empty: no gossip, no cluster port to collide with another test's.
+                "--cluster.listen-address=".into(),
+            ]);
+            flags
+        })
+        .await?;
+        Ok(Alertmanager { served, dir })
     }
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address())
-    }
-
-    fn address(&self) -> std::net::SocketAddr {
-        ([127, 0, 0, 1], self.port).into()
+        self.served.url()
     }
 
     pub fn log_tail(&self) -> String {
-        tail(&self.dir.join("log"), 20)
+        self.served.log_tail()
     }
 
     /// SIGKILL: no snapshot of the silences is written (what a crash loses).
-    pub async fn kill(&mut self) -> Result<()> {
-        if let Some(mut process) = self.process.take() {
-            process.kill();
-        }
-        Ok(())
+    pub fn kill(&mut self) {
+        self.served.kill();
     }
 
     /// Starts it again on the same port and storage.
     pub async fn restart(&mut self) -> Result<()> {
-        self.kill().await?;
-        self.spawn().await
+        self.served.restart().await
     }
 
     /// The status of `GET /api/v2/silences` without credentials: 401 with basic auth.
     pub async fn status_without_credentials(&self) -> Result<u16> {
-        Ok(self
-            .request_as(None, "GET", "/api/v2/silences", None)
-            .await?
-            .0)
+        let (status, _) = self
+            .served
+            .request_without_credentials("GET", "/api/v2/silences")
+            .await?;
+        Ok(status)
     }
 
     /// `GET /api/v2/silences`.
@@ -165,31 +118,22 @@ impl Alertmanager {
     /// `POST /api/v2/alerts`: one firing alert with these labels (Alertmanager starts it
     /// now and resolves it after its resolve timeout, 5m).
     pub async fn post_alert(&self, labels: &[(&str, &str)]) -> Result<()> {
-        let labels: serde_json::Map<String, Value> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::from(*v)))
-            .collect();
-        let body = serde_json::json!([{ "labels": labels }]);
-        let (code, text) = self
-            .request("POST", "/api/v2/alerts", Some(body.to_string()))
-            .await?;
-        if code != 200 {
-            bail!("POST /api/v2/alerts: {code} {text}");
-        }
-        Ok(())
+        self.post_alerts(serde_json::json!([{ "labels": labels_map(labels) }]))
+            .await
     }
 
     /// `POST /api/v2/alerts`: the alert with these labels ends now (resolved, it is no
     /// longer listed).
     pub async fn resolve_alert(&self, labels: &[(&str, &str)]) -> Result<()> {
-        let labels: serde_json::Map<String, Value> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::from(*v)))
-            .collect();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let body = serde_json::json!([{ "labels": labels, "endsAt": now.to_string() }]);
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        self.post_alerts(serde_json::json!([{ "labels": labels_map(labels), "endsAt": now }]))
+            .await
+    }
+
+    async fn post_alerts(&self, alerts: Value) -> Result<()> {
         let (code, text) = self
-            .request("POST", "/api/v2/alerts", Some(body.to_string()))
+            .served
+            .request("POST", "/api/v2/alerts", Some(alerts.to_string()))
             .await?;
         if code != 200 {
             bail!("POST /api/v2/alerts: {code} {text}");
@@ -206,6 +150,7 @@ impl Alertmanager {
     /// `POST /api/v2/silences` as someone else would: the id.
     pub async fn post_silence(&self, silence: &Value) -> Result<String> {
         let (code, text) = self
+            .served
             .request("POST", "/api/v2/silences", Some(silence.to_string()))
             .await?;
         if code != 200 {
@@ -216,39 +161,24 @@ impl Alertmanager {
     }
 
     async fn get_json(&self, path: &str) -> Result<Vec<Value>> {
-        let (code, text) = self.request("GET", path, None).await?;
+        let (code, text) = self.served.request("GET", path, None).await?;
         if code != 200 {
             bail!("GET {path}: {code} {text}");
         }
         serde_json::from_str(&text).with_context(|| format!("GET {path}: {text}"))
     }
+}
 
-    /// HTTP/1.1 with `Connection: close` and this client's credentials, if any; the body
-    /// de-chunked.
-    async fn request(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<String>,
-    ) -> Result<(u16, String)> {
-        self.request_as(self.authorization.as_deref(), method, path, body)
-            .await
-    }
-
-    async fn request_as(
-        &self,
-        authorization: Option<&str>,
-        method: &str,
-        path: &str,
-        body: Option<String>,
-    ) -> Result<(u16, String)> {
-        crate::http::request(self.address(), authorization, method, path, body).await
-    }
+fn labels_map(labels: &[(&str, &str)]) -> serde_json::Map<String, Value> {
+    labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), Value::from(*v)))
+        .collect()
 }
 
 impl Drop for Alertmanager {
     fn drop(&mut self) {
-        self.process = None;
+        self.served.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -26,8 +26,9 @@
 //!   its programs.
 //! - [`alertmanager`]: a real Alertmanager on loopback, killed and restarted at will,
 //!   its silences and alerts read through its API; [`prometheus`]: a real Prometheus
-//!   scraping a `/metrics` endpoint the test serves and changes; [`http`]: the plain
-//!   HTTP/1.1 requests both are read with.
+//!   scraping a `/metrics` endpoint the test serves and changes; [`served`]: what both
+//!   are (a program on a loopback port kept across restarts); [`http`]: the requests
+//!   they, and kumaco's endpoints, are read with.
 //! - [`process`]: the one owner of every program a test starts: stopped when dropped,
 //!   and when the test process dies.
 //! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
@@ -59,6 +60,7 @@ pub mod process;
 pub mod prometheus;
 pub mod realcluster;
 pub mod reporter;
+pub mod served;
 pub mod time;
 pub mod workloads;
 

@@ -1,17 +1,17 @@
 //! A real Prometheus on loopback (built by [`crate::gobuild::prometheus`]) scraping, every
 //! second, a `/metrics` endpoint the test serves and changes ([`Target`]); killed and
-//! started again on the same port and storage; its instant queries read through its
-//! HTTP API ([`crate::http`]).
+//! started again on the same port and storage ([`crate::served`]); its instant queries
+//! read through its HTTP API.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::process::{Owned, tail};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::served::Served;
 
 /// A `/metrics` endpoint on 127.0.0.1 in the Prometheus text format, answering with
 /// the text last [`Target::set`].
@@ -70,10 +70,8 @@ impl Drop for Target {
 }
 
 pub struct Prometheus {
-    bin: PathBuf,
+    served: Served,
     dir: PathBuf,
-    port: u16,
-    process: Option<Owned>,
 }
 
 impl Prometheus {
@@ -107,71 +105,35 @@ impl Prometheus {
                 targets.join(", ")
             ),
         )?;
-        let mut prometheus = Prometheus {
-            bin,
-            dir,
-            port: crate::http::free_port()?,
-            process: None,
-        };
-        prometheus.spawn().await?;
-        Ok(prometheus)
-    }
-
-    async fn spawn(&mut self) -> Result<()> {
-        let mut command = Command::new(&self.bin);
-        command
-            .arg(format!(
-                "--config.file={}",
-                self.dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                self.dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
-            .stdin(Stdio::null());
-        self.process = Some(Owned::spawn(
-            "prometheus",
-            command,
-            Some(&self.dir.join("log")),
-        )?);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok((200, _)) = crate::http::get(self.address(), "/-/ready").await {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("prometheus not ready within 60s; log:\n{}", self.log_tail());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let within = Duration::from_secs(60);
+        let served = Served::start("prometheus", bin, &dir, None, within, |at| {
+            vec![
+                format!("--config.file={}", dir.join("prometheus.yml").display()),
+                format!("--storage.tsdb.path={}", dir.join("data").display()),
+                format!("--web.listen-address={at}"),
+            ]
+        })
+        .await?;
+        Ok(Prometheus { served, dir })
     }
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address())
-    }
-
-    fn address(&self) -> std::net::SocketAddr {
-        ([127, 0, 0, 1], self.port).into()
+        self.served.url()
     }
 
     pub fn log_tail(&self) -> String {
-        tail(&self.dir.join("log"), 20)
+        self.served.log_tail()
     }
 
     /// SIGKILL.
-    pub async fn kill(&mut self) -> Result<()> {
-        if let Some(mut process) = self.process.take() {
-            process.kill();
-        }
-        Ok(())
+    pub fn kill(&mut self) {
+        self.served.kill();
     }
 
     /// Starts it again on the same port and storage.
     pub async fn restart(&mut self) -> Result<()> {
-        self.kill().await?;
-        self.spawn().await
+        self.served.restart().await
     }
 
     /// The series an instant query returns now (`data.result`).
@@ -187,7 +149,7 @@ impl Prometheus {
             })
             .collect();
         let path = format!("/api/v1/query?query={encoded}");
-        let (code, text) = crate::http::get(self.address(), &path).await?;
+        let (code, text) = self.served.request("GET", &path, None).await?;
         if code != 200 {
             bail!("GET {path}: {code} {text}");
         }
@@ -202,7 +164,7 @@ impl Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        self.process = None;
+        self.served.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
