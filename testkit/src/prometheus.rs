@@ -3,20 +3,22 @@
 //! started again on the same port and storage ([`crate::served`]); its instant queries
 //! read through its HTTP API.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use axum::http::header::CONTENT_TYPE;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::served::Served;
 
 /// A `/metrics` endpoint on 127.0.0.1 in the Prometheus text format, answering with
 /// the text last [`Target::set`].
 pub struct Target {
-    port: u16,
+    address: SocketAddr,
     text: Arc<Mutex<String>>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -24,32 +26,27 @@ pub struct Target {
 impl Target {
     pub async fn start(text: &str) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let port = listener.local_addr()?.port();
+        let address = listener.local_addr()?;
         let text = Arc::new(Mutex::new(text.to_string()));
         let served = text.clone();
-        let server = tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let body = served.lock().unwrap().clone();
-                tokio::spawn(async move {
-                    // The request's head only: a scrape is a GET.
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
-                });
+        let metrics = axum::routing::get(move || {
+            let body = served.lock().unwrap().clone();
+            async move {
+                (
+                    [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                    body,
+                )
             }
         });
-        Ok(Target { port, text, server })
+        let app = axum::Router::new().route("/metrics", metrics);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Target {
+            address,
+            text,
+            server,
+        })
     }
 
     /// What the next scrapes get.
@@ -59,7 +56,7 @@ impl Target {
 
     /// `127.0.0.1:PORT`, as a scrape target.
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.address.to_string()
     }
 }
 
@@ -138,16 +135,7 @@ impl Prometheus {
 
     /// The series an instant query returns now (`data.result`).
     pub async fn query(&self, query: &str) -> Result<Vec<Value>> {
-        let encoded: String = query
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
+        let encoded = utf8_percent_encode(query, NON_ALPHANUMERIC);
         let path = format!("/api/v1/query?query={encoded}");
         let (code, text) = self.served.request("GET", &path, None).await?;
         if code != 200 {
