@@ -5,18 +5,15 @@
 //! - [`create_nodes`]: nodes of the size a cloud node has (20 labels, 5 conditions, 40
 //!   images, 4 zones), created as a kubelet registers;
 //! - [`put_window`]: a window ConfigMap;
-//! - [`Kumaco`]: the kumaco binary as a child process, with its `/proc` figures (RSS,
-//!   CPU), its `/metrics` and the WARN/ERROR lines of its JSON log;
+//! - [`start_kumaco`]: kumaco as the harnesses run it, and [`LogScan`], the WARN/ERROR
+//!   lines of its JSON log;
 //! - [`node_status_requests`]: the API server's own count of `nodes/status` writes;
 //! - [`slots`] and [`percentile`]: kumaco's ceiling for a fleet's size, and the
 //!   harnesses' percentiles.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -26,9 +23,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kumaco_core::in_progress::Ceiling;
 use serde_json::{Value, json};
 
-use crate::http;
-use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, metric};
-use crate::process::Owned;
+use crate::kumaco::{KumacoProcess, StartOptions, metric};
 use crate::{ApiServer, SCOPE_LABEL, Scope};
 
 /// The label that makes a ConfigMap a window (kumaco's default `--window-selector`).
@@ -233,121 +228,34 @@ pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> Result<(u64,
 pub struct KumacoOptions<'a> {
     /// Namespace of the window ConfigMaps.
     pub namespace: &'a str,
-    /// Names the field manager and the log directory (under the temp dir).
+    /// Names the field manager.
     pub name: &'a str,
     pub extra_args: Vec<String>,
 }
 
-/// `kumaco run` as a child process whose pid we keep, for /proc. Dropping it kills it.
-pub struct Kumaco {
-    process: Owned,
-    spawned: Instant,
-    health: SocketAddr,
-    metrics: SocketAddr,
-    log: PathBuf,
-    log_scan: LogScan,
-}
-
-impl Kumaco {
-    /// Starts `bin run` against `server`, confined to `scope`'s nodes, without leader
-    /// election, logging JSON at level info to a file of its own.
-    pub async fn spawn(
-        bin: &Path,
-        server: &ApiServer,
-        scope: &Scope,
-        options: &KumacoOptions<'_>,
-    ) -> Result<Self> {
-        let log = crate::process::scratch_path(&format!("{}-kumaco", options.name), ".log")?;
-        let spawned = Instant::now();
-        let mut command = Command::new(bin);
-        command
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .arg("--leader-elect=false")
-            .args(LISTEN_ANYWHERE)
-            .arg(format!("--namespace={}", options.namespace))
-            .arg(format!("--node-selector={}", scope.selector()))
-            .arg(format!("--field-manager={}", options.name))
-            .arg("--log-format=json")
-            .args(&options.extra_args)
-            // info, not debug: per-node debug lines at thousands of nodes would be what we
-            // measure.
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null());
-        let mut process = Owned::spawn("kumaco", command, Some(&log))?;
-        // Dropping `process` on an error kills it.
-        let (metrics, health) = bound_addresses(&mut process).await?;
-        Ok(Kumaco {
-            process,
-            spawned,
-            health,
-            metrics,
-            log,
-            log_scan: LogScan::default(),
-        })
-    }
-
-    /// Polls `/readyz` every 10 ms; seconds from spawn to the first 200.
-    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<f64> {
-        while self.spawned.elapsed() < timeout {
-            if let Some(status) = self.exited() {
-                bail!("kumaco exited with {status}; log {}", self.log.display());
-            }
-            if let Ok((200, _)) = http::get(self.health, "/readyz").await {
-                return Ok(self.spawned.elapsed().as_secs_f64());
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        bail!(
-            "kumaco not ready in {timeout:?}; log {}",
-            self.log.display()
-        )
-    }
-
-    /// How kumaco ended, if it has (also once stopped).
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.process.exited()
-    }
-
-    /// kumaco's own `/metrics` (Prometheus text).
-    pub async fn metrics(&self) -> Result<String> {
-        match http::get(self.metrics, "/metrics").await? {
-            (200, body) => Ok(body),
-            (code, body) => bail!("kumaco's /metrics answered {code}: {body}"),
-        }
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
-    /// kumaco's process id.
-    pub fn pid(&self) -> u32 {
-        self.process.id()
-    }
-
-    /// A `kB` field of /proc/<pid>/status: `VmHWM` (peak resident set), `VmRSS` (now).
-    pub fn status_kib(&self, field: &str) -> Result<u64> {
-        self.process.status_kib(field)
-    }
-
-    /// utime + stime, in seconds.
-    pub fn cpu_seconds(&self) -> Result<f64> {
-        self.process.cpu_seconds()
-    }
-
-    /// The WARN and ERROR lines of the log so far. Reads only what was appended since the
-    /// last call: over a long run the log grows to megabytes.
-    pub fn log_levels(&mut self) -> Result<&LogLevels> {
-        self.log_scan.advance(&self.log)?;
-        Ok(&self.log_scan.levels)
-    }
-
-    /// SIGKILL.
-    pub fn stop(&mut self) {
-        self.process.kill();
-    }
+/// Starts `bin run` against `server`, confined to `scope`'s nodes, without leader
+/// election, logging JSON at level info; returns once it listens, so that the time to
+/// ready can be measured ([`KumacoProcess::ready_within`]).
+pub async fn start_kumaco(
+    bin: &Path,
+    server: &ApiServer,
+    scope: &Scope,
+    options: &KumacoOptions<'_>,
+) -> Result<KumacoProcess> {
+    let mut args = vec![
+        format!("--namespace={}", options.namespace),
+        format!("--node-selector={}", scope.selector()),
+        format!("--field-manager={}", options.name),
+    ];
+    args.extend(options.extra_args.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let start = StartOptions {
+        // info, not debug: per-node debug lines at thousands of nodes would be what we
+        // measure.
+        rust_log: Some("info".into()),
+        ..StartOptions::default()
+    };
+    KumacoProcess::spawn_on(bin, server.kubeconfig(), &args, &start).await
 }
 
 /// Counts of kumaco's WARN and ERROR log lines, with the first few of them.
@@ -378,14 +286,21 @@ impl LogLevels {
     }
 }
 
-/// Where the last read of a log file stopped, and what it counted.
+/// The WARN and ERROR lines of a log so far: each [`LogScan::advance`] reads only what
+/// was appended since the last (over a long run the log grows to megabytes).
 #[derive(Default)]
-struct LogScan {
+pub struct LogScan {
     offset: u64,
     levels: LogLevels,
 }
 
 impl LogScan {
+    /// The counts, with what `path` has gained since the last call.
+    pub fn levels(&mut self, path: &Path) -> Result<&LogLevels> {
+        self.advance(path)?;
+        Ok(&self.levels)
+    }
+
     fn advance(&mut self, path: &Path) -> Result<()> {
         let mut file = std::fs::File::open(path)?;
         file.seek(SeekFrom::Start(self.offset))?;

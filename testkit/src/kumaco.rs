@@ -24,6 +24,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// its log path and tail are printed so the failure can be understood.
 pub struct KumacoProcess {
     process: Owned,
+    spawned: Instant,
     log: PathBuf,
     metrics_address: SocketAddr,
     health_address: SocketAddr,
@@ -83,6 +84,24 @@ impl KumacoProcess {
         args: &[&str],
         options: &StartOptions,
     ) -> Result<Self> {
+        let mut kumaco = Self::spawn_on(bin, kubeconfig, args, options).await?;
+        let path = if options.healthy_is_enough {
+            "/healthz"
+        } else {
+            "/readyz"
+        };
+        kumaco.ready_within(path, READY_TIMEOUT).await?;
+        Ok(kumaco)
+    }
+
+    /// [`KumacoProcess::start_on`] up to kumaco's listening, not yet ready: for a harness
+    /// that measures the time to ready ([`KumacoProcess::ready_within`]).
+    pub async fn spawn_on(
+        bin: impl AsRef<Path>,
+        kubeconfig: &Path,
+        args: &[&str],
+        options: &StartOptions,
+    ) -> Result<Self> {
         let bin = bin.as_ref();
         let log = scratch_path("kumaco", ".log")?;
         let mut command = Command::new(bin);
@@ -105,29 +124,24 @@ impl KumacoProcess {
                 .env("POD_NAME", &pod.name)
                 .env("POD_NAMESPACE", &pod.namespace);
         }
+        let spawned = Instant::now();
         let mut process = Owned::spawn("kumaco", command, Some(&log))?;
         // Dropping `process` on an error kills it.
         let (metrics_address, health_address) = bound_addresses(&mut process).await?;
-        let mut kumaco = KumacoProcess {
+        Ok(KumacoProcess {
             process,
+            spawned,
             log,
             metrics_address,
             health_address,
-        };
-        let path = if options.healthy_is_enough {
-            "/healthz"
-        } else {
-            "/readyz"
-        };
-        kumaco.wait_for(path).await?;
-        Ok(kumaco)
+        })
     }
 
-    /// Polls `path` on the health address until it answers 200.
-    async fn wait_for(&mut self, path: &str) -> Result<()> {
-        let started = Instant::now();
+    /// Polls `path` on the health address every 10 ms until it answers 200, for at most
+    /// `timeout` from the start: the time from the start to that answer.
+    pub async fn ready_within(&mut self, path: &str, timeout: Duration) -> Result<Duration> {
         let mut last = String::from("no answer yet");
-        while started.elapsed() < READY_TIMEOUT {
+        while self.spawned.elapsed() < timeout {
             if let Some(status) = self.process.exited() {
                 bail!(
                     "kumaco exited with {status} before {path} answered; log {}:\n{}",
@@ -136,14 +150,14 @@ impl KumacoProcess {
                 );
             }
             match http::get(self.health_address, path).await {
-                Ok((200, _)) => return Ok(()),
+                Ok((200, _)) => return Ok(self.spawned.elapsed()),
                 Ok((code, body)) => last = format!("HTTP {code}: {}", body.trim()),
                 Err(e) => last = format!("{e:#}"),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         bail!(
-            "kumaco's {path} did not answer 200 within {READY_TIMEOUT:?} (last: {last}); log \
+            "kumaco's {path} did not answer 200 within {timeout:?} (last: {last}); log \
              {}:\n{}",
             self.log.display(),
             self.log_tail(40)
@@ -176,6 +190,11 @@ impl KumacoProcess {
             (200, body) => Ok(body),
             (code, body) => bail!("kumaco /metrics answered HTTP {code}: {body}"),
         }
+    }
+
+    /// How kumaco ended, once it has.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.process.exited()
     }
 
     /// Waits for kumaco to exit by itself, for at most `timeout`; `None` if it is still

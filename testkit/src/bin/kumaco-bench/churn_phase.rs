@@ -16,7 +16,8 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use testkit::churn::plain::PlainWatch;
 use testkit::churn::{self, Churn, ChurnSpec};
-use testkit::fleet::{self, Kumaco};
+use testkit::fleet;
+use testkit::kumaco::KumacoProcess;
 use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::{ApiServer, Scope};
 
@@ -25,7 +26,7 @@ pub(crate) struct ChurnPhase<'a> {
     pub(crate) server: &'a ApiServer,
     pub(crate) client: &'a kube::Client,
     pub(crate) scope: &'a Scope,
-    pub(crate) kumaco: &'a Kumaco,
+    pub(crate) kumaco: &'a KumacoProcess,
 }
 
 /// kumaco's and the API server's counters at one moment of the churn phase.
@@ -49,7 +50,7 @@ impl ChurnPhase<'_> {
         let cpu = self.kumaco.cpu_seconds()?;
         let plain_cpu = plain.cpu_seconds()?;
         let server = apiserver_metrics(self.client).await?;
-        let ours = self.kumaco.metrics().await?;
+        let ours = self.kumaco.metrics_text().await?;
         let reconcile = |suffix: &str| {
             metric(
                 &ours,

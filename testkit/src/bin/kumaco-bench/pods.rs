@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 use testkit::agent::REBOOT_REQUIRED;
 use testkit::churn::ChurnSpec;
 use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
-use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
+use testkit::fleet::{self, BATCH, KumacoOptions, load_average};
+use testkit::kumaco::KumacoProcess;
 use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::nodes::{condition, set_condition};
 use testkit::{ApiServer, Scope};
@@ -97,12 +98,12 @@ fn pod_watch_events_in(apiserver_metrics: &str) -> Result<f64> {
     Ok(by(("kind", "Pod"))?.max(by(("resource", "pods"))?))
 }
 
-async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnapshot> {
+async fn pod_snapshot(kumaco: &KumacoProcess, client: &kube::Client) -> Result<PodSnapshot> {
     let at = Instant::now();
     let cpu = kumaco.cpu_seconds()?;
     // Before the scrape below, which kumaco receives too.
     let received = socket_bytes_received(kumaco.pid())?;
-    let ours = kumaco.metrics().await?;
+    let ours = kumaco.metrics_text().await?;
     let server = apiserver_metrics(client).await?;
     let reconcile = |suffix: &str| {
         metric(
@@ -163,7 +164,7 @@ pub(crate) async fn waiting_nodes(
 /// Each such change decides what the node's `MaintenanceInProgress` says (`Blocked`, or
 /// `WaitingForSlot` while its pod is gone): a pass and a write each.
 async fn waiting_phase(
-    kumaco: &Kumaco,
+    kumaco: &KumacoProcess,
     client: &kube::Client,
     waiting: &[String],
     spec: ChurnSpec,
@@ -338,8 +339,11 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         name: MANAGER,
         extra_args: brain_args(),
     };
-    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options).await?;
-    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
+    let mut kumaco = fleet::start_kumaco(&args.kumaco, &server, &scope, &options).await?;
+    let ready_secs = kumaco
+        .ready_within("/readyz", READY_TIMEOUT)
+        .await?
+        .as_secs_f64();
     println!("   kumaco ready in {ready_secs:.2}s");
     settle(&client).await?;
     let startup_writes = kumaco_writes(&client).await? - writes_at_spawn;
@@ -461,12 +465,12 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
     }
     let rss = kumaco.status_kib("VmHWM")? * 1024;
     let budgets_seen = metric(
-        &kumaco.metrics().await?,
+        &kumaco.metrics_text().await?,
         "kumaco_gate_pod_disruption_budgets",
         &[],
     )?;
     let log = kumaco.log_path().to_path_buf();
-    kumaco.stop();
+    kumaco.kill();
     drop(server);
     Ok(json!({
         "mode": "pods",

@@ -12,7 +12,7 @@ use crate::{
 use anyhow::Result;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
+use testkit::fleet::{self, BATCH, KumacoOptions, load_average};
 use testkit::{ApiServer, Scope};
 
 /// The edge window's selector and the number of nodes it selects among `0..n`: all of
@@ -60,8 +60,11 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         name: MANAGER,
         extra_args: vec![],
     };
-    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options).await?;
-    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
+    let mut kumaco = fleet::start_kumaco(&args.kumaco, &server, &scope, &options).await?;
+    let ready_secs = kumaco
+        .ready_within("/readyz", READY_TIMEOUT)
+        .await?
+        .as_secs_f64();
     let cpu_at_ready = kumaco.cpu_seconds()?;
     println!("   ready in {ready_secs:.2}s");
     // The few windows active from the start make kumaco write once at startup; the edge
@@ -134,7 +137,7 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         None => Value::Null,
     };
     let log = kumaco.log_path().to_path_buf();
-    kumaco.stop();
+    kumaco.kill();
 
     // (f): the same nodes, the same number of writes, without kumaco.
     let ceiling_secs = plain_client_burst(&client, &edge_nodes).await?;

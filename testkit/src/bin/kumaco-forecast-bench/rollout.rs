@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use testkit::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED};
 use testkit::fleet::{
-    self, Kumaco, KumacoOptions, create_namespace, create_nodes, load_average, node_name,
+    self, KumacoOptions, LogScan, create_namespace, create_nodes, load_average, node_name,
     put_window,
 };
 use testkit::kured::{Draws, Happened, Kured, KuredSpec, Spread};
@@ -103,7 +103,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
         "setup: {n} nodes with kured's daemons in {:.1}s",
         t0.elapsed().as_secs_f64()
     );
-    let mut kumaco = Kumaco::spawn(
+    let mut kumaco = fleet::start_kumaco(
         &args.kumaco,
         &server,
         &scope,
@@ -114,7 +114,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
         },
     )
     .await?;
-    kumaco.wait_ready(READY_TIMEOUT).await?;
+    kumaco.ready_within("/readyz", READY_TIMEOUT).await?;
     println!("kumaco ready; log {}", kumaco.log_path().display());
 
     // Each slot turns over in about a p90 reboot plus a p90 recovery and latencies;
@@ -158,7 +158,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
             bail!("kumaco died; log {}", kumaco.log_path().display());
         }
     }
-    let logs = kumaco.log_levels()?.clone();
+    let logs = LogScan::default().levels(kumaco.log_path())?.clone();
     let relists = setup.recorder.with(|r| r.relists);
     Ok(json!({
         "nodes": n,

@@ -7,7 +7,8 @@ use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use testkit::agent::{Observer, RebootAgent};
-use testkit::fleet::{Kumaco, LogLevels, load_average, node_status_requests};
+use testkit::fleet::{LogLevels, LogScan, load_average, node_status_requests};
+use testkit::kumaco::KumacoProcess;
 use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::reporter::RebootSource;
 
@@ -94,14 +95,18 @@ impl Probe<'_> {
     }
 
     /// A sample, and the kumaco metrics text and log levels it was taken from.
-    pub(crate) async fn sample(&self, kumaco: &mut Kumaco) -> Result<(Sample, String, LogLevels)> {
+    pub(crate) async fn sample(
+        &self,
+        kumaco: &KumacoProcess,
+        log_scan: &mut LogScan,
+    ) -> Result<(Sample, String, LogLevels)> {
         let t = self.elapsed();
         let mib = |kib: u64| kib as f64 / 1024.0;
         let rss_mib = mib(kumaco.status_kib("VmRSS")?);
         let hwm_mib = mib(kumaco.status_kib("VmHWM")?);
         let cpu_seconds = kumaco.cpu_seconds()?;
-        let logs = kumaco.log_levels()?.clone();
-        let metrics = kumaco.metrics().await?;
+        let logs = log_scan.levels(kumaco.log_path())?.clone();
+        let metrics = kumaco.metrics_text().await?;
         let server = apiserver_metrics(self.client).await?;
         let (applies, applies_failed) = node_status_requests(&server, "APPLY")?;
         let observed = self.observer.observed();
@@ -155,7 +160,8 @@ pub(crate) struct Sampled {
 /// Ctrl-C, or kumaco's death.
 pub(crate) async fn sample_until(
     probe: &Probe<'_>,
-    kumaco: &mut Kumaco,
+    kumaco: &mut KumacoProcess,
+    log_scan: &mut LogScan,
     period: Duration,
     length: Duration,
 ) -> Sampled {
@@ -188,7 +194,7 @@ pub(crate) async fn sample_until(
         tokio::select! {
             biased;
             _ = &mut ctrl_c => { out.interrupted = true; break; }
-            sampled = probe.sample(kumaco) => match sampled {
+            sampled = probe.sample(kumaco, log_scan) => match sampled {
                 Ok((sample, metrics, logs)) => {
                     println!("{}", sample.line());
                     out.samples.push(sample);
