@@ -15,7 +15,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use testkit::churn::plain::PlainWatch;
-use testkit::churn::{self, Churn, ChurnSpec};
+use testkit::churn::{self, ChurnSpec};
 use testkit::fleet;
 use testkit::kumaco::KumacoProcess;
 use testkit::kumaco::{apiserver_metrics, metric};
@@ -126,7 +126,7 @@ impl ChurnPhase<'_> {
         )?;
         sleep_until(churn_start).await;
         let start = self.snapshot(&plain).await?;
-        let churn = Churn::start(kubelet, labeler, names, spec);
+        let churn = churn::start(kubelet, labeler, names, spec);
         sleep_until(edge - SignedDuration::from_secs(1)).await;
         let before_edge = self.snapshot(&plain).await?;
         let before_edge_changes = churn.progress();
@@ -256,7 +256,7 @@ pub(crate) async fn plain_client_burst_under_churn(
         duration: Duration::from_secs(120),
         ..spec
     };
-    let churn = Churn::start(kubelet, labeler, names, spec);
+    let churn = churn::start(kubelet, labeler, names, spec);
     tokio::time::sleep(CHURN_DRAIN).await;
     let secs = plain_client_burst(client, nodes).await?;
     let progress = churn.progress();

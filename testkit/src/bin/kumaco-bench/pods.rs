@@ -17,8 +17,8 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use serde_json::{Value, json};
 use testkit::agent::REBOOT_REQUIRED;
-use testkit::churn::ChurnSpec;
-use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
+use testkit::churn::pods::{self as podchurn, PodFleet};
+use testkit::churn::{ChurnSpec, Paced, PacedCounts};
 use testkit::fleet::{self, BATCH, KumacoOptions, load_average};
 use testkit::kumaco::KumacoProcess;
 use testkit::kumaco::{apiserver_metrics, metric};
@@ -193,7 +193,7 @@ async fn waiting_phase(
         Api::namespaced(client.clone(), WAITING_NAMESPACE);
     let pods = Arc::new(fleet.matching_pods());
     let before = pod_snapshot(kumaco, client).await?;
-    let counts = Paced::start(spec, move |k| {
+    let counts = Paced::start(spec, podchurn::IN_FLIGHT, move |k| {
         podchurn::matching_change(&api, &fleet, &pods, Some(2), k)
     })
     .finish()
@@ -220,7 +220,7 @@ fn pod_phase(
     name: &str,
     what: &str,
     (from, to): (&PodSnapshot, &PodSnapshot),
-    changes: Option<&podchurn::PacedCounts>,
+    changes: Option<&PacedCounts>,
     baseline_cpu_per_second: Option<f64>,
 ) -> Value {
     let seconds = to.at.duration_since(from.at).as_secs_f64();
@@ -433,7 +433,9 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
     for (name, what, rate, change) in plan {
         println!("   {name}: {rate}/s for {}s...", args.phase_seconds);
         let before = pod_snapshot(&kumaco, &client).await?;
-        let counts = Paced::start(spec(rate), change).finish().await;
+        let counts = Paced::start(spec(rate), podchurn::IN_FLIGHT, change)
+            .finish()
+            .await;
         tokio::time::sleep(CHURN_DRAIN).await;
         let after = pod_snapshot(&kumaco, &client).await?;
         if counts.failed > 0 {

@@ -10,7 +10,7 @@ use crate::{Args, NAME, NAMESPACE, READY_TIMEOUT, REBOOT_PAUSE, REPORTER_SPEC};
 use anyhow::{Result, bail};
 use serde_json::Value;
 use testkit::agent::{Observer, REBOOT_REQUIRED, RebootAgent};
-use testkit::churn::{Churn, ChurnSpec};
+use testkit::churn::{self, ChurnSpec};
 use testkit::fleet::{
     self, KumacoOptions, LogScan, ZONES, create_namespace, create_nodes, load_average, node_name,
     node_status_requests, put_window,
@@ -90,7 +90,7 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
             rate: args.churn_rate,
             duration: length,
         };
-        Some(Churn::start(kubelet, labeler, names.clone(), spec))
+        Some(churn::start(kubelet, labeler, names.clone(), spec))
     } else {
         None
     };

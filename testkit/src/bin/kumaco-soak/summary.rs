@@ -5,7 +5,7 @@ use crate::sampling::{Sample, Sampled};
 use crate::{Args, STEADY_AFTER, UNDER_MAINTENANCE};
 use serde_json::{Value, json};
 use testkit::agent::MAINTENANCE_IN_PROGRESS;
-use testkit::churn::ChurnCounts;
+use testkit::churn::PacedCounts;
 use testkit::fleet::{self, LogLevels, load_average};
 use testkit::kumaco::metric;
 use testkit::reporter::SourceState;
@@ -19,7 +19,7 @@ pub(crate) struct SummaryInput<'a> {
     pub(crate) observed_max: usize,
     pub(crate) observer_relists: usize,
     pub(crate) source: &'a SourceState,
-    pub(crate) churn: Option<&'a ChurnCounts>,
+    pub(crate) churn: Option<&'a PacedCounts>,
     pub(crate) ready_secs: f64,
     pub(crate) load_start: String,
 }
