@@ -137,9 +137,4 @@ impl Oracle {
         self.stdin = Some(stdin);
         Ok(answers)
     }
-
-    /// Asks one question.
-    pub fn ask_one(&mut self, request: Request) -> Result<Answer> {
-        Ok(self.ask(&[request])?.remove(0))
-    }
 }

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -99,7 +99,6 @@ const PACE: Duration = Duration::from_millis(200);
 /// A stand-in scheduler and kubelet for the pods of one namespace. Dropping it stops it.
 pub struct PodRunner {
     task: JoinHandle<()>,
-    bound: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl PodRunner {
@@ -113,24 +112,15 @@ impl PodRunner {
     ) -> PodRunner {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let nodes: Api<Node> = Api::all(client.clone());
-        let bound = Arc::new(Mutex::new(Vec::new()));
-        let task = tokio::spawn({
-            let bound = bound.clone();
-            async move {
-                loop {
-                    if let Err(e) = run_once(&pods, &nodes, &home, &bound).await {
-                        eprintln!("pod runner: {e:#}");
-                    }
-                    tokio::time::sleep(PACE).await;
+        let task = tokio::spawn(async move {
+            loop {
+                if let Err(e) = run_once(&pods, &nodes, &home).await {
+                    eprintln!("pod runner: {e:#}");
                 }
+                tokio::time::sleep(PACE).await;
             }
         });
-        PodRunner { task, bound }
-    }
-
-    /// Every binding it made, in order: `(pod, node)`.
-    pub fn bindings(&self) -> Vec<(String, String)> {
-        self.bound.lock().unwrap().clone()
+        PodRunner { task }
     }
 }
 
@@ -144,7 +134,6 @@ async fn run_once(
     pods: &Api<Pod>,
     nodes: &Api<Node>,
     home: &impl Fn(&str) -> Option<String>,
-    bound: &Mutex<Vec<(String, String)>>,
 ) -> Result<()> {
     let mut schedulable: BTreeMap<String, bool> = BTreeMap::new();
     for pod in pods.list(&ListParams::default()).await?.items {
@@ -172,7 +161,6 @@ async fn run_once(
                 };
                 if ok {
                     bind(pods, &name, &node).await?;
-                    bound.lock().unwrap().push((name, node));
                 }
             }
             Some(_) if matches!(phase.as_deref(), Some("Running" | "Succeeded" | "Failed")) => {}

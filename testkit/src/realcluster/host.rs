@@ -346,9 +346,3 @@ pub(super) fn xtables(program: &str, args: &[&str]) -> Result<()> {
     }
     Ok(())
 }
-
-pub(super) fn tail(path: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
