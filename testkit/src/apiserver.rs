@@ -156,10 +156,7 @@ impl ApiServer {
     /// needs it: an eviction a PodDisruptionBudget refuses is a 429, which the default
     /// client would retry for minutes before saying so.
     pub async fn client_without_retries(&self) -> Result<kube::Client> {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await?;
+        let mut config = config_from_kubeconfig(&self.kubeconfig).await?;
         config.default_retry = false;
         Ok(kube::Client::try_from(config)?)
     }
@@ -221,11 +218,13 @@ impl Drop for ApiServer {
 
 /// A kube client for a kubeconfig file.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
+    Ok(kube::Client::try_from(config_from_kubeconfig(path).await?)?)
+}
+
+async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config> {
     let kc = kube::config::Kubeconfig::read_from(path)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(kube::Client::try_from(config)?)
+    let options = kube::config::KubeConfigOptions::default();
+    Ok(kube::Config::from_custom_kubeconfig(kc, &options).await?)
 }
 
 /// Removes directories left by test processes that no longer exist (crashed runs).

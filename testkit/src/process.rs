@@ -81,10 +81,6 @@ impl Owned {
         self.child.id()
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// Its stdin, if piped (once).
     pub fn take_stdin(&mut self) -> Option<ChildStdin> {
         self.child.stdin.take()
@@ -341,7 +337,7 @@ impl std::fmt::Display for Leftover {
 
 /// Every live process descended from `root` (zombies, which are gone but for their exit
 /// status, are not), from `/proc`.
-pub fn descendants(root: u32) -> Vec<Leftover> {
+fn descendants(root: u32) -> Vec<Leftover> {
     let mut parents = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
