@@ -79,21 +79,26 @@ fn helper(test: &str, role: &str) -> (Owned, Vec<u32>) {
     (helper, pids)
 }
 
-#[test]
-fn a_program_and_what_it_started_stop_when_the_owner_is_dropped() {
+/// An owned bash that starts `sleep` in the background, then runs `then`: it, and the
+/// sleep's pid.
+fn bash_with_a_child(then: &str) -> (Owned, u32) {
     let mut command = Command::new("bash");
-    // A child of its own that it leaves running.
     command
-        .args(["-c", "sleep 1000 & echo $!; wait"])
+        .args(["-c", &format!("sleep 1000 & echo $!; {then}")])
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
     let mut owned = Owned::spawn("bash", command, None).unwrap();
-    let bash = owned.id();
     let mut line = String::new();
     BufReader::new(owned.take_stdout().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let grandchild: u32 = line.trim().parse().unwrap();
+    (owned, line.trim().parse().unwrap())
+}
+
+#[test]
+fn a_program_and_what_it_started_stop_when_the_owner_is_dropped() {
+    let (owned, grandchild) = bash_with_a_child("wait");
+    let bash = owned.id();
     assert!(alive(bash) && alive(grandchild));
     drop(owned);
     assert!(!alive(bash), "bash outlived its owner");
@@ -105,17 +110,7 @@ fn a_program_and_what_it_started_stop_when_the_owner_is_dropped() {
 
 #[test]
 fn what_a_program_started_stops_when_it_ends_by_itself() {
-    let mut command = Command::new("bash");
-    command
-        .args(["-c", "sleep 1000 & echo $!"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped());
-    let mut owned = Owned::spawn("bash", command, None).unwrap();
-    let mut line = String::new();
-    BufReader::new(owned.take_stdout().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let grandchild: u32 = line.trim().parse().unwrap();
+    let (mut owned, grandchild) = bash_with_a_child("exit 0");
     let status = owned.exit_within_blocking(Duration::from_secs(10));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
     assert!(gone_within(grandchild, Duration::from_secs(5)));
