@@ -27,12 +27,14 @@ CYCLONEDX = PATH="$(CYCLONEDX_ROOT)/bin:$$PATH" $(CARGO)
 .PHONY: demo demo-node test lint bench smoke chaos chaos-budgets diff-long testenv image dist prometheusrule
 
 # Prerequisites first: before any recipe runs, hack/check-prereqs.sh checks what the goals
-# given (`make` alone: demo) need on this machine, and stops with one message naming each
-# missing program and the command that installs it. KUMACO_SKIP_PREREQS=1 skips it.
+# given (`make` alone: demo) need on this machine. As root with apt-get it installs the
+# missing Debian packages (saying which) and goes on; otherwise, or if something else is
+# missing (Rust, Go), it stops with one message naming each missing program and the
+# command that installs it. KUMACO_SKIP_PREREQS=1 skips it.
 CHECKED_GOALS := $(filter demo demo-node test lint bench smoke chaos chaos-budgets diff-long testenv image dist,$(or $(MAKECMDGOALS),demo))
 ifneq ($(CHECKED_GOALS),)
 ifneq ($(KUMACO_SKIP_PREREQS),1)
-PREREQS_OK := $(shell ENGINE='$(ENGINE)' bash hack/check-prereqs.sh $(CHECKED_GOALS) >&2 && echo yes)
+PREREQS_OK := $(shell ENGINE='$(ENGINE)' bash hack/check-prereqs.sh --install $(CHECKED_GOALS) >&2 && echo yes)
 ifneq ($(PREREQS_OK),yes)
 $(error prerequisites missing (see above))
 endif

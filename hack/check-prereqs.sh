@@ -3,9 +3,11 @@
 #
 #   hack/check-prereqs.sh TARGET...    exit 0, or 1 with ONE message naming every missing
 #                                      piece, why it is needed and how to install it
-#   hack/check-prereqs.sh --packages TARGET...
-#                                      print the Debian packages missing for TARGETs (for
-#                                      .ci/run, which installs them), exit 0
+#   hack/check-prereqs.sh --install TARGET...
+#                                      the same, after installing the missing Debian
+#                                      packages where it can (as root, with apt-get): it
+#                                      says which, runs apt-get, then checks again. The
+#                                      Makefile and .ci/run call it so.
 #
 # TARGETs: the Makefile's demo, demo-node, test, image, dist, testenv, lint, bench, smoke,
 # chaos, chaos-budgets, diff-long, and ci (everything .ci/run does). The Makefile runs it
@@ -15,13 +17,13 @@
 # that lacks anything else (tests/prereqs.rs runs it with a PATH of its choosing).
 set -u
 
-packages_only=false
-if [ "${1:-}" = "--packages" ]; then
-  packages_only=true
+install=false
+if [ "${1:-}" = "--install" ]; then
+  install=true
   shift
 fi
 if [ $# -eq 0 ]; then
-  echo "usage: hack/check-prereqs.sh [--packages] TARGET..." >&2
+  echo "usage: hack/check-prereqs.sh [--install] TARGET..." >&2
   exit 2
 fi
 
@@ -66,93 +68,104 @@ miss() {
   if [ -n "${4:-}" ]; then packages+=("$4"); fi
 }
 
-declare -A done_checks=()
-for need in "${needs[@]}"; do
-  [ -n "${done_checks[$need]:-}" ] && continue
-  done_checks[$need]=1
-  case "$need" in
-    rust)
-      if ! have cargo || ! have rustc; then
-        miss "cargo (Rust >= 1.89)" "builds kumaco and its tests" \
-          "install Rust with rustup: https://rustup.rs (stable toolchain)"
-      elif [[ "$(rustc --version 2>/dev/null)" =~ ^rustc\ 1\.([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -lt 89 ]; then
-        miss "Rust >= 1.89 ($(rustc --version) found)" "kumaco's rust-version" "rustup update stable"
-      fi
-      # rustc links with the system C compiler.
-      have cc || miss "cc (a C compiler and linker)" "rustc links every binary with it; the pause image's pause.c is compiled with it" \
-        "apt-get install gcc" gcc
-      ;;
-    rustfmt)
-      have cargo && { cargo fmt --version >/dev/null 2>&1 || miss "rustfmt" "make lint checks formatting" "rustup component add rustfmt"; } ;;
-    clippy)
-      have cargo && { cargo clippy --version >/dev/null 2>&1 || miss "clippy" "make lint" "rustup component add clippy"; } ;;
-    go)
-      if ! have go; then
-        miss "go (Go >= 1.26)" "builds the real kube-apiserver (k8s.io/kubernetes v1.37) and the other Go test tools from their modules" \
-          "install Go >= 1.26 from https://go.dev/dl and put its bin/ on PATH (Debian's golang package is older)"
-      elif [[ "$(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null)" =~ ^go1\.([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -lt 26 ]; then
-        miss "Go >= 1.26 ($(GOTOOLCHAIN=local go env GOVERSION) found)" "k8s.io/kubernetes v1.37 needs it" \
-          "install Go >= 1.26 from https://go.dev/dl"
-      fi
-      ;;
-    make) have make || miss "make" "runs these targets" "apt-get install make" make ;;
-    binutils)
-      { have readelf && have strip; } || miss "readelf, strip (binutils)" \
-        "make image checks that kumaco is static and strips it" "apt-get install binutils" binutils ;;
-    libc)
-      [ -f "/usr/lib/$multiarch/libc.a" ] || miss "the static C library (/usr/lib/$multiarch/libc.a)" \
-        "kumaco's image binary is linked static (crt-static), and so is the real node's pause binary" \
-        "apt-get install libc6-dev" libc6-dev ;;
-    engine)
-      if [ "$engine" = podman ]; then
-        have podman || miss "podman" "builds and runs kumaco's image (make image, tests/deploy_image.rs) and builds the real node's pause image" \
-          "apt-get install podman" podman
-      else
-        have "$engine" || miss "$engine (ENGINE=$engine)" "builds kumaco's image" "install $engine, or leave ENGINE unset for podman"
-      fi
-      ;;
-    runc)
-      have runc || miss "runc" "podman's runtime here (crun refuses hybrid cgroups) and the real node's containerd runtime" \
-        "apt-get install runc" runc ;;
-    ca-certificates)
-      [ -f /etc/ssl/certs/ca-certificates.crt ] || miss "ca-certificates (/etc/ssl/certs/ca-certificates.crt)" \
-        "the image carries the host's CA bundle" "apt-get install ca-certificates" ca-certificates ;;
-    root)
-      [ "${EUID:-0}" -eq 0 ] || miss "root" "the real node (tests/real_node.rs, make demo-node) runs a kubelet and containerd, a bridge and an iptables rule" \
-        "run it as root (sudo make ...)" ;;
-    iptables)
-      have iptables || miss "iptables" "the real node's DNAT rule for the kubernetes Service" "apt-get install iptables" iptables ;;
-    iproute2)
-      have ip || miss "ip (iproute2)" "the real node's bridge and network namespaces" "apt-get install iproute2" iproute2 ;;
-    cni)
-      [ -x /usr/lib/cni/bridge ] || miss "the CNI plugins (/usr/lib/cni/bridge)" "the real node's Pod network" \
-        "apt-get install containernetworking-plugins" containernetworking-plugins ;;
-    faketime)
-      [ -e "/usr/lib/$multiarch/faketime/libfaketime.so.1" ] || miss "libfaketime (/usr/lib/$multiarch/faketime/libfaketime.so.1)" \
-        "steps kumaco's wall clock (tests/clock.rs, kumaco-chaos in make smoke)" "apt-get install faketime" faketime ;;
-    cross)
-      have "$other-linux-gnu-gcc" || miss "$other-linux-gnu-gcc (a cross compiler for $other)" \
-        "make dist builds kumaco for $other too (ring's C parts, the link, the static C library)" \
-        "apt-get install gcc-$other_pkg-linux-gnu" "gcc-$other_pkg-linux-gnu"
-      if have rustup; then
-        rustup target list --installed 2>/dev/null | grep -qx "$other-unknown-linux-gnu" ||
-          miss "Rust's $other-unknown-linux-gnu target" "make dist cross-compiles kumaco for $other" \
-            "rustup target add $other-unknown-linux-gnu"
-      fi
-      ;;
-    qemu)
-      have "qemu-$other-static" || miss "qemu-$other-static (qemu user emulation)" \
-        "make dist runs the $other binary it built (--version, validate, plan)" \
-        "apt-get install qemu-user-static" qemu-user-static ;;
-    script)
-      have script || miss "script (bsdutils)" "runs kumaco on a pseudo-terminal (tests/cli.rs: log colours)" \
-        "apt-get install bsdutils" bsdutils ;;
-  esac
-done
+# Fills `missing` and `packages` with what the machine lacks for `needs`.
+check() {
+  missing=()
+  packages=()
+  declare -A done_checks=()
+  for need in "${needs[@]}"; do
+    [ -n "${done_checks[$need]:-}" ] && continue
+    done_checks[$need]=1
+    case "$need" in
+      rust)
+        if ! have cargo || ! have rustc; then
+          miss "cargo (Rust >= 1.89)" "builds kumaco and its tests" \
+            "install Rust with rustup: https://rustup.rs (stable toolchain)"
+        elif [[ "$(rustc --version 2>/dev/null)" =~ ^rustc\ 1\.([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -lt 89 ]; then
+          miss "Rust >= 1.89 ($(rustc --version) found)" "kumaco's rust-version" "rustup update stable"
+        fi
+        # rustc links with the system C compiler.
+        have cc || miss "cc (a C compiler and linker)" "rustc links every binary with it; the pause image's pause.c is compiled with it" \
+          "apt-get install gcc" gcc
+        ;;
+      rustfmt)
+        have cargo && { cargo fmt --version >/dev/null 2>&1 || miss "rustfmt" "make lint checks formatting" "rustup component add rustfmt"; } ;;
+      clippy)
+        have cargo && { cargo clippy --version >/dev/null 2>&1 || miss "clippy" "make lint" "rustup component add clippy"; } ;;
+      go)
+        if ! have go; then
+          miss "go (Go >= 1.26)" "builds the real kube-apiserver (k8s.io/kubernetes v1.37) and the other Go test tools from their modules" \
+            "install Go >= 1.26 from https://go.dev/dl and put its bin/ on PATH (Debian's golang package is older)"
+        elif [[ "$(GOTOOLCHAIN=local go env GOVERSION 2>/dev/null)" =~ ^go1\.([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -lt 26 ]; then
+          miss "Go >= 1.26 ($(GOTOOLCHAIN=local go env GOVERSION) found)" "k8s.io/kubernetes v1.37 needs it" \
+            "install Go >= 1.26 from https://go.dev/dl"
+        fi
+        ;;
+      make) have make || miss "make" "runs these targets" "apt-get install make" make ;;
+      binutils)
+        { have readelf && have strip; } || miss "readelf, strip (binutils)" \
+          "make image checks that kumaco is static and strips it" "apt-get install binutils" binutils ;;
+      libc)
+        [ -f "/usr/lib/$multiarch/libc.a" ] || miss "the static C library (/usr/lib/$multiarch/libc.a)" \
+          "kumaco's image binary is linked static (crt-static), and so is the real node's pause binary" \
+          "apt-get install libc6-dev" libc6-dev ;;
+      engine)
+        if [ "$engine" = podman ]; then
+          have podman || miss "podman" "builds and runs kumaco's image (make image, tests/deploy_image.rs) and builds the real node's pause image" \
+            "apt-get install podman" podman
+        else
+          have "$engine" || miss "$engine (ENGINE=$engine)" "builds kumaco's image" "install $engine, or leave ENGINE unset for podman"
+        fi
+        ;;
+      runc)
+        have runc || miss "runc" "podman's runtime here (crun refuses hybrid cgroups) and the real node's containerd runtime" \
+          "apt-get install runc" runc ;;
+      ca-certificates)
+        [ -f /etc/ssl/certs/ca-certificates.crt ] || miss "ca-certificates (/etc/ssl/certs/ca-certificates.crt)" \
+          "the image carries the host's CA bundle" "apt-get install ca-certificates" ca-certificates ;;
+      root)
+        [ "${EUID:-0}" -eq 0 ] || miss "root" "the real node (tests/real_node.rs, make demo-node) runs a kubelet and containerd, a bridge and an iptables rule" \
+          "run it as root (sudo make ...)" ;;
+      iptables)
+        have iptables || miss "iptables" "the real node's DNAT rule for the kubernetes Service" "apt-get install iptables" iptables ;;
+      iproute2)
+        have ip || miss "ip (iproute2)" "the real node's bridge and network namespaces" "apt-get install iproute2" iproute2 ;;
+      cni)
+        [ -x /usr/lib/cni/bridge ] || miss "the CNI plugins (/usr/lib/cni/bridge)" "the real node's Pod network" \
+          "apt-get install containernetworking-plugins" containernetworking-plugins ;;
+      faketime)
+        [ -e "/usr/lib/$multiarch/faketime/libfaketime.so.1" ] || miss "libfaketime (/usr/lib/$multiarch/faketime/libfaketime.so.1)" \
+          "steps kumaco's wall clock (tests/clock.rs, kumaco-chaos in make smoke)" "apt-get install faketime" faketime ;;
+      cross)
+        have "$other-linux-gnu-gcc" || miss "$other-linux-gnu-gcc (a cross compiler for $other)" \
+          "make dist builds kumaco for $other too (ring's C parts, the link, the static C library)" \
+          "apt-get install gcc-$other_pkg-linux-gnu" "gcc-$other_pkg-linux-gnu"
+        if have rustup; then
+          rustup target list --installed 2>/dev/null | grep -qx "$other-unknown-linux-gnu" ||
+            miss "Rust's $other-unknown-linux-gnu target" "make dist cross-compiles kumaco for $other" \
+              "rustup target add $other-unknown-linux-gnu"
+        fi
+        ;;
+      qemu)
+        have "qemu-$other-static" || miss "qemu-$other-static (qemu user emulation)" \
+          "make dist runs the $other binary it built (--version, validate, plan)" \
+          "apt-get install qemu-user-static" qemu-user-static ;;
+      script)
+        have script || miss "script (bsdutils)" "runs kumaco on a pseudo-terminal (tests/cli.rs: log colours)" \
+          "apt-get install bsdutils" bsdutils ;;
+    esac
+  done
+}
 
-if $packages_only; then
-  [ ${#packages[@]} -gt 0 ] && echo "${packages[*]}"
-  exit 0
+check
+installed=false
+if $install && [ ${#packages[@]} -gt 0 ] && [ "${EUID:-0}" -eq 0 ] && have apt-get; then
+  {
+    echo "Installing the Debian packages $* needs: apt-get install ${packages[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}"
+  } >&2
+  installed=true
+  check
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 
@@ -165,6 +178,11 @@ fi
   done
   if [ ${#packages[@]} -gt 0 ]; then
     echo "Debian/Ubuntu, all at once: apt-get install ${packages[*]}"
+    if $installed; then
+      echo "(apt-get ran, above, and did not install them.)"
+    elif $install; then
+      echo "(Installed by make itself when run as root on a machine with apt-get.)"
+    fi
   fi
   echo "(docs/development.md, \"What \`make test\` needs\", says why each is needed.)"
 } >&2

@@ -29,7 +29,7 @@ use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
 use testkit::cluster::Cluster;
 use testkit::faultproxy::{Fault, FaultProxy};
-use testkit::kumaco::{KumacoProcess, metric_sum};
+use testkit::kumaco::{KumacoProcess, metric};
 use testkit::nodes::{condition, wait_for_condition};
 use testkit::prometheus::{Prometheus, Target};
 use testkit::time::poll_showing;
@@ -123,31 +123,28 @@ async fn stays_waiting(c: &Cluster, node: &str) {
     }
 }
 
-/// Polls /metrics until `metric{labels}` is `value`.
-async fn wait_metric(k: &KumacoProcess, metric: &str, labels: &[(&str, &str)], value: f64) {
-    wait_metric_where(k, metric, labels, &format!("== {value}"), |v| v == value).await
+/// Polls /metrics until `name{labels}` is `value`.
+async fn wait_metric(k: &KumacoProcess, name: &str, labels: &[(&str, &str)], value: f64) {
+    wait_metric_where(k, name, labels, &format!("== {value}"), |v| v == value).await
 }
 
-/// Polls /metrics until `metric{labels}` is at least `value`.
-async fn wait_metric_at_least(
-    k: &KumacoProcess,
-    metric: &str,
-    labels: &[(&str, &str)],
-    value: f64,
-) {
-    wait_metric_where(k, metric, labels, &format!(">= {value}"), |v| v >= value).await
+/// Polls /metrics until `name{labels}` is at least `value`.
+async fn wait_metric_at_least(k: &KumacoProcess, name: &str, labels: &[(&str, &str)], value: f64) {
+    wait_metric_where(k, name, labels, &format!(">= {value}"), |v| v >= value).await
 }
 
+/// Polls /metrics until `name{labels}` is there and `ok`.
 async fn wait_metric_where(
     k: &KumacoProcess,
-    metric: &str,
+    name: &str,
     labels: &[(&str, &str)],
     what: &str,
     ok: impl Fn(f64) -> bool,
 ) {
-    poll_showing(&format!("{metric}{labels:?} {what}"), PROMPT, || async {
+    poll_showing(&format!("{name}{labels:?} {what}"), PROMPT, || async {
         let text = k.metrics_text().await.map_err(|e| e.to_string())?;
-        if ok(metric_sum(&text, metric, labels)) {
+        let value = metric(&text, name, labels).map_err(|e| format!("{e:#}\n{text}"))?;
+        if ok(value) {
             Ok(())
         } else {
             Err(format!("{text}\nlog:\n{}", k.log_tail(20)))
@@ -231,11 +228,13 @@ async fn an_alert_naming_no_node_holds_every_start_and_one_naming_a_node_holds_t
     wait_mip(&c, &b, "True", None).await;
     let text = k.metrics_text().await.unwrap();
     assert!(
-        metric_sum(
+        metric(
             &text,
             "kumaco_gate_reads_total",
             &[("gate", "alerts"), ("result", "ok")]
-        ) >= 2.0,
+        )
+        .unwrap()
+            >= 2.0,
         "{text}"
     );
 }
@@ -270,11 +269,12 @@ async fn a_persons_silence_lets_the_start_happen_and_kumacos_own_does_not() {
 
     // Read by kumaco since (two reads: one may have begun before the silence).
     let reads = &[("gate", "alerts"), ("result", "ok")];
-    let seen = metric_sum(
+    let seen = metric(
         &k.metrics_text().await.unwrap(),
         "kumaco_gate_reads_total",
         reads,
-    );
+    )
+    .unwrap();
     wait_metric_at_least(&k, "kumaco_gate_reads_total", reads, seen + 2.0).await;
 
     // It ends, and the node needs maintenance again while the tail's silence still
@@ -325,16 +325,18 @@ async fn alertmanager_down_holds_every_start_and_allow_goes_on_without_it() {
     )
     .await;
 
-    am.kill().await.unwrap();
+    am.kill();
     // Three intervals without a good reading.
     wait_metric(&k, "kumaco_gate_holding", &[("gate", "alerts")], 1.0).await;
     let text = k.metrics_text().await.unwrap();
     assert!(
-        metric_sum(
+        metric(
             &text,
             "kumaco_gate_reads_total",
             &[("gate", "alerts"), ("result", "unreachable")]
-        ) >= 3.0,
+        )
+        .unwrap()
+            >= 3.0,
         "{text}"
     );
     needs_reboot(&c, &a, 60).await;
@@ -360,7 +362,7 @@ async fn alertmanager_down_holds_every_start_and_allow_goes_on_without_it() {
     wait_mip(&c, &a, "True", None).await;
     let text = k.metrics_text().await.unwrap();
     assert_eq!(
-        metric_sum(&text, "kumaco_gate_holding", &[("gate", "alerts")]),
+        metric(&text, "kumaco_gate_holding", &[("gate", "alerts")]).unwrap(),
         0.0,
         "{text}"
     );
@@ -603,11 +605,12 @@ async fn an_ha_pair_holds_on_what_fires_on_either_and_a_restarted_peer_opens_not
     )
     .await;
     let reads = |text: &str| {
-        metric_sum(
+        metric(
             text,
             "kumaco_gate_reads_total",
             &[("gate", "alerts"), ("result", "ok")],
         )
+        .unwrap()
     };
     let now = reads(&k.metrics_text().await.unwrap());
     wait_metric_at_least(
@@ -622,7 +625,7 @@ async fn an_ha_pair_holds_on_what_fires_on_either_and_a_restarted_peer_opens_not
 
     // The old peer gone, the restarted one alone: within three intervals the gate holds
     // for the lack of a reading, never letting the start through.
-    second.kill().await.unwrap();
+    second.kill();
     let held = wait_mip(&c, &a, "False", Some("GateUnavailable")).await;
     assert!(
         message(&held).contains(

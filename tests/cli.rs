@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use testkit::ApiServer;
 use testkit::cluster::TestCluster;
+use testkit::process::Owned;
 
 const NOWHERE: &str = "https://127.0.0.1:1";
 
@@ -365,14 +366,14 @@ fn run_until_ready(
     args.extend(cluster.scope_args());
     args.extend(extra.iter().map(|s| s.to_string()));
     cmd.env("RUST_LOG", "info");
-    let mut child: Child = match output {
-        Stderr::Pipe => cmd
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting kumaco run"),
+    let mut child = match output {
+        Stderr::Pipe => {
+            cmd.args(&args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            Owned::spawn("kumaco run", cmd, None).expect("starting kumaco run")
+        }
         Stderr::Terminal => {
             // `script -qec CMD /dev/null`: CMD on a pseudo-terminal, its output on ours.
             let line = std::iter::once(env!("CARGO_BIN_EXE_kumaco").to_string())
@@ -393,14 +394,13 @@ fn run_until_ready(
             script
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("starting script")
+                .stderr(Stdio::null());
+            Owned::spawn("script", script, None).expect("starting script")
         }
     };
     let reader: Box<dyn Read + Send> = match output {
-        Stderr::Pipe => Box::new(child.stderr.take().unwrap()),
-        Stderr::Terminal => Box::new(child.stdout.take().unwrap()),
+        Stderr::Pipe => Box::new(child.take_stderr().unwrap()),
+        Stderr::Terminal => Box::new(child.take_stdout().unwrap()),
     };
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -440,15 +440,13 @@ fn run_until_ready(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    // Its output has ended (or the deadline passed): it exits now, or is stuck.
-    let exit_deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > exit_deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("kumaco run did not exit (ready: {ready}); its log:\n{log}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    // Its output has ended (or the deadline passed): it exits now, or is stuck (and is
+    // killed as `child` drops).
+    if child
+        .exit_within_blocking(Duration::from_secs(10))
+        .is_none()
+    {
+        panic!("kumaco run did not exit (ready: {ready}); its log:\n{log}");
     }
     assert!(ready, "kumaco run never got ready; its log:\n{log}");
     log

@@ -18,7 +18,7 @@ use jiff::{SignedDuration, Timestamp};
 
 use testkit::ApiServer;
 use testkit::cluster::Cluster;
-use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, StartOptions, metric};
 use testkit::time::whole_second;
 
 /// Debian's and Ubuntu's libfaketime (package `faketime`).
@@ -57,12 +57,12 @@ async fn a_step_of_kumacos_wall_clock_moves_the_condition_at_once() {
     // Its clock is the fake one: the window is loaded but not active.
     let metrics = kumaco.metrics_text().await.unwrap();
     assert_eq!(
-        metric_sum(&metrics, "kumaco_windows", &[]),
+        metric(&metrics, "kumaco_windows", &[]).unwrap(),
         1.0,
         "{metrics}"
     );
     assert_eq!(
-        metric_sum(&metrics, "kumaco_active_windows", &[]),
+        metric(&metrics, "kumaco_active_windows", &[]).unwrap(),
         0.0,
         "kumaco does not run an hour behind: is {LIBFAKETIME} preloaded?\n{metrics}"
     );
@@ -200,5 +200,5 @@ impl FakeClock {
 
 async fn clock_steps(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
-    metric_sum(&text, "kumaco_clock_steps_total", &[])
+    metric(&text, "kumaco_clock_steps_total", &[]).unwrap()
 }

@@ -21,7 +21,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::cluster::{Cluster, REASON_BLACKOUT, REASON_NO_WINDOW, REASON_WINDOW};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, StartOptions, has_metric_family, metric_sum};
+use testkit::kumaco::{KumacoProcess, StartOptions, has_metric_family, metric};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{
     condition, create_node, has_status, managers, message_has, set_condition, set_labels,
@@ -324,7 +324,7 @@ async fn exit_on_config_change_exits_when_the_windows_change() {
         .await;
     c.wait_status(&a, Some("True"), SOON).await;
     // Passes without a change (resyncs every second) keep it running.
-    let early = kumaco.wait_exit(Duration::from_secs(3)).await.unwrap();
+    let early = kumaco.wait_exit(Duration::from_secs(3)).await;
     assert_eq!(early, None, "kumaco exited without a config change");
 
     c.put_window(
@@ -336,7 +336,7 @@ async fn exit_on_config_change_exits_when_the_windows_change() {
         ],
     )
     .await;
-    let status = kumaco.wait_exit(SOON).await.unwrap();
+    let status = kumaco.wait_exit(SOON).await;
     let status = status.unwrap_or_else(|| panic!("kumaco did not exit after a window was added"));
     assert!(status.success(), "exit status {status}");
     // What it had written stays: the restarted pod takes over from there.
@@ -516,7 +516,7 @@ async fn restart_mid_window_changes_nothing() {
     let before = c.wait_status(&a, Some("True"), SOON).await;
     let history = History::start(&c.client, &a, UNDER_MAINTENANCE).await;
 
-    kumaco.kill().unwrap();
+    kumaco.kill();
     let _kumaco = c.kumaco(&[]).await;
     // A node added now shows the new process has reconciled; only then is "a unchanged"
     // a statement about it.
@@ -632,11 +632,11 @@ async fn idle_cluster_gets_no_writes_from_kumaco() {
         );
     }
     assert_eq!(
-        metric_sum(&metrics, "kumaco_nodes_under_maintenance", &[]),
+        metric(&metrics, "kumaco_nodes_under_maintenance", &[]).unwrap(),
         1.0,
         "{metrics}"
     );
-    let kumaco_writes = metric_sum(&metrics, "kumaco_api_writes_total", &[]);
+    let kumaco_writes = metric(&metrics, "kumaco_api_writes_total", &[]).unwrap();
     assert!(kumaco_writes >= 1.0, "{metrics}");
 
     let api: Api<Node> = Api::all(c.client.clone());
@@ -656,7 +656,7 @@ async fn idle_cluster_gets_no_writes_from_kumaco() {
     assert_eq!(rv_after, rv_before, "nodes changed in steady state");
     let metrics = kumaco.metrics_text().await.unwrap();
     assert_eq!(
-        metric_sum(&metrics, "kumaco_api_writes_total", &[]),
+        metric(&metrics, "kumaco_api_writes_total", &[]).unwrap(),
         kumaco_writes,
         "kumaco counts writes in steady state:\n{metrics}"
     );
@@ -691,9 +691,9 @@ async fn foreign_node_churn_wakes_no_pass() {
         c.wait_status(node, Some("True"), SOON).await;
     }
     let metrics = || async { kumaco.metrics_text().await.unwrap() };
-    let passes = |text: &str| metric_sum(text, "kumaco_reconcile_duration_seconds_count", &[]);
+    let passes = |text: &str| metric(text, "kumaco_reconcile_duration_seconds_count", &[]).unwrap();
     let ignored =
-        |text: &str| metric_sum(text, "kumaco_node_events_total", &[("relevant", "false")]);
+        |text: &str| metric(text, "kumaco_node_events_total", &[("relevant", "false")]).unwrap();
     // Let our own writes' echoes settle.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = metrics().await;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use testkit::ApiServer;
 use testkit::cluster::Cluster;
 use testkit::files::read_repo;
-use testkit::kumaco::{KumacoProcess, metric_sum};
+use testkit::kumaco::{KumacoProcess, metric};
 use testkit::receiver::{Answer, Receiver};
 use testkit::time::poll_showing;
 
@@ -162,12 +162,12 @@ async fn the_dashboard_and_the_alerts_query_metrics_kumaco_exports() {
     ];
     // One node starts, the other waits for the slot.
     let text = metrics_until(&kumaco, "one node in progress, one waiting", |t| {
-        metric_sum(t, "kumaco_nodes_in_progress", &[]) == 1.0
-            && metric_sum(t, "kumaco_nodes_by_condition", &waiting) == 1.0
+        metric(t, "kumaco_nodes_in_progress", &[]).ok() == Some(1.0)
+            && metric(t, "kumaco_nodes_by_condition", &waiting).ok() == Some(1.0)
     })
     .await;
     let now = k8s_openapi::jiff::Timestamp::now().as_second() as f64;
-    let value = |name: &str, labels: &[(&str, &str)]| metric_sum(&text, name, labels);
+    let value = |name: &str, labels: &[(&str, &str)]| metric(&text, name, labels).unwrap();
     assert_eq!(
         value("kumaco_window_active", &window("open")),
         1.0,

@@ -15,7 +15,7 @@
 //! server listens on 127.0.0.1 only, with a certificate for that address), so kumaco's
 //! ports are moved to free ones through the chart's own values.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use testkit::ApiServer;
 use testkit::cluster::UNDER_MAINTENANCE;
-use testkit::kumaco::http_get;
+use testkit::http;
 use testkit::manifests::{self, ApplyOptions};
 use testkit::nodes::{create_node, has_status, wait_for_condition};
 use testkit::time::whole_second;
@@ -238,13 +238,6 @@ fn tar_listing(tar: &[u8]) -> Vec<String> {
     files
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// `helm template` of the chart with its defaults except `sets`.
 fn render_chart(sets: &[String]) -> Vec<DynamicObject> {
     let helm = testkit::gobuild::helm().unwrap_or_else(|e| panic!("{e:#}"));
@@ -421,7 +414,7 @@ async fn wait_ok(container: &mut Container, port: u16, path: &str, since: Instan
     let address = SocketAddr::from(([127, 0, 0, 1], port));
     let deadline = since + Duration::from_secs(120);
     loop {
-        if let Ok((200, _)) = http_get(address, path).await {
+        if let Ok((200, _)) = http::get(address, path).await {
             return since.elapsed();
         }
         if let Ok(Some(status)) = container.child.try_wait() {
@@ -454,6 +447,7 @@ async fn image_runs_in_cluster_as_the_chart_deploys_it() {
         .and_then(|p| p.parse::<u16>().ok())
         .expect("the API server's port");
 
+    let free_port = || http::free_port().expect("a free port");
     let (metrics_port, health_port) = (free_port(), free_port());
     let objects = render_chart(&[
         format!("metricsAddress=0.0.0.0:{metrics_port}"),
@@ -532,7 +526,7 @@ async fn image_runs_in_cluster_as_the_chart_deploys_it() {
         "container start to ready ({ready_path} 200): {:.2} s",
         to_ready.as_secs_f64()
     );
-    let (code, _) = http_get(SocketAddr::from(([127, 0, 0, 1], live_port)), &live_path)
+    let (code, _) = http::get(SocketAddr::from(([127, 0, 0, 1], live_port)), &live_path)
         .await
         .unwrap();
     assert_eq!(code, 200, "liveness {live_path}");
@@ -598,17 +592,17 @@ async fn image_runs_in_cluster_as_the_chart_deploys_it() {
 
     // Still alive and ready while it works, and scraped where the chart says.
     for (port, path) in [(live_port, &live_path), (ready_port, &ready_path)] {
-        let (code, _) = http_get(SocketAddr::from(([127, 0, 0, 1], port)), path)
+        let (code, _) = http::get(SocketAddr::from(([127, 0, 0, 1], port)), path)
             .await
             .unwrap();
         assert_eq!(code, 200, "{path} while leading");
     }
-    let (code, metrics) = http_get(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "/metrics")
+    let (code, metrics) = http::get(SocketAddr::from(([127, 0, 0, 1], metrics_port)), "/metrics")
         .await
         .unwrap();
     assert_eq!(code, 200);
     assert_eq!(
-        testkit::kumaco::metric_sum(&metrics, "kumaco_leader", &[]),
+        testkit::kumaco::metric(&metrics, "kumaco_leader", &[]).unwrap(),
         1.0,
         "{metrics}"
     );

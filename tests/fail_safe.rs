@@ -27,7 +27,7 @@ use serde_json::json;
 use testkit::ApiServer;
 use testkit::agent::MAINTENANCE_IN_PROGRESS as MIP;
 use testkit::cluster::{Cluster, REPLICA_LEASE};
-use testkit::kumaco::{KumacoProcess, SHORT_LEASE, metric_sum, one_leader};
+use testkit::kumaco::{KumacoProcess, SHORT_LEASE, metric, one_leader};
 use testkit::kured::{Kured, KuredSpec};
 use testkit::nodes::{condition, wait_for_condition};
 
@@ -111,13 +111,13 @@ async fn stays_waiting(c: &Cluster, node: &str) {
 }
 
 /// Waits until `metric` with `labels` reads `value` on `kumaco`.
-async fn wait_metric(k: &KumacoProcess, metric: &str, labels: &[(&str, &str)], value: f64) {
+async fn wait_metric(k: &KumacoProcess, name: &str, labels: &[(&str, &str)], value: f64) {
     testkit::time::poll_showing(
-        &format!("{metric}{labels:?} = {value}"),
+        &format!("{name}{labels:?} = {value}"),
         Duration::from_secs(15),
         || async {
             let text = k.metrics_text().await.map_err(|e| e.to_string())?;
-            let got = metric_sum(&text, metric, labels);
+            let got = metric(&text, name, labels).map_err(|e| e.to_string())?;
             if got == value {
                 Ok(())
             } else {
@@ -132,7 +132,7 @@ async fn wait_metric(k: &KumacoProcess, metric: &str, labels: &[(&str, &str)], v
 async fn killed_mid_maintenance(c: &Cluster, a: &str, flags: &[&str]) {
     let mut first = c.kumaco(flags).await;
     wait_mip(c, a, "True", None, MAINTENANCE).await;
-    first.kill().unwrap();
+    first.kill();
 }
 
 /// The maintenance of `a`, started by a kumaco that stopped, ends once kured rebooted it,

@@ -19,7 +19,7 @@ use kube::api::{Api, WatchEvent, WatchParams};
 
 use testkit::cluster::{Cluster, UNDER_MAINTENANCE};
 use testkit::faultproxy::{Fault, FaultProxy, proxied, proxied_kubeconfig, upstream_of};
-use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric};
 use testkit::nodes::condition;
 use testkit::time::{EDGE_BOUND, edge_in, poll_showing, until};
 use testkit::{ApiServer, Scope, client_from_kubeconfig};
@@ -501,7 +501,8 @@ async fn poll_metric(kumaco: &KumacoProcess, name: &str, value: f64) {
         &format!("kumaco's {name} to read {value}"),
         SOON,
         || async {
-            let now = metric_sum(&kumaco.metrics_text().await.unwrap(), name, &[]);
+            let text = kumaco.metrics_text().await.unwrap();
+            let now = metric(&text, name, &[]).map_err(|e| format!("{e:#}"))?;
             if now == value {
                 Ok(())
             } else {

@@ -21,7 +21,8 @@ use serde_json::json;
 use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::cluster::{Cluster, REASON_NO_WINDOW, REASON_WINDOW};
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, http_get, metric_sum};
+use testkit::http;
+use testkit::kumaco::{KumacoProcess, metric};
 use testkit::kumaco::{node_writes, settled_node_writes};
 use testkit::nodes::{condition, has_status, transitioned_at_or_after, wait_for_condition};
 use testkit::time::{EDGE_BOUND, edge_in, poll_until, sleep_until, until};
@@ -79,7 +80,7 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
     for history in histories {
         history.stop().await;
     }
-    server.kill().expect("SIGKILL of the API server and etcd");
+    server.kill();
     let killed = Instant::now();
     sleep_until(end + SignedDuration::from_secs(5)).await;
     // Assigned, not shadowed: `server` is declared before `kumaco`, so it is dropped
@@ -164,19 +165,20 @@ async fn api_server_down_across_a_window_end_recovers_the_missed_edge() {
         history.stop().await;
     }
     // The same process recovered: no restart of kumaco was needed.
-    assert_eq!(kumaco.wait_exit(Duration::ZERO).await.unwrap(), None);
-    let (code, _) = http_get(kumaco.health_address(), "/readyz").await.unwrap();
+    assert_eq!(kumaco.wait_exit(Duration::ZERO).await, None);
+    let (code, _) = http::get(kumaco.health_address(), "/readyz").await.unwrap();
     assert_eq!(
         code, 200,
         "kumaco is not ready after the API server returned"
     );
     let metrics = kumaco.metrics_text().await.unwrap();
     let transitions_to = |status| {
-        metric_sum(
+        metric(
             &metrics,
             "kumaco_transitions_total",
             &[("condition", UNDER_MAINTENANCE), ("status", status)],
         )
+        .unwrap()
     };
     assert_eq!(
         (transitions_to("True"), transitions_to("False")),
@@ -312,7 +314,7 @@ async fn relisting_after_expired_watches_writes_nothing_in_steady_state() {
         // moves etcd's revision past the last one they know, so the restarted server's
         // watch cache is certain to start after it.
         put_unrelated(&c, &format!("tick-{round}")).await;
-        server.kill().unwrap();
+        server.kill();
         server = restart(server).await;
         c.client = server.client().await.unwrap();
         // kumaco's resumed watches are refused (410) and re-list.
@@ -372,7 +374,7 @@ async fn watches_resume_within_their_retry_bound_after_an_outage() {
     let kumaco = c.kumaco(&["--watch-timeout=1h"]).await;
     // Past etcd's revision kumaco's watches know, as in the relist test above.
     put_unrelated(&c, "tick").await;
-    server.kill().unwrap();
+    server.kill();
     // Long enough for kube's default backoff to have grown past 12 s (0.8 + 1.6 + 3.2 +
     // 6.4 s), and ours to its cap.
     tokio::time::sleep(Duration::from_secs(15)).await;
@@ -499,17 +501,18 @@ async fn grant_kumaco_rules(c: &Cluster, user: &str) -> ClusterRoleBinding {
 /// `kumaco_api_writes_total{verb="patch",result="error"}`.
 async fn write_errors(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
-    metric_sum(
+    metric(
         &text,
         "kumaco_api_writes_total",
         &[("verb", "patch"), ("result", "error")],
     )
+    .unwrap()
 }
 
 /// kumaco's own count of node writes (ok or not), which survives API server restarts.
 async fn kumaco_patches(kumaco: &KumacoProcess) -> f64 {
     let text = kumaco.metrics_text().await.unwrap();
-    metric_sum(&text, "kumaco_api_writes_total", &[("verb", "patch")])
+    metric(&text, "kumaco_api_writes_total", &[("verb", "patch")]).unwrap()
 }
 
 /// kumaco's node watches that the API server refused as expired (410 Gone, reason

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use testkit::ApiServer;
 use testkit::cluster::Cluster;
-use testkit::kumaco::{KumacoProcess, metric_sum};
+use testkit::kumaco::{KumacoProcess, metric};
 use testkit::nodes::{condition, wait_for_condition};
 use testkit::time::poll_showing;
 
@@ -49,7 +49,7 @@ async fn wait_in_progress(
 async fn next_forecast(kumaco: &KumacoProcess, runs_before: f64) -> String {
     poll_showing("a new forecast", Duration::from_secs(40), || async {
         let text = kumaco.metrics_text().await.expect("GET /metrics");
-        if metric_sum(&text, "kumaco_forecast_runs_total", &[]) > runs_before {
+        if metric(&text, "kumaco_forecast_runs_total", &[]).unwrap() > runs_before {
             Ok(text)
         } else {
             Err(format!("/metrics:\n{text}\nlog:\n{}", kumaco.log_tail(20)))
@@ -100,15 +100,16 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     // Before any record: no forecast, and the gauges say why.
     let text = next_forecast(&kumaco, 0.0).await;
     assert_eq!(
-        metric_sum(
+        metric(
             &text,
             "kumaco_forecast_duration_samples",
             &[("kind", "maintenance")]
-        ),
+        )
+        .unwrap(),
         0.0
     );
     assert_eq!(
-        metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
+        metric(&text, "kumaco_forecast_nodes_remaining", &[]).unwrap(),
         0.0
     );
 
@@ -152,11 +153,12 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         Duration::from_secs(80),
         || async {
             let text = kumaco.metrics_text().await.expect("GET /metrics");
-            let learned = metric_sum(
+            let learned = metric(
                 &text,
                 "kumaco_forecast_duration_samples",
                 &[("kind", "maintenance")],
-            );
+            )
+            .map_err(|e| format!("{e:#}"))?;
             if learned == 2.0 {
                 Ok(text)
             } else {
@@ -169,32 +171,34 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     )
     .await;
     assert_eq!(
-        metric_sum(&text, "kumaco_maintenance_duration_seconds_count", &[]),
+        metric(&text, "kumaco_maintenance_duration_seconds_count", &[]).unwrap(),
         2.0
     );
     assert_eq!(
-        metric_sum(&text, "kumaco_recovery_duration_seconds_count", &[]),
+        metric(&text, "kumaco_recovery_duration_seconds_count", &[]).unwrap(),
         2.0
     );
     assert_eq!(
-        metric_sum(
+        metric(
             &text,
             "kumaco_forecast_assumed_duration_seconds",
             &[("kind", "maintenance"), ("quantile", "0.5")]
-        ),
+        )
+        .unwrap(),
         took.as_secs_f64()
     );
     assert_eq!(
-        metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
+        metric(&text, "kumaco_forecast_nodes_remaining", &[]).unwrap(),
         2.0
     );
     // b1 then b2, one at a time, each as long as a's took (the lower of two records is
     // their median) and back at once.
-    let completion = metric_sum(
+    let completion = metric(
         &text,
         "kumaco_forecast_completion_timestamp_seconds",
         &[("durations", "median")],
-    );
+    )
+    .unwrap();
     let expected = later.as_second() as f64 + 2.0 * took.as_secs_f64();
     // Whole seconds in the gauge: less than one off, the records (to the millisecond)
     // taken as they are. A forecast without the ceiling (b1 and b2 at once) ends after
@@ -204,11 +208,12 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
         "{completion} != {expected}"
     );
     // Expected: b1 and b2 each draw a's or a2's duration, over 15 runs.
-    let drawn = metric_sum(
+    let drawn = metric(
         &text,
         "kumaco_forecast_completion_timestamp_seconds",
         &[("durations", "expected")],
-    );
+    )
+    .unwrap();
     let longest = later.as_second() as f64 + 2.0 * took2.as_secs_f64();
     assert!(
         drawn >= completion - 1.0 && drawn <= longest + 1.0,
@@ -267,29 +272,31 @@ async fn kumaco_records_durations_and_forecasts_as_plan_does_across_a_restart() 
     let restarted = c.kumaco(&args).await;
     let text = next_forecast(&restarted, 0.0).await;
     assert_eq!(
-        metric_sum(
+        metric(
             &text,
             "kumaco_forecast_completion_timestamp_seconds",
             &[("durations", "median")]
-        ),
+        )
+        .unwrap(),
         completion
     );
     assert_eq!(
-        metric_sum(
+        metric(
             &text,
             "kumaco_forecast_completion_timestamp_seconds",
             &[("durations", "expected")]
-        ),
+        )
+        .unwrap(),
         drawn,
         "the same draws"
     );
     assert_eq!(
-        metric_sum(&text, "kumaco_forecast_nodes_remaining", &[]),
+        metric(&text, "kumaco_forecast_nodes_remaining", &[]).unwrap(),
         2.0
     );
     // The histograms count what this process wrote: nothing yet.
     assert_eq!(
-        metric_sum(&text, "kumaco_maintenance_duration_seconds_count", &[]),
+        metric(&text, "kumaco_maintenance_duration_seconds_count", &[]).unwrap(),
         0.0
     );
 }

@@ -30,9 +30,7 @@ use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, REBOOT_REQUIRED, 
 use testkit::cluster::{Cluster, REASON_NO_WINDOW, REPLICA_LEASE};
 use testkit::faultproxy::{Fault, proxied};
 use testkit::history::History;
-use testkit::kumaco::{
-    SHORT_LEASE, SHORT_LEASE_DURATION, SHORT_LEASE_RETRY_PERIOD, http_get, one_leader,
-};
+use testkit::kumaco::{SHORT_LEASE, SHORT_LEASE_DURATION, SHORT_LEASE_RETRY_PERIOD, one_leader};
 use testkit::nodes::{condition, has_status, wait_for_condition};
 use testkit::time::{EDGE_BOUND, assert_edge_latency, edge_in, poll_until, until, whole_second};
 
@@ -625,7 +623,7 @@ async fn sigkill_at_random_moments_never_exceeds_the_ceiling() {
             Duration::from_secs(2),
         ))
         .await;
-        kumaco.kill().unwrap();
+        kumaco.kill();
         kills += 1;
         if !rolled_out {
             kills_mid_rollout += 1;
@@ -685,7 +683,7 @@ async fn lowering_the_ceiling_preempts_nothing_and_waits_for_the_count_to_drop()
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
 
-    kumaco.kill().unwrap();
+    kumaco.kill();
     let _kumaco = c.kumaco(&[REQUIRE_REBOOT, "--max-in-progress=1"]).await;
     // One by one, the running maintenances complete; the waiting node may start only
     // when none is left (1 slot). Each step is observed for a while: nothing may start.
@@ -982,7 +980,7 @@ async fn a_new_leader_whose_watches_went_blind_writes_only_from_fresh_lists() {
     let (proxy, via) = proxied(ApiServer::shared(), c.scope.value()).expect("a fault proxy");
     let b = c.replica_via("replica-b", &args, via).await;
     poll_until(&format!("{} to be ready", b.pod), SOON, || async {
-        http_get(b.process.health_address(), "/readyz")
+        testkit::http::get(b.process.health_address(), "/readyz")
             .await
             .is_ok_and(|(code, _)| code == 200)
     })

@@ -21,7 +21,7 @@ use testkit::cluster::{
 };
 use testkit::events;
 use testkit::history::History;
-use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, SHORT_LEASE, StartOptions, metric};
 use testkit::time::poll_until;
 
 /// How soon a reaction to an API change must be visible (a loaded 2-core machine).
@@ -440,8 +440,8 @@ impl Instance {
 
     /// `kumaco_nodes_contested` now.
     async fn contested(&self) -> f64 {
-        let text = self.process.metrics_text().await.unwrap_or_default();
-        metric_sum(&text, "kumaco_nodes_contested", &[])
+        let text = self.process.metrics_text().await.expect("GET /metrics");
+        metric(&text, "kumaco_nodes_contested", &[]).unwrap()
     }
 
     async fn wait_contested(&self, n: usize) {

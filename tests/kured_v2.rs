@@ -178,7 +178,7 @@ async fn kured_v2_parts_reboot_each_node_once_with_a_fast_detector_across_a_rest
         .wait_until("the first starts", ROLLOUT, |o| o.starts.len() >= 2)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
-    kumaco.kill().unwrap();
+    kumaco.kill();
     let _kumaco = f.c.kumaco(&[]).await;
     f.rollout_done(&kured, MIP).await;
     f.assert_once_within_ceilings(&kured);
@@ -210,7 +210,7 @@ async fn kured_v2_parts_reboot_each_node_once_with_a_slow_detector_across_failov
             .unwrap_or_else(|e| panic!("{e:#}"));
         let leader = f.c.lease_holder().await;
         let i = replicas.iter().position(|r| r.pod == leader).unwrap();
-        replicas.remove(i).process.kill().unwrap();
+        replicas.remove(i).process.kill();
         replicas.push(f.c.replica(newcomer, &SHORT_LEASE).await);
     }
     f.rollout_done(&kured, MIP).await;

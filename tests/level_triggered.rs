@@ -81,7 +81,7 @@ async fn scope_left_while_down_is_cleaned_at_restart() {
         before.insert(node.clone(), (um, mip));
     }
 
-    kumaco.kill().unwrap();
+    kumaco.kill();
     let (staying, leaving) = (&nodes[..2], &nodes[2]);
     // Another scope's label value: the node now belongs to nobody this test started.
     set_labels(&c.client, leaving, &[(SCOPE_LABEL, Some("elsewhere"))])
@@ -296,7 +296,7 @@ async fn events_are_posted_by_whoever_leads_after_a_failover() {
             .await
             .unwrap_or_else(|e| panic!("{} did not post its start-up events: {e:#}", leader.pod));
     }
-    leader.process.kill().unwrap();
+    leader.process.kill();
     let killed = Instant::now();
     c.put_window(
         "valid",
@@ -408,7 +408,7 @@ async fn restarting_kumaco_repeats_no_event() {
     c.wait_event("w", LOADED, SOON, |_| true).await;
     c.wait_event("later", LOADED, SOON, |_| true).await;
 
-    kumaco.kill().unwrap();
+    kumaco.kill();
     let _kumaco = c.kumaco(&[]).await;
     // A node added now shows that the new process has reconciled.
     let b = c.node("b", &[]).await;

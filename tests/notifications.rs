@@ -27,7 +27,7 @@ use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
 use testkit::chaos::clock::FakeClock;
 use testkit::cluster::Cluster;
-use testkit::kumaco::{Replica, SHORT_LEASE, SHORT_LEASE_DURATION, StartOptions, metric_sum};
+use testkit::kumaco::{Replica, SHORT_LEASE, SHORT_LEASE_DURATION, StartOptions, metric};
 use testkit::receiver::{Answer, Received, Receiver};
 use testkit::time::{edge_in, until, whole_second};
 
@@ -407,7 +407,7 @@ async fn rollout_timing(
     if sinks.is_some() {
         let metrics = kumaco.metrics_text().await.unwrap();
         assert!(
-            metric_sum(&metrics, "kumaco_notification_failures_total", &[]) > 0.0,
+            metric(&metrics, "kumaco_notification_failures_total", &[]).unwrap() > 0.0,
             "the failing sinks were tried: {metrics}"
         );
     }

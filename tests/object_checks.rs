@@ -16,7 +16,7 @@
 //! period of a "nothing starts" check).
 
 use std::ops::Deref;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
@@ -27,7 +27,7 @@ use serde_json::json;
 
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED};
-use testkit::kumaco::{LISTEN_ANYWHERE, metric_sum};
+use testkit::kumaco::{LISTEN_ANYWHERE, metric};
 use testkit::nodes::{condition, wait_for_condition};
 
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
@@ -62,16 +62,16 @@ async fn no_start_while_the_check_fails_and_the_next_start_once_it_holds() {
     c.stays_waiting(&nodes, Duration::from_secs(3)).await;
     let metrics = kumaco.metrics_text().await.unwrap();
     let gate = [("gate", "object-checks")];
-    assert_eq!(metric_sum(&metrics, "kumaco_gate_holding", &gate), 1.0);
+    assert_eq!(metric(&metrics, "kumaco_gate_holding", &gate).unwrap(), 1.0);
     let ok_reads = [("gate", "object-checks"), ("result", "ok")];
-    assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &ok_reads) >= 1.0);
+    assert!(metric(&metrics, "kumaco_gate_reads_total", &ok_reads).unwrap() >= 1.0);
 
     c.health("ceph", "HEALTH_OK").await;
     c.wait_mip(&nodes[0], "True", None).await;
     c.wait_mip(&nodes[1], "True", None).await;
     c.wait_mip(&nodes[2], "False", Some("WaitingForSlot")).await;
     let metrics = kumaco.metrics_text().await.unwrap();
-    assert_eq!(metric_sum(&metrics, "kumaco_gate_holding", &gate), 0.0);
+    assert_eq!(metric(&metrics, "kumaco_gate_holding", &gate).unwrap(), 0.0);
 
     // A failing check holds starts, never a maintenance in progress.
     c.health("ceph", "HEALTH_ERR").await;
@@ -134,7 +134,7 @@ async fn every_object_a_selector_matches_must_hold_and_an_evaluation_error_holds
     );
     let metrics = kumaco.metrics_text().await.unwrap();
     let errors = [("gate", "object-checks"), ("result", "invalid")];
-    assert!(metric_sum(&metrics, "kumaco_gate_reads_total", &errors) >= 1.0);
+    assert!(metric(&metrics, "kumaco_gate_reads_total", &errors).unwrap() >= 1.0);
 
     // A third object, unhealthy, before the second is mended: no moment without a
     // failing object. The node keeps the message of the reason it first showed; the log
@@ -211,7 +211,7 @@ async fn a_check_kumaco_cannot_make_refuses_only_what_it_can_tell_alone() {
     let c = Cluster::new("check-refused").await;
     let ns = c.ns.clone();
     let broken = format!("{GROUP}/v1 {KIND} {ns}/ceph: object.status.(");
-    let (code, stderr) = c.run_to_exit(&["--block-unless", &broken], None);
+    let (code, stderr) = c.run_to_exit(&["--block-unless", &broken], None).await;
     assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains(&format!("--block-unless: '{broken}': the expression does not compile: ERROR: <input>:1:15: Syntax error")),
@@ -510,13 +510,14 @@ impl Cluster {
 
     /// Runs kumaco with the test's flags and `extra` (as `kubeconfig`'s identity, or the
     /// admin) until it exits, within 30 s; its exit code and stderr.
-    fn run_to_exit(
+    async fn run_to_exit(
         &self,
         extra: &[&str],
         kubeconfig: Option<&std::path::Path>,
     ) -> (Option<i32>, String) {
         let server = ApiServer::shared();
-        let mut child = Command::new(KUMACO)
+        let mut command = Command::new(KUMACO);
+        command
             .arg("run")
             .arg("--kubeconfig")
             .arg(kubeconfig.unwrap_or(server.kubeconfig()))
@@ -527,26 +528,14 @@ impl Cluster {
                 "--in-progress",
                 "--require-condition=kured.dev/RebootRequired",
             ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting kumaco");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("kumaco {extra:?} did not exit within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-        (status.code(), stderr)
+            .args(extra);
+        let out = testkit::process::output("kumaco", command, Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|e| panic!("kumaco {extra:?}: {e:#}"));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 }
 

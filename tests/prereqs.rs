@@ -87,12 +87,9 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn make_test_without_podman_stops_at_once_naming_podman_and_its_install() {
     let dir = scratch("make-test");
+    // No apt-get on this PATH: the message, whoever runs it.
     let path = path_dir(&dir, &["podman"]);
-    let make = ["/usr/bin/make", "/bin/make"]
-        .into_iter()
-        .find(|m| Path::new(m).exists())
-        .expect("make");
-    let (out, took) = run(make, &["test"], &path, &dir);
+    let (out, took) = run(make(), &["test"], &path, &dir);
     let err = stderr(&out);
     assert!(
         !out.status.success(),
@@ -119,6 +116,106 @@ fn make_test_without_podman_stops_at_once_naming_podman_and_its_install() {
     assert!(!dir.join("ran-go").exists(), "go ran: {err}");
     assert!(!dir.join("target").exists(), "something was built: {err}");
     assert!(!err.contains("Caused by"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A stand-in `apt-get` in `bin`: it records each call's arguments in `dir/apt-get.log`
+/// and, asked to install, puts a stand-in for each package that is a program in `bin`.
+fn stub_apt_get(bin: &Path, dir: &Path) {
+    let script = r#"#!/bin/bash
+echo "$*" >> 'LOG'
+if [ "$1" = install ]; then
+  for p in "${@:2}"; do
+    case "$p" in
+      -*) ;;
+      *) printf '#!/bin/bash\n' > 'BIN'/"$p" && /bin/chmod +x 'BIN'/"$p" ;;
+    esac
+  done
+fi
+"#
+    .replace("LOG", &dir.join("apt-get.log").display().to_string())
+    .replace("BIN", &bin.display().to_string());
+    let file = bin.join("apt-get");
+    std::fs::write(&file, script).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn make() -> &'static str {
+    ["/usr/bin/make", "/bin/make"]
+        .into_iter()
+        .find(|m| Path::new(m).exists())
+        .expect("make")
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// The README's `make test` on a fresh Debian machine, as root (CI, a container): what is
+/// missing and apt installs, make installs, says so, and goes on. `make -n`: the recipes
+/// are printed, not run, so that what "goes on" means is visible and nothing is built.
+#[test]
+fn make_test_as_root_with_apt_installs_what_it_lacks_says_so_and_goes_on() {
+    if !running_as_root() {
+        eprintln!("skipped: make installs packages only as root, and this test is not root");
+        return;
+    }
+    let dir = scratch("install");
+    let path = path_dir(&dir, &["podman"]);
+    stub_apt_get(&path, &dir);
+    let (out, _) = run(make(), &["-n", "test"], &path, &dir);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("Installing the Debian packages test needs: apt-get install podman"),
+        "make did not say what it installs:\n{err}"
+    );
+    let apt = std::fs::read_to_string(dir.join("apt-get.log")).unwrap();
+    assert_eq!(apt, "update -qq\ninstall -y -qq podman\n");
+    assert!(!err.contains("Missing prerequisites"), "{err}");
+    // It went on to the recipes: the image, then the tests.
+    let recipes = String::from_utf8_lossy(&out.stdout);
+    for step in [
+        "hack/build-static.sh",
+        "run-tests --workspace --all-targets",
+    ] {
+        assert!(recipes.contains(step), "{step} not reached:\n{recipes}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Not root: the same machine gets the message and its apt line, and apt-get is not run.
+#[test]
+fn make_test_not_as_root_names_the_packages_and_runs_no_apt_get() {
+    if !running_as_root() {
+        eprintln!("skipped: this test drops to user nobody with setpriv, which needs root");
+        return;
+    }
+    let dir = scratch("no-root");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let path = path_dir(&dir, &["podman"]);
+    stub_apt_get(&path, &dir);
+    let nobody = [
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--",
+        make(),
+        "test",
+    ];
+    let (out, took) = run("/usr/bin/setpriv", &nobody, &path, &dir);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(took < Duration::from_secs(10), "took {took:?} to fail");
+    assert!(
+        err.contains("  - podman:") && err.contains("apt-get install podman"),
+        "{err}"
+    );
+    assert!(err.contains("when run as root"), "{err}");
+    assert!(!dir.join("apt-get.log").exists(), "apt-get ran: {err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -231,7 +328,7 @@ fn every_building_make_target_is_checked_and_demo_needs_only_rust_go_and_make() 
         assert!(!msg.contains("unknown target"), "{target}: {msg}");
     }
     assert!(
-        testkit::files::read_repo(".ci/run").contains("hack/check-prereqs.sh ci"),
+        testkit::files::read_repo(".ci/run").contains("hack/check-prereqs.sh --install ci"),
         ".ci/run does not check its prerequisites"
     );
     let _ = std::fs::remove_dir_all(&dir);

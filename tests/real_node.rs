@@ -42,7 +42,8 @@ use serde_json::Value;
 use testkit::Scope;
 use testkit::cluster::UNDER_MAINTENANCE;
 use testkit::docs;
-use testkit::kumaco::{http_get, metric_sum};
+use testkit::http;
+use testkit::kumaco::metric;
 use testkit::nodes::{create_node, has_status, set_labels, wait_for_condition};
 use testkit::realcluster::{KUBERNETES_SERVICE_IP, NODE_NAME, RealCluster};
 use testkit::time::{edge_in, poll_until, until};
@@ -547,14 +548,14 @@ async fn readme_install_runs_on_a_real_node() {
         // The probes' endpoints and the metrics port, where the manifests name them.
         let ip = pod_ip(pod);
         for path in ["/readyz", "/healthz"] {
-            let (code, _) = http_get(SocketAddr::new(ip, 8081), path).await.unwrap();
+            let (code, _) = http::get(SocketAddr::new(ip, 8081), path).await.unwrap();
             assert_eq!(code, 200, "{} {path}", name(pod));
         }
-        let (code, metrics) = http_get(SocketAddr::new(ip, 8080), "/metrics")
+        let (code, metrics) = http::get(SocketAddr::new(ip, 8080), "/metrics")
             .await
             .unwrap();
         assert_eq!(code, 200);
-        leaders += metric_sum(&metrics, "kumaco_leader", &[]);
+        leaders += metric(&metrics, "kumaco_leader", &[]).unwrap();
         let log = cluster.pod_log(NAMESPACE, &name(pod));
         assert!(
             log.contains("the in-cluster configuration"),

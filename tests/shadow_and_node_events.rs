@@ -21,7 +21,7 @@ use kumaco::conditions::UNDER_MAINTENANCE;
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED};
 use testkit::cluster::Cluster;
-use testkit::kumaco::{KumacoProcess, StartOptions, metric_sum};
+use testkit::kumaco::{KumacoProcess, StartOptions, metric, series};
 use testkit::nodes::condition;
 use testkit::time::{poll_for, poll_showing, whole_second};
 
@@ -31,6 +31,9 @@ const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 const REBOOT_BLOCKED: &str = "kured.dev/RebootBlocked";
 /// The first pass after start-up, a watch echo and the next pass, on a loaded machine.
 const SOON: Duration = Duration::from_secs(15);
+/// kumaco's count of its writes, by verb (`patch`, `event`) and result: a labelled
+/// counter, shown only once it has counted (testkit::kumaco::series).
+const API_WRITES: &str = "kumaco_api_writes_total";
 
 /// (node, condition type) → (status, reason).
 type Decisions = BTreeMap<(String, String), (String, String)>;
@@ -143,22 +146,29 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
         .await
         .unwrap();
     assert!(leases.items.is_empty(), "the shadow took a Lease");
-    assert_eq!(metric_sum(&metrics, "kumaco_leader", &[]), 0.0);
-    assert_eq!(metric_sum(&metrics, "kumaco_api_writes_total", &[]), 0.0);
+    assert_eq!(metric(&metrics, "kumaco_leader", &[]).unwrap(), 0.0);
+    // Nothing counted: no series at all (the live run below counts under this name).
     assert_eq!(
-        metric_sum(
+        series(&metrics, API_WRITES, &[]),
+        None,
+        "the shadow counted writes"
+    );
+    assert_eq!(
+        metric(
             &metrics,
             "kumaco_dry_run_writes_total",
             &[("condition", MIP), ("status", "True")]
-        ),
+        )
+        .unwrap(),
         1.0
     );
     assert_eq!(
-        metric_sum(
+        metric(
             &metrics,
             "kumaco_dry_run_writes_total",
             &[("condition", UNDER_MAINTENANCE), ("status", "True")]
-        ),
+        )
+        .unwrap(),
         5.0
     );
     drop(shadow);
@@ -207,6 +217,11 @@ async fn a_dry_run_writes_nothing_and_decides_as_the_live_run_then_does() {
         assert_eq!(spans[1]["name"], "write", "{line}");
         assert_eq!(spans[1]["node"], line["node"], "{line}");
     }
+    let counted = series(&live.metrics_text().await.unwrap(), API_WRITES, &[]);
+    assert!(
+        counted > Some(0.0),
+        "the live run counted {counted:?} writes"
+    );
     drop(live);
 }
 
@@ -286,15 +301,24 @@ async fn node_events_tell_the_story_once_even_across_a_restart() {
     }
 
     // A new process (a restart, a new leader) posts none of them again.
-    kumaco.kill().unwrap();
+    let posted = series(
+        &kumaco.metrics_text().await.unwrap(),
+        API_WRITES,
+        &[("verb", "event")],
+    );
+    assert!(
+        posted > Some(0.0),
+        "the first kumaco counted {posted:?} events"
+    );
+    kumaco.kill();
     let restarted = c.kumaco(&[]).await;
     // Its first pass (before ready) tried what it found due. The observation period of
     // a "nothing happens" check: any later pass would post within it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let metrics = restarted.metrics_text().await.unwrap();
     assert_eq!(
-        metric_sum(&metrics, "kumaco_api_writes_total", &[("verb", "event")]),
-        0.0,
+        series(&metrics, API_WRITES, &[("verb", "event")]),
+        None,
         "the restarted kumaco posted events:\n{}",
         restarted.log_tail(30)
     );

@@ -15,7 +15,7 @@ use testkit::files::{read_repo, repo};
 use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
 use testkit::cluster::Cluster;
-use testkit::kumaco::{KumacoProcess, metric_sum};
+use testkit::kumaco::{KumacoProcess, metric};
 use testkit::nodes::{condition, wait_for_condition};
 use testkit::time::{poll_showing, ts};
 
@@ -68,20 +68,17 @@ async fn wait_in_progress(
     condition(&found, IN_PROGRESS).unwrap().clone()
 }
 
-/// Polls /metrics until `metric{labels}` reaches `at_least`.
-async fn wait_metric(k: &KumacoProcess, metric: &str, labels: &[(&str, &str)], at_least: f64) {
-    poll_showing(
-        &format!("{metric}{labels:?} >= {at_least}"),
-        WAIT,
-        || async {
-            let text = k.metrics_text().await.map_err(|e| e.to_string())?;
-            if metric_sum(&text, metric, labels) >= at_least {
-                Ok(())
-            } else {
-                Err(format!("{text}\nlog:\n{}", k.log_tail(20)))
-            }
-        },
-    )
+/// Polls /metrics until `name{labels}` is there and reaches `at_least`.
+async fn wait_metric(k: &KumacoProcess, name: &str, labels: &[(&str, &str)], at_least: f64) {
+    poll_showing(&format!("{name}{labels:?} >= {at_least}"), WAIT, || async {
+        let text = k.metrics_text().await.map_err(|e| e.to_string())?;
+        let value = metric(&text, name, labels).map_err(|e| format!("{e:#}\n{text}"))?;
+        if value >= at_least {
+            Ok(())
+        } else {
+            Err(format!("{text}\nlog:\n{}", k.log_tail(20)))
+        }
+    })
     .await
 }
 
@@ -159,11 +156,12 @@ async fn a_silence_is_held_for_the_maintenance_adopted_after_a_restart_and_expir
     let after = one_silence(&am, &by, &a).await;
     assert_eq!(after["id"], id.as_str(), "{after:#}");
     assert_eq!(
-        metric_sum(
+        metric(
             &restarted.metrics_text().await.unwrap(),
             "kumaco_silence_requests_total",
             &[("verb", "create")]
-        ),
+        )
+        .unwrap(),
         0.0
     );
 
@@ -220,11 +218,12 @@ async fn a_new_leader_adopts_the_silence_no_duplicate_no_gap() {
         (&mut r2, &mut r1)
     };
     assert_eq!(
-        metric_sum(
+        metric(
             &standby.process.metrics_text().await.unwrap(),
             "kumaco_silence_requests_total",
             &[]
-        ),
+        )
+        .unwrap(),
         0.0,
         "a standby never talks to Alertmanager"
     );
@@ -270,7 +269,7 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
     const LAST_SUCCESS: &str = "kumaco_silence_last_success_timestamp_seconds";
     wait_metric(&kumaco, LAST_SUCCESS, &[], 1.0).await;
 
-    am.kill().await.unwrap();
+    am.kill();
     c.set(&a, REBOOT, "True").await;
     wait_in_progress(&c, &a, "True").await;
     wait_metric(
@@ -281,7 +280,7 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
     )
     .await;
     // The last success before the outage: no round succeeds while Alertmanager is down.
-    let down = metric_sum(&kumaco.metrics_text().await.unwrap(), LAST_SUCCESS, &[]);
+    let down = metric(&kumaco.metrics_text().await.unwrap(), LAST_SUCCESS, &[]).unwrap();
 
     am.restart().await.unwrap();
     one_silence(&am, &by, &a).await;
@@ -290,7 +289,7 @@ async fn maintenance_goes_on_while_alertmanager_is_down_and_the_silence_follows_
     // strictly later.
     poll_showing("a success after Alertmanager's return", WAIT, || async {
         let text = kumaco.metrics_text().await.map_err(|e| e.to_string())?;
-        let now = metric_sum(&text, LAST_SUCCESS, &[]);
+        let now = metric(&text, LAST_SUCCESS, &[]).unwrap();
         if now > down {
             Ok(())
         } else {

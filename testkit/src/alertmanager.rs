@@ -1,29 +1,22 @@
 //! A real Alertmanager on loopback (built by [`crate::gobuild::alertmanager`]): a temp
 //! config and storage, clustering off, killed and started again on the same port and
-//! storage, and its API v2 read and written with a plain HTTP/1.1 client
-//! ([`crate::http`]).
+//! storage ([`crate::served`]), and its API v2 read and written.
 
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
-use tokio::process::{Child, Command};
+
+use crate::served::Served;
 
 /// One receiver that drops everything: the tests read alerts and silences through the
 /// API, nothing is sent anywhere.
 const CONFIG: &str = "route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n";
 
 pub struct Alertmanager {
-    bin: PathBuf,
+    served: Served,
     dir: PathBuf,
-    port: u16,
-    child: Option<Child>,
-    /// With basic auth in front (`--web.config.file`): the `Authorization` header this
-    /// client sends.
-    authorization: Option<String>,
 }
 
 impl Alertmanager {
@@ -38,7 +31,7 @@ impl Alertmanager {
         let am = Self::start_with(None).await?;
         let config = format!("{CONFIG}inhibit_rules:\n{inhibit_rules}");
         std::fs::write(am.dir.join("alertmanager.yml"), config)?;
-        let (code, text) = am.request("POST", "/-/reload", None).await?;
+        let (code, text) = am.served.request("POST", "/-/reload", None).await?;
         if code != 200 {
             bail!("reloading the configuration: {code} {text}");
         }
@@ -50,7 +43,7 @@ impl Alertmanager {
     pub async fn start_with_config(config: &str) -> Result<Self> {
         let am = Self::start_with(None).await?;
         std::fs::write(am.dir.join("alertmanager.yml"), config)?;
-        let (code, text) = am.request("POST", "/-/reload", None).await?;
+        let (code, text) = am.served.request("POST", "/-/reload", None).await?;
         if code != 200 {
             bail!("reloading the configuration: {code} {text}");
         }
@@ -65,15 +58,11 @@ impl Alertmanager {
     }
 
     async fn start_with(basic_auth: Option<(&str, &str)>) -> Result<Self> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
         let bin = crate::gobuild::alertmanager()?;
-        let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
-            "alertmanager-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
+        let dir = crate::process::scratch_path("alertmanager", "")?;
         std::fs::create_dir_all(dir.join("data"))?;
         std::fs::write(dir.join("alertmanager.yml"), CONFIG)?;
+        let mut flags = Vec::new();
         let authorization = match basic_auth {
             Some((user, password)) => {
                 // The lowest cost bcrypt allows: the hash is checked on every request.
@@ -82,6 +71,10 @@ impl Alertmanager {
                     dir.join("web.yml"),
                     format!("basic_auth_users:\n  {user}: {hash:?}\n"),
                 )?;
+                flags.push(format!(
+                    "--web.config.file={}",
+                    dir.join("web.yml").display()
+                ));
                 use base64::Engine as _;
                 let token =
                     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
@@ -89,95 +82,47 @@ impl Alertmanager {
             }
             None => None,
         };
-        // A free port now; kept for restarts, so that kumaco's URL stays valid.
-        let port = crate::http::free_port()?;
-        let mut am = Alertmanager {
-            bin,
-            dir,
-            port,
-            child: None,
-            authorization,
-        };
-        am.spawn().await?;
-        Ok(am)
-    }
-
-    async fn spawn(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("log"))?;
-        let mut command = Command::new(&self.bin);
-        if self.authorization.is_some() {
-            command.arg(format!(
-                "--web.config.file={}",
-                self.dir.join("web.yml").display()
-            ));
-        }
-        let child = command
-            .arg(format!(
-                "--config.file={}",
-                self.dir.join("alertmanager.yml").display()
-            ))
-            .arg(format!(
-                "--storage.path={}",
-                self.dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
-            // Empty: no gossip, no cluster port to collide with another test's.
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", self.bin.display()))?;
-        self.child = Some(child);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok((200, _)) = self.request("GET", "/-/ready", None).await {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!(
-                    "alertmanager not ready within 30s; log:\n{}",
-                    self.log_tail()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let within = Duration::from_secs(30);
+        let served = Served::start("alertmanager", bin, &dir, authorization, within, |at| {
+            flags.extend([
+                format!("--config.file={}", dir.join("alertmanager.yml").display()),
+                format!("--storage.path={}", dir.join("data").display()),
+                format!("--web.listen-address={at}"),
+                // Empty: no gossip, no cluster port to collide with another test's.
+                "--cluster.listen-address=".into(),
+            ]);
+            flags
+        })
+        .await?;
+        Ok(Alertmanager { served, dir })
     }
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.served.url()
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        self.served.log_tail()
     }
 
     /// SIGKILL: no snapshot of the silences is written (what a crash loses).
-    pub async fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill().await?;
-        }
-        Ok(())
+    pub fn kill(&mut self) {
+        self.served.kill();
     }
 
     /// Starts it again on the same port and storage.
     pub async fn restart(&mut self) -> Result<()> {
-        self.kill().await?;
-        self.spawn().await
+        self.served.restart().await
     }
 
     /// The status of `GET /api/v2/silences` without credentials: 401 with basic auth.
     pub async fn status_without_credentials(&self) -> Result<u16> {
-        Ok(self
-            .request_as(None, "GET", "/api/v2/silences", None)
-            .await?
-            .0)
+        let (status, _) = self
+            .served
+            .request_without_credentials("GET", "/api/v2/silences")
+            .await?;
+        Ok(status)
     }
 
     /// `GET /api/v2/silences`.
@@ -198,31 +143,22 @@ impl Alertmanager {
     /// `POST /api/v2/alerts`: one firing alert with these labels (Alertmanager starts it
     /// now and resolves it after its resolve timeout, 5m).
     pub async fn post_alert(&self, labels: &[(&str, &str)]) -> Result<()> {
-        let labels: serde_json::Map<String, Value> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::from(*v)))
-            .collect();
-        let body = serde_json::json!([{ "labels": labels }]);
-        let (code, text) = self
-            .request("POST", "/api/v2/alerts", Some(body.to_string()))
-            .await?;
-        if code != 200 {
-            bail!("POST /api/v2/alerts: {code} {text}");
-        }
-        Ok(())
+        self.post_alerts(serde_json::json!([{ "labels": labels_map(labels) }]))
+            .await
     }
 
     /// `POST /api/v2/alerts`: the alert with these labels ends now (resolved, it is no
     /// longer listed).
     pub async fn resolve_alert(&self, labels: &[(&str, &str)]) -> Result<()> {
-        let labels: serde_json::Map<String, Value> = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::from(*v)))
-            .collect();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let body = serde_json::json!([{ "labels": labels, "endsAt": now.to_string() }]);
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        self.post_alerts(serde_json::json!([{ "labels": labels_map(labels), "endsAt": now }]))
+            .await
+    }
+
+    async fn post_alerts(&self, alerts: Value) -> Result<()> {
         let (code, text) = self
-            .request("POST", "/api/v2/alerts", Some(body.to_string()))
+            .served
+            .request("POST", "/api/v2/alerts", Some(alerts.to_string()))
             .await?;
         if code != 200 {
             bail!("POST /api/v2/alerts: {code} {text}");
@@ -239,6 +175,7 @@ impl Alertmanager {
     /// `POST /api/v2/silences` as someone else would: the id.
     pub async fn post_silence(&self, silence: &Value) -> Result<String> {
         let (code, text) = self
+            .served
             .request("POST", "/api/v2/silences", Some(silence.to_string()))
             .await?;
         if code != 200 {
@@ -249,41 +186,24 @@ impl Alertmanager {
     }
 
     async fn get_json(&self, path: &str) -> Result<Vec<Value>> {
-        let (code, text) = self.request("GET", path, None).await?;
+        let (code, text) = self.served.request("GET", path, None).await?;
         if code != 200 {
             bail!("GET {path}: {code} {text}");
         }
         serde_json::from_str(&text).with_context(|| format!("GET {path}: {text}"))
     }
+}
 
-    /// HTTP/1.1 with `Connection: close` and this client's credentials, if any; the body
-    /// de-chunked.
-    async fn request(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<String>,
-    ) -> Result<(u16, String)> {
-        self.request_as(self.authorization.as_deref(), method, path, body)
-            .await
-    }
-
-    async fn request_as(
-        &self,
-        authorization: Option<&str>,
-        method: &str,
-        path: &str,
-        body: Option<String>,
-    ) -> Result<(u16, String)> {
-        crate::http::request(self.port, authorization, method, path, body).await
-    }
+fn labels_map(labels: &[(&str, &str)]) -> serde_json::Map<String, Value> {
+    labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), Value::from(*v)))
+        .collect()
 }
 
 impl Drop for Alertmanager {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.start_kill();
-        }
+        self.served.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

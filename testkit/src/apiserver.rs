@@ -1,20 +1,24 @@
 //! A real kube-apiserver with etcd, started on loopback from the `testenv` Go program.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use serde::Deserialize;
 
 use crate::gobuild::{Program, binary};
+use crate::process::{Owned, tail};
 
 /// How long a (re)start may take before the harness gives up. A cold start on 2 cores
 /// is a few seconds; the margin is for a loaded CI machine.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a clean stop may take before the API server is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// What testenv prints, with its address and kubeconfig, once the API server is ready.
+const READY_LINE: &str = "TESTENV_READY ";
 
 #[derive(Debug, Deserialize)]
 struct Ready {
@@ -27,10 +31,7 @@ pub struct ApiServer {
     dir: PathBuf,
     url: String,
     kubeconfig: PathBuf,
-    child: Option<Child>,
-    // Held open for the process's lifetime: when this test process dies, the pipe closes
-    // and testenv shuts itself down (`--exit-on-stdin-close`).
-    lifeline: Option<ChildStdin>,
+    process: Option<Owned>,
     // More `testenv serve` flags (see [`ApiServer::start_fresh_with`]).
     serve_args: Vec<String>,
 }
@@ -62,13 +63,15 @@ impl ApiServer {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst)
         ));
+        // Left by an earlier process with this id (ids are reused), which
+        // `remove_stale` cannot tell from ours: etcd would start on its data.
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let mut server = ApiServer {
             dir,
             url: String::new(),
             kubeconfig: PathBuf::new(),
-            child: None,
-            lifeline: None,
+            process: None,
             serve_args: serve_args.to_vec(),
         };
         server.spawn()?;
@@ -77,46 +80,38 @@ impl ApiServer {
 
     fn spawn(&mut self) -> Result<()> {
         let bin = binary(Program::ApiServer)?;
-        let log_path = self.dir.join("apiserver.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
+        let log = self.dir.join("apiserver.log");
+        // The log is appended to across restarts: this start's lines begin here.
+        let from = std::fs::metadata(&log).map_or(0, |m| m.len() as usize);
         let started = Instant::now();
-        let mut child = Command::new(&bin)
+        let mut command = Command::new(&bin);
+        command
             .arg("serve")
             .arg("--dir")
             .arg(&self.dir)
-            .arg("--exit-on-stdin-close")
             .args(&self.serve_args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(json) = line.strip_prefix("TESTENV_READY ") {
-                    let _ = tx.send(json.to_string());
-                }
+            .stdin(Stdio::null());
+        let mut process = Owned::spawn("the test API server", command, Some(&log))?;
+        let ready = loop {
+            let text = std::fs::read(&log).unwrap_or_default();
+            let ours = String::from_utf8_lossy(text.get(from..).unwrap_or_default());
+            if let Some(json) = ours.lines().find_map(|l| l.strip_prefix(READY_LINE)) {
+                break serde_json::from_str::<Ready>(json)?;
             }
-        });
-        let json = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(json) => json,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                bail!(
-                    "the test API server did not become ready within {START_TIMEOUT:?}; its \
-                     log is {}:\n{}",
-                    log_path.display(),
-                    tail(&log_path, 40)
-                );
-            }
+            let gave_up = if let Some(status) = process.exited() {
+                format!("exited with {status}")
+            } else if started.elapsed() > START_TIMEOUT {
+                format!("did not become ready within {START_TIMEOUT:?}")
+            } else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            bail!(
+                "the test API server {gave_up}; its log is {}:\n{}",
+                log.display(),
+                tail(&log, 40)
+            );
         };
-        let ready: Ready = serde_json::from_str(&json)?;
         eprintln!(
             "testkit: API server ready at {} in {:.1}s (dir {})",
             ready.url,
@@ -125,15 +120,14 @@ impl ApiServer {
         );
         self.url = ready.url;
         self.kubeconfig = ready.kubeconfig;
-        self.lifeline = child.stdin.take();
-        self.child = Some(child);
+        self.process = Some(process);
         Ok(())
     }
 
     /// The process id of the running API server (and etcd: one process), for reading
     /// its CPU from /proc.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.process.as_ref().map(Owned::id)
     }
 
     /// `https://127.0.0.1:PORT`.
@@ -162,10 +156,7 @@ impl ApiServer {
     /// needs it: an eviction a PodDisruptionBudget refuses is a 429, which the default
     /// client would retry for minutes before saying so.
     pub async fn client_without_retries(&self) -> Result<kube::Client> {
-        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig)?;
-        let mut config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await?;
+        let mut config = config_from_kubeconfig(&self.kubeconfig).await?;
         config.default_retry = false;
         Ok(kube::Client::try_from(config)?)
     }
@@ -193,35 +184,23 @@ impl ApiServer {
     }
 
     /// SIGKILL: the API server and etcd die at once, as in a crash.
-    pub fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill()?;
-            child.wait()?;
+    pub fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
         }
-        self.lifeline = None;
-        Ok(())
     }
 
     /// Starts the API server again on the same data and address (after [`Self::kill`]).
     pub fn restart(&mut self) -> Result<()> {
-        self.kill()?;
+        self.kill();
         self.spawn()
     }
 
     /// Stops cleanly with SIGTERM and waits.
-    pub fn stop(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            // Closing stdin is testenv's shutdown signal (the same path as SIGTERM).
-            self.lifeline = None;
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while child.try_wait()?.is_none() {
-                if Instant::now() > deadline {
-                    child.kill()?;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
+    pub fn stop(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.stop(STOP_TIMEOUT);
         }
-        Ok(())
     }
 
     /// The last lines of the API server's log, for failure messages.
@@ -232,24 +211,20 @@ impl ApiServer {
 
 impl Drop for ApiServer {
     fn drop(&mut self) {
-        let _ = self.stop();
+        self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 /// A kube client for a kubeconfig file.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(path)?;
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await?;
-    Ok(kube::Client::try_from(config)?)
+    Ok(kube::Client::try_from(config_from_kubeconfig(path).await?)?)
 }
 
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+async fn config_from_kubeconfig(path: &Path) -> Result<kube::Config> {
+    let kc = kube::config::Kubeconfig::read_from(path)?;
+    let options = kube::config::KubeConfigOptions::default();
+    Ok(kube::Config::from_custom_kubeconfig(kc, &options).await?)
 }
 
 /// Removes directories left by test processes that no longer exist (crashed runs).

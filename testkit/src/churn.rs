@@ -2,7 +2,7 @@
 //! the time, none of which is kumaco's business. kumaco must not write because of them,
 //! and what they cost it is what the scale harnesses measure.
 //!
-//! Two clients take turns, one change each, at a set total rate:
+//! Two clients take turns, one change each, at a set total rate ([`start`]):
 //!
 //! - a stand-in kubelet ([`KUBELET`], field manager of its own): a strategic merge patch
 //!   on `nodes/status`, as a kubelet sends, bumping the `lastHeartbeatTime` of the
@@ -15,20 +15,20 @@
 //! Change `k` (from 0) is due `k / rate` seconds after the start; even changes are the
 //! kubelet's, on node `(k / 2) % n`, odd ones the labeler's, on node `(k / 2 + n / 2) %
 //! n`, so every node gets both kinds in turn. Every change is a real one (the change
-//! number is in it), so the API server writes it and every watch sees it. Both loops are
-//! bounded: at most `rate × duration` changes, none started after `duration`, each
-//! request given up after [`REQUEST_TIMEOUT`]; at most [`IN_FLIGHT`] are in flight, and a
-//! churn behind its schedule catches up within that bound (its lag is reported).
+//! number is in it), so the API server writes it and every watch sees it. [`Paced`] runs
+//! them, at most [`IN_FLIGHT`] in flight.
 //!
 //! [`pods`]: pods bound to the nodes and changes to them (and to the nodes' availability)
 //! at set rates, for the cost of `--block-pod-selector` (watching pods, whose cost must
 //! follow the changes that matter, not the number of pods). [`plain`]: the plain
 //! client whose CPU per change is the floor kumaco's is compared with.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
@@ -70,20 +70,15 @@ impl ChurnSpec {
     }
 }
 
-/// Counts of a churn so far (or in all, from [`Churn::finish`]).
+/// Counts of a paced run so far (or in all, from [`Paced::finish`]).
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct ChurnCounts {
-    /// Changes the schedule holds.
+pub struct PacedCounts {
     pub planned: u64,
-    /// Changes sent.
     pub sent: u64,
-    /// Changes the API server accepted (answered 2xx): the kubelet's and the labeler's.
     pub accepted: u64,
-    pub status_accepted: u64,
-    pub metadata_accepted: u64,
-    /// Changes refused, failed or timed out.
+    /// Accepted changes by kind (`label`, `status`, `delete`, ...).
+    pub by_kind: BTreeMap<String, u64>,
     pub failed: u64,
-    /// The first failure, as the client gave it.
     pub first_error: Option<String>,
     /// The furthest a change was sent behind its due time, in milliseconds.
     pub max_lag_ms: u64,
@@ -94,46 +89,82 @@ pub struct ChurnCounts {
 #[derive(Default)]
 struct Counters {
     sent: AtomicU64,
-    status_accepted: AtomicU64,
-    metadata_accepted: AtomicU64,
     failed: AtomicU64,
     max_lag_ms: AtomicU64,
+    by_kind: Mutex<BTreeMap<String, u64>>,
     first_error: Mutex<Option<String>>,
 }
 
-/// A churn running in the background; it stops by itself after its duration.
-pub struct Churn {
+/// Changes at a set rate in the background: change `k` (from 0) is due `k / rate`
+/// seconds after the start, at most `in_flight` in flight (one behind its schedule
+/// catches up within that bound, its lag reported), none started after the duration,
+/// each given up after [`REQUEST_TIMEOUT`]. What a change is, the caller says: it
+/// returns the kind it counts under. It stops by itself after its duration.
+pub struct Paced {
     spec: ChurnSpec,
     counters: Arc<Counters>,
     started: Instant,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
-impl Churn {
-    /// Starts changing `nodes` (node `i` of the fleet is `nodes[i]`, for its image list)
-    /// now: the kubelet's changes through `kubelet`, the labeler's through `labeler`.
+impl Paced {
     pub fn start(
-        kubelet: kube::Client,
-        labeler: kube::Client,
-        nodes: Vec<String>,
         spec: ChurnSpec,
-    ) -> Self {
-        assert!(!nodes.is_empty(), "churn on no node");
+        in_flight: usize,
+        change: impl Fn(u64) -> BoxFuture<'static, Result<&'static str, String>> + Send + Sync + 'static,
+    ) -> Paced {
         assert!(
             spec.rate.is_finite() && spec.rate > 0.0,
-            "churn rate must be positive"
+            "a paced run's rate must be positive"
         );
         let counters = Arc::new(Counters::default());
         let started = Instant::now();
-        let task = tokio::spawn(run(
-            Api::all(kubelet),
-            Api::all(labeler),
-            nodes,
-            spec,
-            started,
-            counters.clone(),
-        ));
-        Churn {
+        let period = Duration::from_secs_f64(1.0 / spec.rate);
+        let deadline = started + spec.duration;
+        let task = tokio::spawn({
+            let counters = counters.clone();
+            async move {
+                let counters = &counters;
+                let change = &change;
+                futures::stream::iter(0..spec.planned())
+                    .then(|k| async move {
+                        let due = started + period.mul_f64(k as f64);
+                        tokio::time::sleep_until(due).await;
+                        (k, due)
+                    })
+                    .take_while(|_| std::future::ready(Instant::now() < deadline))
+                    .map(|(k, due)| {
+                        let lag = Instant::now().saturating_duration_since(due).as_millis() as u64;
+                        counters.max_lag_ms.fetch_max(lag, Ordering::Relaxed);
+                        counters.sent.fetch_add(1, Ordering::Relaxed);
+                        let request = change(k);
+                        async move {
+                            match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+                                Ok(Ok(kind)) => {
+                                    *counters
+                                        .by_kind
+                                        .lock()
+                                        .unwrap()
+                                        .entry(kind.to_string())
+                                        .or_default() += 1;
+                                }
+                                failure => {
+                                    counters.failed.fetch_add(1, Ordering::Relaxed);
+                                    let error = match failure {
+                                        Ok(Err(e)) => e,
+                                        _ => format!("no answer in {REQUEST_TIMEOUT:?}"),
+                                    };
+                                    counters.first_error.lock().unwrap().get_or_insert(error);
+                                }
+                            }
+                        }
+                    })
+                    .buffer_unordered(in_flight)
+                    .collect::<()>()
+                    .await;
+            }
+        });
+        Paced {
             spec,
             counters,
             started,
@@ -141,19 +172,14 @@ impl Churn {
         }
     }
 
-    /// The counts so far.
-    pub fn progress(&self) -> ChurnCounts {
+    pub fn progress(&self) -> PacedCounts {
         let c = &self.counters;
-        let (status, metadata) = (
-            c.status_accepted.load(Ordering::Relaxed),
-            c.metadata_accepted.load(Ordering::Relaxed),
-        );
-        ChurnCounts {
+        let by_kind = c.by_kind.lock().unwrap().clone();
+        PacedCounts {
             planned: self.spec.planned(),
             sent: c.sent.load(Ordering::Relaxed),
-            accepted: status + metadata,
-            status_accepted: status,
-            metadata_accepted: metadata,
+            accepted: by_kind.values().sum(),
+            by_kind,
             failed: c.failed.load(Ordering::Relaxed),
             first_error: c.first_error.lock().unwrap().clone(),
             max_lag_ms: c.max_lag_ms.load(Ordering::Relaxed),
@@ -161,9 +187,8 @@ impl Churn {
         }
     }
 
-    /// Waits for the churn to end by itself (its duration, then the answers in flight)
-    /// and returns its counts.
-    pub async fn finish(mut self) -> ChurnCounts {
+    /// Waits for the run to end by itself and returns its counts.
+    pub async fn finish(mut self) -> PacedCounts {
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -171,7 +196,7 @@ impl Churn {
     }
 }
 
-impl Drop for Churn {
+impl Drop for Paced {
     fn drop(&mut self) {
         if let Some(task) = &self.task {
             task.abort();
@@ -179,34 +204,24 @@ impl Drop for Churn {
     }
 }
 
-async fn run(
-    kubelet: Api<Node>,
-    labeler: Api<Node>,
+/// Starts changing `nodes` now (node `i` of the fleet is `nodes[i]`, for its image list):
+/// the kubelet's changes through `kubelet`, the labeler's through `labeler`. Counted
+/// under `status` and `metadata`.
+pub fn start(
+    kubelet: kube::Client,
+    labeler: kube::Client,
     nodes: Vec<String>,
     spec: ChurnSpec,
-    started: Instant,
-    counters: Arc<Counters>,
-) {
-    let n = nodes.len();
-    let deadline = started + spec.duration;
-    let period = Duration::from_secs_f64(1.0 / spec.rate);
-    let (kubelet, labeler, nodes) = (&kubelet, &labeler, &nodes);
-    let counters = &counters;
-    futures::stream::iter(0..spec.planned())
-        // buffer_unordered pulls the next change only when fewer than IN_FLIGHT are out:
-        // the wait for its due time happens then.
-        .then(|k| async move {
-            let due = started + period.mul_f64(k as f64);
-            tokio::time::sleep_until(due).await;
-            (k, due)
-        })
-        .take_while(|_| std::future::ready(Instant::now() < deadline))
-        .map(|(k, due)| async move {
-            let lag = Instant::now().saturating_duration_since(due).as_millis() as u64;
-            counters.max_lag_ms.fetch_max(lag, Ordering::Relaxed);
-            counters.sent.fetch_add(1, Ordering::Relaxed);
+) -> Paced {
+    assert!(!nodes.is_empty(), "churn on no node");
+    let (kubelet, labeler) = (Api::<Node>::all(kubelet), Api::<Node>::all(labeler));
+    let nodes = Arc::new(nodes);
+    Paced::start(spec, IN_FLIGHT, move |k| {
+        let (kubelet, labeler, nodes) = (kubelet.clone(), labeler.clone(), nodes.clone());
+        async move {
+            let n = nodes.len();
             let half = (k / 2) as usize;
-            let (request, accepted) = if k % 2 == 0 {
+            if k % 2 == 0 {
                 let i = half % n;
                 let patch = json!({ "status": {
                     "conditions": [{
@@ -219,12 +234,10 @@ async fn run(
                     field_manager: Some(KUBELET.into()),
                     ..Default::default()
                 };
-                let request = async move {
-                    kubelet
-                        .patch_status(&nodes[i], &params, &Patch::Strategic(patch))
-                        .await
-                };
-                (request.boxed(), &counters.status_accepted)
+                kubelet
+                    .patch_status(&nodes[i], &params, &Patch::Strategic(patch))
+                    .await
+                    .map(|_| "status")
             } else {
                 let i = (half + n / 2) % n;
                 let patch = json!({ "metadata": {
@@ -235,30 +248,15 @@ async fn run(
                     field_manager: Some(LABELER.into()),
                     ..Default::default()
                 };
-                let request = async move {
-                    labeler
-                        .patch(&nodes[i], &params, &Patch::Merge(patch))
-                        .await
-                };
-                (request.boxed(), &counters.metadata_accepted)
-            };
-            match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-                Ok(Ok(_)) => {
-                    accepted.fetch_add(1, Ordering::Relaxed);
-                }
-                failure => {
-                    counters.failed.fetch_add(1, Ordering::Relaxed);
-                    let error = match failure {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no answer in {REQUEST_TIMEOUT:?}"),
-                    };
-                    counters.first_error.lock().unwrap().get_or_insert(error);
-                }
+                labeler
+                    .patch(&nodes[i], &params, &Patch::Merge(patch))
+                    .await
+                    .map(|_| "metadata")
             }
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect::<()>()
-        .await;
+            .map_err(|e| e.to_string())
+        }
+        .boxed()
+    })
 }
 
 #[cfg(test)]

@@ -5,18 +5,15 @@
 //! - [`create_nodes`]: nodes of the size a cloud node has (20 labels, 5 conditions, 40
 //!   images, 4 zones), created as a kubelet registers;
 //! - [`put_window`]: a window ConfigMap;
-//! - [`Kumaco`]: the kumaco binary as a child process, with its `/proc` figures (RSS,
-//!   CPU), its `/metrics` and the WARN/ERROR lines of its JSON log;
+//! - [`start_kumaco`]: kumaco as the harnesses run it, and [`LogScan`], the WARN/ERROR
+//!   lines of its JSON log;
 //! - [`node_status_requests`]: the API server's own count of `nodes/status` writes;
 //! - [`slots`] and [`percentile`]: kumaco's ceiling for a fleet's size, and the
 //!   harnesses' percentiles.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -26,7 +23,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kumaco_core::in_progress::Ceiling;
 use serde_json::{Value, json};
 
-use crate::kumaco::{LISTEN_ANYWHERE, bound_addresses, http_get, metric_sum};
+use crate::kumaco::{KumacoProcess, StartOptions, metric};
 use crate::{ApiServer, SCOPE_LABEL, Scope};
 
 /// The label that makes a ConfigMap a window (kumaco's default `--window-selector`).
@@ -212,7 +209,7 @@ pub async fn put_window(
 /// current lifetime, from its `/metrics` text: `(all, failed)`, failed being any answer
 /// but 200 and 201. Server-side apply (kumaco) counts as `APPLY`, any other patch (node
 /// agents) as `PATCH`.
-pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> (u64, u64) {
+pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> Result<(u64, u64)> {
     let count = |code: Option<&str>| {
         let mut labels = vec![
             ("verb", verb),
@@ -220,10 +217,10 @@ pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> (u64, u64) {
             ("subresource", "status"),
         ];
         labels.extend(code.map(|c| ("code", c)));
-        metric_sum(apiserver_metrics, "apiserver_request_total", &labels) as u64
+        anyhow::Ok(metric(apiserver_metrics, "apiserver_request_total", &labels)? as u64)
     };
-    let all = count(None);
-    (all, all - count(Some("200")) - count(Some("201")))
+    let all = count(None)?;
+    Ok((all, all - count(Some("200"))? - count(Some("201"))?))
 }
 
 /// How the harness starts kumaco: every `kumaco run` flag beyond the connection, the
@@ -231,149 +228,34 @@ pub fn node_status_requests(apiserver_metrics: &str, verb: &str) -> (u64, u64) {
 pub struct KumacoOptions<'a> {
     /// Namespace of the window ConfigMaps.
     pub namespace: &'a str,
-    /// Names the field manager and the log directory (under the temp dir).
+    /// Names the field manager.
     pub name: &'a str,
     pub extra_args: Vec<String>,
 }
 
-/// Until kumaco has said where it listens.
-const NO_ADDRESS: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
-
-/// `kumaco run` as a child process whose pid we keep, for /proc. Dropping it kills it.
-pub struct Kumaco {
-    child: Option<Child>,
-    spawned: Instant,
-    health: SocketAddr,
-    metrics: SocketAddr,
-    log: PathBuf,
-    log_scan: LogScan,
-}
-
-impl Kumaco {
-    /// Starts `bin run` against `server`, confined to `scope`'s nodes, without leader
-    /// election, logging JSON at level info to a file of its own.
-    pub async fn spawn(
-        bin: &Path,
-        server: &ApiServer,
-        scope: &Scope,
-        options: &KumacoOptions<'_>,
-    ) -> Result<Self> {
-        let dir = std::env::temp_dir().join(options.name);
-        std::fs::create_dir_all(&dir)?;
-        let log = dir.join(format!(
-            "kumaco-{}-{}.log",
-            std::process::id(),
-            scope.value()
-        ));
-        let out = std::fs::File::create(&log)?;
-        let spawned = Instant::now();
-        let child = Command::new(bin)
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(server.kubeconfig())
-            .arg("--leader-elect=false")
-            .args(LISTEN_ANYWHERE)
-            .arg(format!("--namespace={}", options.namespace))
-            .arg(format!("--node-selector={}", scope.selector()))
-            .arg(format!("--field-manager={}", options.name))
-            .arg("--log-format=json")
-            .args(&options.extra_args)
-            // info, not debug: per-node debug lines at thousands of nodes would be what we
-            // measure.
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let mut kumaco = Kumaco {
-            child: Some(child),
-            spawned,
-            health: NO_ADDRESS,
-            metrics: NO_ADDRESS,
-            log,
-            log_scan: LogScan::default(),
-        };
-        // Dropping `kumaco` on an error kills it.
-        let child = kumaco.child.as_mut().expect("just spawned");
-        (kumaco.metrics, kumaco.health) = bound_addresses(&kumaco.log, child).await?;
-        Ok(kumaco)
-    }
-
-    /// Polls `/readyz` every 10 ms; seconds from spawn to the first 200.
-    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<f64> {
-        while self.spawned.elapsed() < timeout {
-            if let Some(status) = self.exited() {
-                bail!("kumaco exited with {status}; log {}", self.log.display());
-            }
-            if let Ok((200, _)) = http_get(self.health, "/readyz").await {
-                return Ok(self.spawned.elapsed().as_secs_f64());
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        bail!(
-            "kumaco not ready in {timeout:?}; log {}",
-            self.log.display()
-        )
-    }
-
-    /// How kumaco ended, if it has (also once stopped).
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut()?.try_wait().ok().flatten()
-    }
-
-    /// kumaco's own `/metrics` (Prometheus text).
-    pub async fn metrics(&self) -> Result<String> {
-        match http_get(self.metrics, "/metrics").await? {
-            (200, body) => Ok(body),
-            (code, body) => bail!("kumaco's /metrics answered {code}: {body}"),
-        }
-    }
-
-    pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
-    /// kumaco's process id.
-    pub fn pid(&self) -> Result<u32> {
-        Ok(self.child.as_ref().context("kumaco is not running")?.id())
-    }
-
-    /// A `kB` field of /proc/<pid>/status: `VmHWM` (peak resident set), `VmRSS` (now).
-    pub fn status_kib(&self, field: &str) -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse::<u64>().ok())
-            .with_context(|| format!("no {field} in /proc/<pid>/status"))
-    }
-
-    /// utime + stime, in seconds.
-    pub fn cpu_seconds(&self) -> Result<f64> {
-        process_cpu_seconds(self.pid()?)
-    }
-
-    /// The WARN and ERROR lines of the log so far. Reads only what was appended since the
-    /// last call: over a long run the log grows to megabytes.
-    pub fn log_levels(&mut self) -> Result<&LogLevels> {
-        self.log_scan.advance(&self.log)?;
-        Ok(&self.log_scan.levels)
-    }
-
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Kumaco {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// Starts `bin run` against `server`, confined to `scope`'s nodes, without leader
+/// election, logging JSON at level info; returns once it listens, so that the time to
+/// ready can be measured ([`KumacoProcess::ready_within`]).
+pub async fn start_kumaco(
+    bin: &Path,
+    server: &ApiServer,
+    scope: &Scope,
+    options: &KumacoOptions<'_>,
+) -> Result<KumacoProcess> {
+    let mut args = vec![
+        format!("--namespace={}", options.namespace),
+        format!("--node-selector={}", scope.selector()),
+        format!("--field-manager={}", options.name),
+    ];
+    args.extend(options.extra_args.iter().cloned());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let start = StartOptions {
+        // info, not debug: per-node debug lines at thousands of nodes would be what we
+        // measure.
+        rust_log: Some("info".into()),
+        ..StartOptions::default()
+    };
+    KumacoProcess::spawn_on(bin, server.kubeconfig(), &args, &start).await
 }
 
 /// Counts of kumaco's WARN and ERROR log lines, with the first few of them.
@@ -404,14 +286,21 @@ impl LogLevels {
     }
 }
 
-/// Where the last read of a log file stopped, and what it counted.
+/// The WARN and ERROR lines of a log so far: each [`LogScan::advance`] reads only what
+/// was appended since the last (over a long run the log grows to megabytes).
 #[derive(Default)]
-struct LogScan {
+pub struct LogScan {
     offset: u64,
     levels: LogLevels,
 }
 
 impl LogScan {
+    /// The counts, with what `path` has gained since the last call.
+    pub fn levels(&mut self, path: &Path) -> Result<&LogLevels> {
+        self.advance(path)?;
+        Ok(&self.levels)
+    }
+
     fn advance(&mut self, path: &Path) -> Result<()> {
         let mut file = std::fs::File::open(path)?;
         file.seek(SeekFrom::Start(self.offset))?;
@@ -442,31 +331,6 @@ pub fn check_kumaco_binary(path: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// A process's utime + stime so far, in seconds, from /proc.
-pub fn process_cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name (field 2) may hold spaces; fields after its ')' are plain.
-    // utime and stime are fields 14 and 15, i.e. 12th and 13th after the ')'.
-    let rest = &stat[stat.rfind(')').context("malformed /proc/<pid>/stat")? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks / clock_ticks())
-}
-
-/// `sysconf(_SC_CLK_TCK)` without a libc dependency: ask getconf, else Linux's usual 100.
-pub fn clock_ticks() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(100.0)
-    })
 }
 
 /// The 1, 5 and 15 minute load averages, as /proc/loadavg gives them.
@@ -525,14 +389,15 @@ mod tests {
 
     #[test]
     fn node_status_requests_separates_failures() {
-        let text = r#"apiserver_request_total{code="200",resource="nodes",subresource="status",verb="APPLY"} 7
+        let text = r#"# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",resource="nodes",subresource="status",verb="APPLY"} 7
 apiserver_request_total{code="201",resource="nodes",subresource="status",verb="APPLY"} 1
 apiserver_request_total{code="500",resource="nodes",subresource="status",verb="APPLY"} 2
 apiserver_request_total{code="200",resource="nodes",subresource="status",verb="PATCH"} 5
 apiserver_request_total{code="200",resource="nodes",subresource="",verb="APPLY"} 9
 "#;
-        assert_eq!(node_status_requests(text, "APPLY"), (10, 2));
-        assert_eq!(node_status_requests(text, "PATCH"), (5, 0));
+        assert_eq!(node_status_requests(text, "APPLY").unwrap(), (10, 2));
+        assert_eq!(node_status_requests(text, "PATCH").unwrap(), (5, 0));
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //! The binaries are cached outside the repository, each keyed by a hash of the module's
 //! go.mod, go.sum and its own Go sources (the oracle's are `testenv/oracle/`, the API
 //! server's the rest), so only the first build on a machine (or after a change to those
-//! sources) pays: a new oracle request does not rebuild the API server. Concurrent test binaries coordinate through a file lock.
+//! sources) pays: a new oracle request does not rebuild the API server. Concurrent test
+//! binaries coordinate through a file lock ([`cached`], which the other programs the
+//! tests build go through too).
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
@@ -77,65 +80,26 @@ pub fn binary(program: Program) -> Result<PathBuf> {
     }
     let module = module_dir();
     let hash = source_hash(&module, program)?;
-    let dir = cache_root().join(format!("{}-{}", program.name(), &hash[..16]));
-    let bin = dir.join(program.name());
-    if bin.exists() {
-        return Ok(bin);
-    }
-    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
-    let lock = File::create(dir.join(".lock"))?;
-    lock.lock().context("locking the testenv build cache")?;
-    if bin.exists() {
-        return Ok(bin); // another test binary built it while we waited
-    }
-    build(&module, program, &bin)?;
-    Ok(bin)
-}
-
-fn build(module: &Path, program: Program, out: &Path) -> Result<()> {
-    let go_version = Command::new("go").arg("version").output();
-    match go_version {
-        Ok(o) if o.status.success() => {}
-        _ => bail!(
-            "kumaco's tests need the Go toolchain (>= 1.26) to build the real kube-apiserver \
-             and the Go oracle in testenv/, and `go version` failed. Install Go \
-             (e.g. `apt-get install golang-1.26` or from go.dev) so that `go` is on PATH, \
-             or run `bash .ci/run`, which installs everything."
-        ),
-    }
-    let tmp = out.with_extension("tmp");
-    eprintln!(
-        "testkit: building {} from {} (first time on this machine; the API server takes \
-         several minutes)...",
-        program.name(),
-        module.display()
-    );
-    // The API server reports its version from /version.
-    let version = kubernetes_version(module)?;
-    let ldflags = kubernetes_ldflags(&version, &[COMPONENT_BASE_VERSION]);
-    let status = Command::new("go")
-        .current_dir(module)
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .args(["build", "-trimpath"])
-        .arg(format!("-ldflags={ldflags}"))
-        .arg("-o")
-        .arg(&tmp)
-        .arg(program.package())
-        .status()
-        .context("running go build")?;
-    if !status.success() {
-        bail!(
-            "`go build {}` in {} failed ({status}); see the output above. To retry by hand: \
-             cd testenv && CGO_ENABLED=0 go build -o /tmp/{} {}",
-            program.package(),
-            module.display(),
-            program.name(),
-            program.package()
-        );
-    }
-    fs::rename(&tmp, out)?;
-    Ok(())
+    let name = program.name();
+    let dir = cache_root().join(format!("{name}-{}", &hash[..16]));
+    cached(name, &dir, &[name], |out| {
+        // The API server reports its version from /version.
+        let version = kubernetes_version(&module)?;
+        let ldflags = kubernetes_ldflags(&version, &[COMPONENT_BASE_VERSION]);
+        let mut build = go();
+        build
+            .current_dir(&module)
+            .args(["build", "-trimpath"])
+            .arg(format!("-ldflags={ldflags}"))
+            .arg("-o")
+            .arg(out.join(name))
+            .arg(program.package());
+        run_go(
+            build,
+            &format!("go build {} in {}", program.package(), module.display()),
+        )
+    })?;
+    Ok(dir.join(name))
 }
 
 /// The Helm release the chart tests render with (its go.mod builds with Go 1.26).
@@ -162,44 +126,23 @@ pub fn kubectl() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("KUMACO_KUBECTL_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let module = module_dir();
-    let version = kubernetes_version(&module)?;
+    let version = kubernetes_version(&module_dir())?;
     let dir = cache_root().join(format!("kubectl-{version}"));
-    let bin = dir.join("kubectl");
-    if bin.exists() {
-        return Ok(bin);
-    }
-    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
-    let lock = File::create(dir.join(".lock"))?;
-    lock.lock().context("locking the kubectl build cache")?;
-    if bin.exists() {
-        return Ok(bin);
-    }
-    let src = module_copy(&dir)?;
-    eprintln!("testkit: building kubectl {version} (first time on this machine, a few minutes)...");
-    // kubectl reports its version, and warns about skew without it.
-    let ldflags = kubernetes_ldflags(&version, &[CLIENT_GO_VERSION, COMPONENT_BASE_VERSION]);
-    let tmp = bin.with_extension("tmp");
-    let status = Command::new("go")
-        .current_dir(&src)
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .env("GOFLAGS", "-mod=mod")
-        .args(["build", "-trimpath"])
-        .arg(format!("-ldflags={ldflags}"))
-        .arg("-o")
-        .arg(&tmp)
-        .arg("k8s.io/kubernetes/cmd/kubectl")
-        .status()
-        .context("running go build for kubectl (is Go >= 1.26 on PATH?)")?;
-    if !status.success() {
-        bail!(
-            "`go build k8s.io/kubernetes/cmd/kubectl` in {} failed ({status}); see the output above",
-            src.display()
-        );
-    }
-    fs::rename(&tmp, &bin)?;
-    Ok(bin)
+    cached(&format!("kubectl {version}"), &dir, &["kubectl"], |out| {
+        // kubectl reports its version, and warns about skew without it.
+        let ldflags = kubernetes_ldflags(&version, &[CLIENT_GO_VERSION, COMPONENT_BASE_VERSION]);
+        let mut build = go();
+        build
+            .current_dir(module_copy(&dir)?)
+            .env("GOFLAGS", "-mod=mod")
+            .args(["build", "-trimpath"])
+            .arg(format!("-ldflags={ldflags}"))
+            .arg("-o")
+            .arg(out.join("kubectl"))
+            .arg("k8s.io/kubernetes/cmd/kubectl");
+        run_go(build, "go build k8s.io/kubernetes/cmd/kubectl")
+    })?;
+    Ok(dir.join("kubectl"))
 }
 
 /// The Prometheus release whose promtool checks and unit-tests kumaco's alert rules
@@ -252,72 +195,39 @@ pub fn alertmanager() -> Result<PathBuf> {
         return Ok(PathBuf::from(path));
     }
     let dir = cache_root().join(format!("alertmanager-{ALERTMANAGER_VERSION}"));
-    let bin = dir.join("alertmanager");
-    if bin.exists() {
-        return Ok(bin);
-    }
-    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
-    let lock = File::create(dir.join(".lock"))?;
-    lock.lock()
-        .context("locking the alertmanager build cache")?;
-    if bin.exists() {
-        return Ok(bin);
-    }
-    eprintln!(
-        "testkit: building alertmanager {ALERTMANAGER_VERSION} (first time on this machine, a few minutes)..."
-    );
-    let download = Command::new("go")
-        .env("GOTOOLCHAIN", "local")
-        .args(["mod", "download", "-json"])
-        .arg(format!("{MODULE}@{ALERTMANAGER_VERSION}"))
-        .output()
-        .context("running go mod download (is Go >= 1.26 on PATH?)")?;
-    if !download.status.success() {
-        bail!(
-            "go mod download {MODULE}@{ALERTMANAGER_VERSION}: {}",
-            String::from_utf8_lossy(&download.stdout)
-        );
-    }
-    let info: serde_json::Value = serde_json::from_slice(&download.stdout)?;
-    let module = info["Dir"].as_str().context("go mod download: no Dir")?;
-    let src = dir.join("module");
-    let _ = fs::remove_dir_all(&src);
-    let copied = Command::new("cp")
-        .args(["-r", "--no-preserve=mode"])
-        .arg(module)
-        .arg(&src)
-        .status()?;
-    if !copied.success() {
-        bail!("copying {module} to {}", src.display());
-    }
-    for ui in ["elm", "mantine"] {
-        let page = src.join("ui/app/dist").join(ui);
-        fs::create_dir_all(&page)?;
-        fs::write(
-            page.join("index.html"),
-            "<!doctype html><title>alertmanager</title>\n",
-        )?;
-    }
-    let tmp = bin.with_extension("tmp");
-    let status = Command::new("go")
-        .current_dir(&src)
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
-        .arg(&tmp)
-        .arg("./cmd/alertmanager")
-        .status()
-        .context("running go build for alertmanager")?;
-    if !status.success() {
-        bail!(
-            "`go build ./cmd/alertmanager` in {} failed ({status})",
-            src.display()
-        );
-    }
-    fs::rename(&tmp, &bin)?;
-    // The copy was only needed to build.
-    let _ = fs::remove_dir_all(&src);
-    Ok(bin)
+    let what = format!("alertmanager {ALERTMANAGER_VERSION}");
+    cached(&what, &dir, &["alertmanager"], |out| {
+        let module = module_download(&format!("{MODULE}@{ALERTMANAGER_VERSION}"))?;
+        let src = dir.join("module");
+        let _ = fs::remove_dir_all(&src);
+        let copied = Command::new("cp")
+            .args(["-r", "--no-preserve=mode"])
+            .arg(&module)
+            .arg(&src)
+            .status()?;
+        if !copied.success() {
+            bail!("copying {} to {}", module.display(), src.display());
+        }
+        for ui in ["elm", "mantine"] {
+            let page = src.join("ui/app/dist").join(ui);
+            fs::create_dir_all(&page)?;
+            fs::write(
+                page.join("index.html"),
+                "<!doctype html><title>alertmanager</title>\n",
+            )?;
+        }
+        let mut build = go();
+        build
+            .current_dir(&src)
+            .args(["build", "-trimpath", "-ldflags=-s -w", "-o"])
+            .arg(out.join("alertmanager"))
+            .arg("./cmd/alertmanager");
+        run_go(build, "go build ./cmd/alertmanager")?;
+        // The copy was only needed to build.
+        let _ = fs::remove_dir_all(&src);
+        Ok(())
+    })?;
+    Ok(dir.join("alertmanager"))
 }
 
 /// `amtool` from the same release, which checks Alertmanager configurations (the
@@ -350,31 +260,99 @@ fn go_install_with(
         return Ok(PathBuf::from(path));
     }
     let dir = cache_root().join(format!("{name}-{version}"));
-    let bin = dir.join(name);
-    if bin.exists() {
-        return Ok(bin);
+    cached(&format!("{name} {version}"), &dir, &[name], |out| {
+        let mut install = go();
+        install
+            .env("GOBIN", out)
+            .args(["install", "-trimpath", "-ldflags=-s -w"])
+            .args(flags)
+            .arg(format!("{package}@{version}"));
+        run_go(install, &format!("go install {package}@{version}"))
+    })?;
+    Ok(dir.join(name))
+}
+
+/// `files` in `dir`, a directory of the cache, built once per machine: when one is
+/// missing, `build(out)` makes them all in a fresh directory `out`, and they are moved
+/// into `dir` when it is done (a build cut short leaves nothing that looks built). Under
+/// a file lock in `dir`, so that concurrent test binaries build once: whoever waited
+/// finds them built. `what` names the build in messages.
+pub(crate) fn cached(
+    what: &str,
+    dir: &Path,
+    files: &[&str],
+    build: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
+    let complete = || files.iter().all(|f| dir.join(f).exists());
+    if complete() {
+        return Ok(());
     }
-    fs::create_dir_all(&dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
+    fs::create_dir_all(dir).with_context(|| format!("creating cache dir {}", dir.display()))?;
     let lock = File::create(dir.join(".lock"))?;
     lock.lock()
-        .with_context(|| format!("locking the {name} build cache"))?;
-    if bin.exists() {
-        return Ok(bin);
+        .with_context(|| format!("locking the build cache of {what}"))?;
+    if complete() {
+        return Ok(());
     }
-    eprintln!("testkit: building {name} {version} (first time on this machine, a few minutes)...");
-    let status = Command::new("go")
-        .env("GOBIN", &dir)
-        .env("CGO_ENABLED", "0")
-        .env("GOTOOLCHAIN", "local")
-        .args(["install", "-trimpath", "-ldflags=-s -w"])
-        .args(flags)
-        .arg(format!("{package}@{version}"))
+    eprintln!(
+        "testkit: building {what} (first time on this machine; docs/development.md, Caches, says how long)..."
+    );
+    let started = Instant::now();
+    let out = dir.join(".build");
+    let _ = fs::remove_dir_all(&out);
+    fs::create_dir_all(&out)?;
+    build(&out).with_context(|| format!("building {what}"))?;
+    for file in files {
+        fs::rename(out.join(file), dir.join(file))
+            .with_context(|| format!("building {what} left no {file}"))?;
+    }
+    let _ = fs::remove_dir_all(&out);
+    eprintln!(
+        "testkit: built {what} in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// `go`, as every build here runs it: no cgo (static programs), the toolchain on PATH.
+pub(crate) fn go() -> Command {
+    let mut go = Command::new("go");
+    go.env("CGO_ENABLED", "0").env("GOTOOLCHAIN", "local");
+    go
+}
+
+/// Runs a `go` command whose output goes to the test's, failing with `what`.
+pub(crate) fn run_go(mut command: Command, what: &str) -> Result<()> {
+    let status = command
         .status()
-        .with_context(|| format!("running go install for {name} (is Go >= 1.26 on PATH?)"))?;
-    if !status.success() || !bin.exists() {
-        bail!("`go install {package}@{version}` failed ({status}); see the output above");
+        .with_context(|| format!("running {what} (is Go >= 1.26 on PATH?)"))?;
+    if !status.success() {
+        bail!("`{what}` failed ({status}); see the output above");
     }
-    Ok(bin)
+    Ok(())
+}
+
+/// The directory of `module@version` in Go's module cache, downloaded if missing.
+pub(crate) fn module_download(module_at_version: &str) -> Result<PathBuf> {
+    let out = Command::new("go")
+        .env("GOTOOLCHAIN", "local")
+        // Outside any module, so that no go.sum is touched.
+        .current_dir(std::env::temp_dir())
+        .args(["mod", "download", "-json", module_at_version])
+        .output()
+        .context("running go mod download (is Go >= 1.26 on PATH?)")?;
+    if !out.status.success() {
+        bail!(
+            "go mod download {module_at_version} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let dir = info["Dir"]
+        .as_str()
+        .context("go mod download named no directory")?;
+    Ok(PathBuf::from(dir))
 }
 
 /// The k8s.io/kubernetes version testenv/go.mod requires (`v1.37.2`).

@@ -5,7 +5,7 @@
 //! waiting on the hook goes on.
 
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -77,21 +77,12 @@ pub async fn run_job(
         .unwrap_or("default")
         .to_string();
     let kubeconfig = service_account_kubeconfig(server, namespace, &account)?;
-    let run = tokio::process::Command::new(bin)
-        .args(&args)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout_at(deadline, run)
+    let mut command = std::process::Command::new(bin);
+    command.args(&args).arg("--kubeconfig").arg(&kubeconfig);
+    let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+    let out = crate::process::output("the hook", command, left)
         .await
-        .with_context(|| {
-            format!(
-                "the hook {} {args:?} did not finish in {timeout:?}",
-                bin.display()
-            )
-        })??;
+        .with_context(|| format!("the hook {} {args:?}", bin.display()))?;
 
     let now = Timestamp::now().to_string();
     let condition = |type_: &str| json!({ "type": type_, "status": "True", "lastProbeTime": now, "lastTransitionTime": now });

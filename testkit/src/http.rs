@@ -1,73 +1,55 @@
-//! Plain HTTP/1.1 requests to the monitoring programs the tests run on loopback
-//! (Alertmanager, Prometheus): one connection per request (`Connection: close`), the body
-//! de-chunked. Enough for their APIs, with nothing between the test and the program.
+//! HTTP/1.1 requests to the programs the tests run or reach directly (kumaco's own
+//! endpoints, Alertmanager, Prometheus), through hyper's client with nothing between the
+//! test and the program; and a free loopback port for a program to listen on.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
 
-/// `method path` on `127.0.0.1:port`, with an `Authorization` header if given: the
-/// status and the body.
+/// One request, answer and body included, must not hang a test.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `GET path` on `address`: the status and the body.
+pub async fn get(address: SocketAddr, path: &str) -> Result<(u16, String)> {
+    request(address, None, "GET", path, None).await
+}
+
+/// `method path` on `address`, with an `Authorization` header if given and a JSON body
+/// if given: the status and the body.
 pub async fn request(
-    port: u16,
+    address: SocketAddr,
     authorization: Option<&str>,
     method: &str,
     path: &str,
     body: Option<String>,
 ) -> Result<(u16, String)> {
-    let authorization = authorization
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let body = body.unwrap_or_default();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
-             {authorization}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).await?;
-        stream.write_all(body.as_bytes()).await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        anyhow::Ok(raw)
-    };
-    let raw = tokio::time::timeout(Duration::from_secs(10), exchange)
-        .await
-        .with_context(|| format!("{method} {path} timed out"))??;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").context("no HTTP head")?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .context("bad status line")?;
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-    });
-    Ok((
-        code,
-        if chunked {
-            dechunk(body)?
-        } else {
-            body.to_string()
-        },
-    ))
-}
-
-fn dechunk(mut s: &str) -> Result<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = s.split_once("\r\n").context("bad chunk")?;
-        let size = usize::from_str_radix(size.trim(), 16).context("bad chunk size")?;
-        if size == 0 {
-            return Ok(out);
-        }
-        out.push_str(rest.get(..size).context("short chunk")?);
-        s = rest.get(size + 2..).context("short chunk")?;
+    let what = format!("{method} http://{address}{path}");
+    let mut builder = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{address}{path}"))
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = authorization {
+        builder = builder.header(http::header::AUTHORIZATION, authorization);
     }
+    let request = builder
+        .body(Full::<Bytes>::from(body.unwrap_or_default()))
+        .with_context(|| what.clone())?;
+    let exchange = async {
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let response = client.request(request).await?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await?.to_bytes();
+        anyhow::Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    };
+    tokio::time::timeout(TIMEOUT, exchange)
+        .await
+        .with_context(|| format!("{what} timed out"))?
+        .with_context(|| what)
 }
 
 /// A free port on 127.0.0.1 now (kept by a program across its restarts).

@@ -4,30 +4,27 @@
 //! Integration tests pass the binary as `env!("CARGO_BIN_EXE_kumaco")`: cargo only tells
 //! integration tests of the kumaco package where it is, not this crate.
 
-use std::fs::File;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::jiff::Timestamp;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::ApiServer;
+use crate::http;
+use crate::process::{Owned, scratch_path};
 
 /// How long kumaco may take to list nodes and windows and report ready. Startup is well
 /// under a second on an idle machine; the margin is for a loaded 2-core CI runner.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One HTTP request to kumaco's own endpoints must not hang a test.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// A running `kumaco run`. Dropping it SIGKILLs it; if the test is failing at that point,
 /// its log path and tail are printed so the failure can be understood.
 pub struct KumacoProcess {
-    child: Option<Child>,
+    process: Owned,
+    spawned: Instant,
     log: PathBuf,
     metrics_address: SocketAddr,
     health_address: SocketAddr,
@@ -87,10 +84,26 @@ impl KumacoProcess {
         args: &[&str],
         options: &StartOptions,
     ) -> Result<Self> {
+        let mut kumaco = Self::spawn_on(bin, kubeconfig, args, options).await?;
+        let path = if options.healthy_is_enough {
+            "/healthz"
+        } else {
+            "/readyz"
+        };
+        kumaco.ready_within(path, READY_TIMEOUT).await?;
+        Ok(kumaco)
+    }
+
+    /// [`KumacoProcess::start_on`] up to kumaco's listening, not yet ready: for a harness
+    /// that measures the time to ready ([`KumacoProcess::ready_within`]).
+    pub async fn spawn_on(
+        bin: impl AsRef<Path>,
+        kubeconfig: &Path,
+        args: &[&str],
+        options: &StartOptions,
+    ) -> Result<Self> {
         let bin = bin.as_ref();
-        let log = log_path()?;
-        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
+        let log = scratch_path("kumaco", ".log")?;
         let mut command = Command::new(bin);
         command
             .arg("run")
@@ -105,65 +118,46 @@ impl KumacoProcess {
                 options.rust_log.as_deref().unwrap_or("info,kumaco=debug"),
             )
             .envs(options.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
+            .stdin(Stdio::null());
         if let Some(pod) = &options.leader {
             command
                 .env("POD_NAME", &pod.name)
                 .env("POD_NAMESPACE", &pod.namespace);
         }
-        let mut child = command
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let (metrics_address, health_address) = match bound_addresses(&log, &mut child).await {
-            Ok(addresses) => addresses,
-            Err(e) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(e);
-            }
-        };
-        let mut kumaco = KumacoProcess {
-            child: Some(child),
+        let spawned = Instant::now();
+        let mut process = Owned::spawn("kumaco", command, Some(&log))?;
+        // Dropping `process` on an error kills it.
+        let (metrics_address, health_address) = bound_addresses(&mut process).await?;
+        Ok(KumacoProcess {
+            process,
+            spawned,
             log,
             metrics_address,
             health_address,
-        };
-        let path = if options.healthy_is_enough {
-            "/healthz"
-        } else {
-            "/readyz"
-        };
-        kumaco.wait_for(path).await?;
-        Ok(kumaco)
+        })
     }
 
-    /// Polls `path` on the health address until it answers 200.
-    async fn wait_for(&mut self, path: &str) -> Result<()> {
-        let started = Instant::now();
+    /// Polls `path` on the health address every 10 ms until it answers 200, for at most
+    /// `timeout` from the start: the time from the start to that answer.
+    pub async fn ready_within(&mut self, path: &str, timeout: Duration) -> Result<Duration> {
         let mut last = String::from("no answer yet");
-        while started.elapsed() < READY_TIMEOUT {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+        while self.spawned.elapsed() < timeout {
+            if let Some(status) = self.process.exited() {
                 bail!(
                     "kumaco exited with {status} before {path} answered; log {}:\n{}",
                     self.log.display(),
                     self.log_tail(40)
                 );
             }
-            match http_get(self.health_address, path).await {
-                Ok((200, _)) => return Ok(()),
+            match http::get(self.health_address, path).await {
+                Ok((200, _)) => return Ok(self.spawned.elapsed()),
                 Ok((code, body)) => last = format!("HTTP {code}: {}", body.trim()),
                 Err(e) => last = format!("{e:#}"),
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         bail!(
-            "kumaco's {path} did not answer 200 within {READY_TIMEOUT:?} (last: {last}); log \
+            "kumaco's {path} did not answer 200 within {timeout:?} (last: {last}); log \
              {}:\n{}",
             self.log.display(),
             self.log_tail(40)
@@ -177,9 +171,7 @@ impl KumacoProcess {
 
     /// The last `lines` lines of kumaco's log, for failure messages.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        self.process.log_tail(lines)
     }
 
     /// Where `/metrics` is served.
@@ -194,61 +186,45 @@ impl KumacoProcess {
 
     /// The Prometheus text of kumaco's `/metrics`.
     pub async fn metrics_text(&self) -> Result<String> {
-        match http_get(self.metrics_address, "/metrics").await? {
+        match http::get(self.metrics_address, "/metrics").await? {
             (200, body) => Ok(body),
             (code, body) => bail!("kumaco /metrics answered HTTP {code}: {body}"),
         }
     }
 
-    /// Waits for kumaco to exit by itself, polling until `timeout`; `None` if it is still
+    /// How kumaco ended, once it has.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.process.exited()
+    }
+
+    /// Waits for kumaco to exit by itself, for at most `timeout`; `None` if it is still
     /// running then.
-    pub async fn wait_exit(
-        &mut self,
-        timeout: std::time::Duration,
-    ) -> Result<Option<std::process::ExitStatus>> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(child) = self.child.as_mut()
-                && let Some(status) = child.try_wait()?
-            {
-                self.child = None;
-                return Ok(Some(status));
-            }
-            if std::time::Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.process.exit_within(timeout).await
     }
 
     /// A `kB` field of the process's /proc/<pid>/status, such as `VmHWM` (peak resident
     /// set size).
     pub fn status_kib(&self, field: &str) -> Result<u64> {
-        let pid = self.child.as_ref().context("kumaco is not running")?.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
-            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-            .with_context(|| format!("no {field} in /proc/{pid}/status"))
+        self.process.status_kib(field)
+    }
+
+    /// utime + stime so far, in seconds.
+    pub fn cpu_seconds(&self) -> Result<f64> {
+        self.process.cpu_seconds()
+    }
+
+    /// kumaco's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.id()
     }
 
     /// SIGTERM, as the kubelet stops a pod, then waits up to `grace` for the exit (as the
     /// pod's grace period would). Returns the exit status, or fails if kumaco is still
     /// running then (it is then SIGKILLed by the drop).
-    pub async fn terminate(&mut self, grace: Duration) -> Result<std::process::ExitStatus> {
-        let Some(child) = self.child.as_ref() else {
-            bail!("kumaco is not running");
-        };
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status()
-            .context("running kill -TERM")?;
-        if !status.success() {
-            bail!("kill -TERM {} failed: {status}", child.id());
-        }
-        match self.wait_exit(grace).await? {
+    pub async fn terminate(&mut self, grace: Duration) -> Result<ExitStatus> {
+        self.process.signal(rustix::process::Signal::TERM)?;
+        match self.wait_exit(grace).await {
             Some(status) => Ok(status),
             None => bail!(
                 "kumaco did not exit within {grace:?} of SIGTERM; log {}:\n{}",
@@ -259,18 +235,14 @@ impl KumacoProcess {
     }
 
     /// SIGKILL, as in a crash or an OOM kill: no chance to clean up.
-    pub fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill()?;
-            child.wait()?;
-        }
-        Ok(())
+    pub fn kill(&mut self) {
+        self.process.kill();
     }
 }
 
 impl Drop for KumacoProcess {
     fn drop(&mut self) {
-        let _ = self.kill();
+        self.kill();
         if std::thread::panicking() {
             eprintln!(
                 "kumaco log {} ends with:\n{}",
@@ -315,7 +287,7 @@ impl Replica {
     /// `kumaco_leader` now; None if there is no such gauge or no answer.
     pub async fn leader_gauge(&self) -> Option<f64> {
         let text = self.process.metrics_text().await.ok()?;
-        has_metric_family(&text, "kumaco_leader").then(|| metric_sum(&text, "kumaco_leader", &[]))
+        metric(&text, "kumaco_leader", &[]).ok()
     }
 
     /// SIGTERM, as in a rolling update (a leader releases the Lease), with 10 s to exit.
@@ -328,7 +300,7 @@ impl Replica {
 
     /// SIGKILL: no chance to release the Lease.
     pub fn kill(&mut self) {
-        self.process.kill().unwrap();
+        self.process.kill();
     }
 
     /// Whether a line of the replica's log has this message.
@@ -393,12 +365,16 @@ pub const LISTEN_ANYWHERE: [&str; 2] = [
 ];
 
 /// The metrics and health addresses a kumaco started with [`LISTEN_ANYWHERE`] and
-/// `--log-format=json` bound, from the `kumaco starting` line of its log at `log`. Polls
-/// the log until that line appears, `child` exits, or [`READY_TIMEOUT`] passes.
-pub async fn bound_addresses(log: &Path, child: &mut Child) -> Result<(SocketAddr, SocketAddr)> {
+/// `--log-format=json` bound, from the `kumaco starting` line of its log. Polls the log
+/// until that line appears, kumaco exits, or [`READY_TIMEOUT`] passes.
+pub async fn bound_addresses(kumaco: &mut Owned) -> Result<(SocketAddr, SocketAddr)> {
+    let log = kumaco
+        .log()
+        .context("kumaco was started without a log")?
+        .to_path_buf();
     let started = Instant::now();
     loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
         for line in text.lines() {
             let Ok(entry) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
@@ -414,7 +390,7 @@ pub async fn bound_addresses(log: &Path, child: &mut Child) -> Result<(SocketAdd
             };
             return Ok((address("metrics")?, address("health")?));
         }
-        if let Some(status) = child.try_wait()? {
+        if let Some(status) = kumaco.exited() {
             bail!(
                 "kumaco exited with {status} before it listened; log {}:\n{text}",
                 log.display()
@@ -430,47 +406,6 @@ pub async fn bound_addresses(log: &Path, child: &mut Child) -> Result<(SocketAdd
     }
 }
 
-/// A new log file under the temp dir, named so that parallel tests and runs don't clash.
-fn log_path() -> Result<PathBuf> {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join("kumaco-tests");
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir.join(format!(
-        "kumaco-{}-{}.log",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    )))
-}
-
-/// A plain HTTP/1.0 GET (the server closes the connection after the answer, so the body is
-/// everything after the head): status code and body. Enough for health and metrics
-/// endpoints without an HTTP client crate.
-pub async fn http_get(address: SocketAddr, path: &str) -> Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(address).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").as_bytes())
-            .await?;
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await?;
-        anyhow::Ok(String::from_utf8_lossy(&raw).into_owned())
-    };
-    let text = tokio::time::timeout(HTTP_TIMEOUT, exchange)
-        .await
-        .with_context(|| format!("GET http://{address}{path} timed out"))?
-        .with_context(|| format!("GET http://{address}{path}"))?;
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .with_context(|| format!("GET http://{address}{path}: no HTTP head in {text:?}"))?;
-    let code = head
-        .lines()
-        .next()
-        .and_then(|status_line| status_line.split_whitespace().nth(1))
-        .and_then(|code| code.parse().ok())
-        .with_context(|| format!("GET http://{address}{path}: bad status line in {head:?}"))?;
-    Ok((code, body.to_string()))
-}
-
 /// The API server's own `/metrics` (Prometheus text), read with an admin client.
 pub async fn apiserver_metrics(client: &kube::Client) -> Result<String> {
     // kube_core's request builder makes the `http::Request` for GET `/metrics` (an empty
@@ -484,13 +419,63 @@ pub async fn apiserver_metrics(client: &kube::Client) -> Result<String> {
         .context("GET /metrics from the API server")
 }
 
-/// The sum of the samples of metric `name` whose labels include every `(key, value)` of
-/// `labels` (other labels are ignored), in Prometheus text format. 0 if there is none.
-pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    samples(text)
+/// The value of metric `name` in Prometheus text: the sum of its samples whose labels
+/// include every `(key, value)` of `labels` (other labels are ignored).
+///
+/// Absent is not zero. With no such sample this is an error naming the series, except for
+/// a counter, histogram or summary the text declares (`# TYPE`): those start at zero, and
+/// a label set nothing has counted yet has no series, so 0 is what they say. A gauge
+/// without the series, or a name the text does not know, is an error. (kumaco's exporter
+/// declares a labelled counter only once it has counted: to check that it counted
+/// nothing, see [`series`].)
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Result<f64> {
+    if let Some(value) = series(text, name, labels) {
+        return Ok(value);
+    }
+    let series = if labels.is_empty() {
+        name.to_string()
+    } else {
+        let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        format!("{name}{{{}}}", labels.join(","))
+    };
+    match declared_type(text, name) {
+        Some("counter" | "histogram" | "summary") => Ok(0.0),
+        Some(kind) => bail!("no series {series} in the metrics (a {kind}: absent, not 0)"),
+        None if samples(text).any(|s| s.name == name) => {
+            bail!("no series {series} in the metrics (only other labels of {name})")
+        }
+        None => bail!("no metric {name} in the metrics"),
+    }
+}
+
+/// The sum of the samples of `name` whose labels include every `(key, value)` of
+/// `labels`; `None` when there is no such sample. kumaco's exporter (prometheus-client)
+/// shows a labelled counter only once it has counted, so a check that kumaco counted
+/// nothing expects `None`, and should read the same name where it did count (a
+/// misspelled name has no series either).
+pub fn series(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut matching = samples(text)
         .filter(|s| s.name == name && labels.iter().all(|(k, v)| s.label(k) == Some(v)))
         .map(|s| s.value)
-        .sum()
+        .peekable();
+    matching.peek().is_some().then(|| matching.sum())
+}
+
+/// The type a `# TYPE` line declares for the family that sample name `name` belongs to:
+/// `name` itself, a counter `x` whose samples are `x_total` (OpenMetrics), or a
+/// histogram's or summary's `x_count`, `x_sum` and `x_bucket`.
+fn declared_type<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix("# TYPE ")?.split_once(' '))
+        .find_map(|(family, kind)| {
+            let kind = kind.trim();
+            let part = |suffix: &str| name.strip_suffix(suffix) == Some(family);
+            let ours = family == name
+                || (kind == "counter" && part("_total"))
+                || (matches!(kind, "histogram" | "summary")
+                    && ["_count", "_sum", "_bucket"].into_iter().any(part));
+            ours.then_some(kind)
+        })
 }
 
 /// Whether `text` declares or carries samples of metric family `family` (for a histogram
@@ -593,11 +578,12 @@ pub async fn node_writes(client: &kube::Client) -> f64 {
     ["APPLY", "PATCH", "PUT", "POST", "DELETE"]
         .iter()
         .map(|verb| {
-            metric_sum(
+            metric(
                 &text,
                 "apiserver_request_total",
                 &[("resource", "nodes"), ("verb", verb)],
             )
+            .unwrap_or_else(|e| panic!("{e:#}"))
         })
         .sum()
 }
@@ -631,18 +617,47 @@ weird_label{a="x\"y,z}"} 7 1700000000000
 kumaco_reconcile_duration_seconds_bucket{le="0.1"} 4
 kumaco_reconcile_duration_seconds_count 4
 kumaco_windows 2
+# TYPE kumaco_gate_holding gauge
+kumaco_gate_holding{gate="alerts"} 0
+# TYPE kumaco_api_writes counter
 "#;
 
     #[test]
     fn sums_matching_samples_only() {
+        let value = |name, labels| metric(TEXT, name, labels).unwrap();
         let apply = [("resource", "nodes"), ("verb", "APPLY")];
-        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &apply), 4.0);
+        assert_eq!(value("apiserver_request_total", &apply), 4.0);
         let status = [("resource", "nodes"), ("subresource", "status")];
-        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &status), 4.0);
-        assert_eq!(metric_sum(TEXT, "apiserver_request_total", &[]), 6.0);
-        assert_eq!(metric_sum(TEXT, "weird_label", &[("a", "x\"y,z}")]), 7.0);
-        assert_eq!(metric_sum(TEXT, "kumaco_windows", &[]), 2.0);
-        assert_eq!(metric_sum(TEXT, "absent", &[]), 0.0);
+        assert_eq!(value("apiserver_request_total", &status), 4.0);
+        assert_eq!(value("apiserver_request_total", &[]), 6.0);
+        assert_eq!(value("weird_label", &[("a", "x\"y,z}")]), 7.0);
+        assert_eq!(value("kumaco_windows", &[]), 2.0);
+        assert_eq!(value("kumaco_gate_holding", &[("gate", "alerts")]), 0.0);
+    }
+
+    #[test]
+    fn absent_is_zero_only_for_a_declared_counter_histogram_or_summary() {
+        let value = |name, labels| metric(TEXT, name, labels);
+        // Nothing counted yet for these labels: the counter says 0.
+        let delete = [("resource", "nodes"), ("verb", "DELETE")];
+        assert_eq!(value("apiserver_request_total", &delete).unwrap(), 0.0);
+        let slow = [("le", "10")];
+        assert_eq!(
+            value("kumaco_reconcile_duration_seconds_bucket", &slow).unwrap(),
+            0.0
+        );
+        // OpenMetrics names a counter `x` and its samples `x_total`.
+        assert_eq!(value("kumaco_api_writes_total", &[]).unwrap(), 0.0);
+        // A gauge without the series, a name nothing declares: errors naming them.
+        let absent = value("kumaco_gate_holding", &[("gate", "budgets")]).unwrap_err();
+        assert!(
+            format!("{absent}").contains(r#"kumaco_gate_holding{gate="budgets"}"#),
+            "{absent}"
+        );
+        let other = value("kumaco_windows", &[("validity", "invalid")]).unwrap_err();
+        assert!(format!("{other}").contains("only other labels"), "{other}");
+        let unknown = value("kumaco_nodes_in_scope", &[]).unwrap_err();
+        assert!(format!("{unknown}").contains("no metric kumaco_nodes_in_scope"));
     }
 
     #[test]

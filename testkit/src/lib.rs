@@ -26,9 +26,12 @@
 //!   its programs.
 //! - [`alertmanager`]: a real Alertmanager on loopback, killed and restarted at will,
 //!   its silences and alerts read through its API; [`prometheus`]: a real Prometheus
-//!   scraping a `/metrics` endpoint the test serves and changes; [`http`]: the plain
-//!   HTTP/1.1 requests both are read with; [`receiver`]: an HTTP receiver that records
-//!   what kumaco's notifications post and answers as a test says.
+//!   scraping a `/metrics` endpoint the test serves and changes; [`served`]: what both
+//!   are (a program on a loopback port kept across restarts); [`http`]: the requests
+//!   they, and kumaco's endpoints, are read with; [`receiver`]: an HTTP
+//!   receiver that records what kumaco's notifications post and answers as a test says.
+//! - [`process`]: the one owner of every program a test starts: stopped when dropped,
+//!   and when the test process dies.
 //! - [`workloads`]: the real controller-manager computing PodDisruptionBudgets and
 //!   recreating StatefulSet pods, and a stand-in scheduler and kubelet for pods.
 
@@ -54,10 +57,12 @@ pub mod manifests;
 pub mod nodebins;
 pub mod nodes;
 pub mod oracle;
+pub mod process;
 pub mod prometheus;
 pub mod realcluster;
 pub mod receiver;
 pub mod reporter;
+pub mod served;
 pub mod time;
 pub mod workloads;
 

@@ -6,12 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::gobuild::{Program, binary};
+use crate::process::Owned;
 
 /// One question for the oracle. See testenv/oracle/main.go for the protocol.
 #[derive(Clone, Debug, Serialize)]
@@ -78,27 +79,26 @@ pub struct Answer {
 
 /// A running oracle process.
 pub struct Oracle {
-    child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
+    _process: Owned,
 }
 
 impl Oracle {
     /// Builds (once per machine) and starts the oracle.
     pub fn start() -> Result<Self> {
-        let bin = binary(Program::Oracle)?;
-        let mut child = Command::new(&bin)
+        let mut command = Command::new(binary(Program::Oracle)?);
+        command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting {}", bin.display()))?;
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+            .stderr(Stdio::inherit());
+        let mut process = Owned::spawn("the oracle", command, None)?;
+        let stdin = process.take_stdin();
+        let stdout = BufReader::new(process.take_stdout().expect("piped stdout"));
         Ok(Oracle {
-            child,
             stdin,
             stdout,
+            _process: process,
         })
     }
 
@@ -136,17 +136,5 @@ impl Oracle {
             .map_err(|_| anyhow::anyhow!("oracle writer thread panicked"))??;
         self.stdin = Some(stdin);
         Ok(answers)
-    }
-
-    /// Asks one question.
-    pub fn ask_one(&mut self, request: Request) -> Result<Answer> {
-        Ok(self.ask(&[request])?.remove(0))
-    }
-}
-
-impl Drop for Oracle {
-    fn drop(&mut self) {
-        drop(self.stdin.take()); // EOF: the oracle exits by itself
-        let _ = self.child.wait();
     }
 }

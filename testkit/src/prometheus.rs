@@ -1,23 +1,24 @@
 //! A real Prometheus on loopback (built by [`crate::gobuild::prometheus`]) scraping, every
 //! second, a `/metrics` endpoint the test serves and changes ([`Target`]); killed and
-//! started again on the same port and storage; its instant queries read through its
-//! HTTP API ([`crate::http`]).
+//! started again on the same port and storage ([`crate::served`]); its instant queries
+//! read through its HTTP API.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use axum::http::header::CONTENT_TYPE;
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+
+use crate::served::Served;
 
 /// A `/metrics` endpoint on 127.0.0.1 in the Prometheus text format, answering with
 /// the text last [`Target::set`].
 pub struct Target {
-    port: u16,
+    address: SocketAddr,
     text: Arc<Mutex<String>>,
     server: tokio::task::JoinHandle<()>,
 }
@@ -25,32 +26,27 @@ pub struct Target {
 impl Target {
     pub async fn start(text: &str) -> Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let port = listener.local_addr()?.port();
+        let address = listener.local_addr()?;
         let text = Arc::new(Mutex::new(text.to_string()));
         let served = text.clone();
-        let server = tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let body = served.lock().unwrap().clone();
-                tokio::spawn(async move {
-                    // The request's head only: a scrape is a GET.
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match stream.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-                         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
-                });
+        let metrics = axum::routing::get(move || {
+            let body = served.lock().unwrap().clone();
+            async move {
+                (
+                    [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+                    body,
+                )
             }
         });
-        Ok(Target { port, text, server })
+        let app = axum::Router::new().route("/metrics", metrics);
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Target {
+            address,
+            text,
+            server,
+        })
     }
 
     /// What the next scrapes get.
@@ -60,7 +56,7 @@ impl Target {
 
     /// `127.0.0.1:PORT`, as a scrape target.
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.address.to_string()
     }
 }
 
@@ -71,10 +67,8 @@ impl Drop for Target {
 }
 
 pub struct Prometheus {
-    bin: PathBuf,
+    served: Served,
     dir: PathBuf,
-    port: u16,
-    child: Option<Child>,
 }
 
 impl Prometheus {
@@ -86,13 +80,8 @@ impl Prometheus {
 
     /// [`Prometheus::start`] evaluating `rules` (a rule file's YAML) every second too.
     pub async fn start_with_rules(targets: &[&Target], rules: Option<&str>) -> Result<Self> {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
         let bin = crate::gobuild::prometheus()?;
-        let dir = std::env::temp_dir().join("kumaco-tests").join(format!(
-            "prometheus-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        ));
+        let dir = crate::process::scratch_path("prometheus", "")?;
         std::fs::create_dir_all(dir.join("data"))?;
         let targets: Vec<String> = targets
             .iter()
@@ -113,90 +102,42 @@ impl Prometheus {
                 targets.join(", ")
             ),
         )?;
-        let mut prometheus = Prometheus {
-            bin,
-            dir,
-            port: crate::http::free_port()?,
-            child: None,
-        };
-        prometheus.spawn().await?;
-        Ok(prometheus)
-    }
-
-    async fn spawn(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("log"))?;
-        let child = Command::new(&self.bin)
-            .arg(format!(
-                "--config.file={}",
-                self.dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                self.dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("starting {}", self.bin.display()))?;
-        self.child = Some(child);
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok((200, _)) =
-                crate::http::request(self.port, None, "GET", "/-/ready", None).await
-            {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("prometheus not ready within 60s; log:\n{}", self.log_tail());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let within = Duration::from_secs(60);
+        let served = Served::start("prometheus", bin, &dir, None, within, |at| {
+            vec![
+                format!("--config.file={}", dir.join("prometheus.yml").display()),
+                format!("--storage.tsdb.path={}", dir.join("data").display()),
+                format!("--web.listen-address={at}"),
+            ]
+        })
+        .await?;
+        Ok(Prometheus { served, dir })
     }
 
     /// `http://127.0.0.1:PORT`, the same across restarts.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        self.served.url()
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.dir.join("log")).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
+        self.served.log_tail()
     }
 
     /// SIGKILL.
-    pub async fn kill(&mut self) -> Result<()> {
-        if let Some(mut child) = self.child.take() {
-            child.kill().await?;
-        }
-        Ok(())
+    pub fn kill(&mut self) {
+        self.served.kill();
     }
 
     /// Starts it again on the same port and storage.
     pub async fn restart(&mut self) -> Result<()> {
-        self.kill().await?;
-        self.spawn().await
+        self.served.restart().await
     }
 
     /// The series an instant query returns now (`data.result`).
     pub async fn query(&self, query: &str) -> Result<Vec<Value>> {
-        let encoded: String = query
-            .bytes()
-            .map(|b| {
-                if b.is_ascii_alphanumeric() {
-                    (b as char).to_string()
-                } else {
-                    format!("%{b:02X}")
-                }
-            })
-            .collect();
+        let encoded = utf8_percent_encode(query, NON_ALPHANUMERIC);
         let path = format!("/api/v1/query?query={encoded}");
-        let (code, text) = crate::http::request(self.port, None, "GET", &path, None).await?;
+        let (code, text) = self.served.request("GET", &path, None).await?;
         if code != 200 {
             bail!("GET {path}: {code} {text}");
         }
@@ -211,9 +152,7 @@ impl Prometheus {
 
 impl Drop for Prometheus {
     fn drop(&mut self) {
-        if let Some(child) = &mut self.child {
-            let _ = child.start_kill();
-        }
+        self.served.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -15,9 +15,8 @@
 //! eviction API, the refusals returned with the budgets that select the pod.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -29,6 +28,7 @@ use tokio::task::JoinHandle;
 
 use crate::ApiServer;
 use crate::nodes::condition;
+use crate::process::Owned;
 
 /// The controller-manager's controllers these tests need: budgets' status, and pods
 /// recreated as their StatefulSet asks.
@@ -36,8 +36,7 @@ pub const CONTROLLERS: &str = "disruption,statefulset";
 
 /// The real kube-controller-manager, with [`CONTROLLERS`] only, on an API server.
 pub struct ControllerManager {
-    child: Mutex<Child>,
-    log: PathBuf,
+    process: Mutex<Owned>,
 }
 
 impl ControllerManager {
@@ -54,57 +53,44 @@ impl ControllerManager {
     /// Starts one on `server`, with the admin's identity (no ServiceAccount per
     /// controller: nothing here creates their tokens).
     pub fn start(server: &ApiServer) -> Result<ControllerManager> {
-        let kube = crate::nodebins::kube_node()?;
-        let log = server.dir().join("kube-controller-manager.log");
-        let out = std::fs::File::create(&log).with_context(|| log.display().to_string())?;
-        let child = Command::new(&kube.controller_manager)
-            .args([
-                format!("--kubeconfig={}", server.kubeconfig().display()),
-                format!("--controllers={CONTROLLERS}"),
-                "--use-service-account-credentials=false".into(),
-                "--leader-elect=false".into(),
-                "--secure-port=0".into(),
-                "--v=1".into(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .with_context(|| format!("{}", kube.controller_manager.display()))?;
         Ok(ControllerManager {
-            child: Mutex::new(child),
-            log,
+            process: Mutex::new(spawn(server)?),
         })
     }
 
     /// Starts it again if it has exited (it may give up while its API server is down);
     /// true when it did.
     pub fn ensure_running(&self, server: &ApiServer) -> Result<bool> {
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
-        if child.try_wait()?.is_none() {
+        let mut process = self.process.lock().unwrap_or_else(|e| e.into_inner());
+        if process.exited().is_none() {
             return Ok(false);
         }
-        let fresh = ControllerManager::start(server)?;
-        let mut fresh_child = fresh.child.lock().unwrap_or_else(|e| e.into_inner());
-        std::mem::swap(&mut *child, &mut *fresh_child);
-        // `fresh` now holds the exited child: its drop reaps it.
+        *process = spawn(server)?;
         Ok(true)
     }
 
     /// The end of its log, for a failure's message.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        let process = self.process.lock().unwrap_or_else(|e| e.into_inner());
+        process.log_tail(lines)
     }
 }
 
-impl Drop for ControllerManager {
-    fn drop(&mut self) {
-        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+fn spawn(server: &ApiServer) -> Result<Owned> {
+    let kube = crate::nodebins::kube_node()?;
+    let mut command = Command::new(&kube.controller_manager);
+    command
+        .args([
+            format!("--kubeconfig={}", server.kubeconfig().display()),
+            format!("--controllers={CONTROLLERS}"),
+            "--use-service-account-credentials=false".into(),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--v=1".into(),
+        ])
+        .stdin(Stdio::null());
+    let log = server.dir().join("kube-controller-manager.log");
+    Owned::spawn("kube-controller-manager", command, Some(&log))
 }
 
 /// How often the stand-in looks at the pods it runs: its pace, not synchronisation.
@@ -113,7 +99,6 @@ const PACE: Duration = Duration::from_millis(200);
 /// A stand-in scheduler and kubelet for the pods of one namespace. Dropping it stops it.
 pub struct PodRunner {
     task: JoinHandle<()>,
-    bound: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl PodRunner {
@@ -127,24 +112,15 @@ impl PodRunner {
     ) -> PodRunner {
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let nodes: Api<Node> = Api::all(client.clone());
-        let bound = Arc::new(Mutex::new(Vec::new()));
-        let task = tokio::spawn({
-            let bound = bound.clone();
-            async move {
-                loop {
-                    if let Err(e) = run_once(&pods, &nodes, &home, &bound).await {
-                        eprintln!("pod runner: {e:#}");
-                    }
-                    tokio::time::sleep(PACE).await;
+        let task = tokio::spawn(async move {
+            loop {
+                if let Err(e) = run_once(&pods, &nodes, &home).await {
+                    eprintln!("pod runner: {e:#}");
                 }
+                tokio::time::sleep(PACE).await;
             }
         });
-        PodRunner { task, bound }
-    }
-
-    /// Every binding it made, in order: `(pod, node)`.
-    pub fn bindings(&self) -> Vec<(String, String)> {
-        self.bound.lock().unwrap().clone()
+        PodRunner { task }
     }
 }
 
@@ -158,7 +134,6 @@ async fn run_once(
     pods: &Api<Pod>,
     nodes: &Api<Node>,
     home: &impl Fn(&str) -> Option<String>,
-    bound: &Mutex<Vec<(String, String)>>,
 ) -> Result<()> {
     let mut schedulable: BTreeMap<String, bool> = BTreeMap::new();
     for pod in pods.list(&ListParams::default()).await?.items {
@@ -186,7 +161,6 @@ async fn run_once(
                 };
                 if ok {
                     bind(pods, &name, &node).await?;
-                    bound.lock().unwrap().push((name, node));
                 }
             }
             Some(_) if matches!(phase.as_deref(), Some("Running" | "Succeeded" | "Failed")) => {}

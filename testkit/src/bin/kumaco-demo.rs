@@ -31,6 +31,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use testkit::nodes::create_node;
+use testkit::process::Owned;
 use testkit::realcluster::{NODE_NAME, RealCluster};
 use testkit::{ApiServer, Scope};
 
@@ -328,7 +329,7 @@ async fn main() -> Result<()> {
     let _ = tokio::time::timeout(SHOW_FOR, show).await;
 
     if let Some(kumaco) = kumaco.as_mut() {
-        let _ = kumaco.kill().await;
+        kumaco.kill();
     }
     if let Some(cluster) = &cluster {
         // The Pods' logs, before the cluster and its files go.
@@ -378,11 +379,7 @@ async fn main() -> Result<()> {
 }
 
 /// kumaco as a process on this machine (the quick mode).
-fn start_process(
-    kumaco_bin: &str,
-    server: &ApiServer,
-    scope: &Scope,
-) -> Result<tokio::process::Child> {
+fn start_process(kumaco_bin: &str, server: &ApiServer, scope: &Scope) -> Result<Owned> {
     println!(
         "\nStarting kumaco: {kumaco_bin} run --namespace {NS} --node-selector {} \
          --in-progress --require-condition {REBOOT_REQUIRED} --max-in-progress 2 \
@@ -393,9 +390,10 @@ fn start_process(
          {REBOOT_REQUIRED}=True for a while after the reboot)\n",
         scope.selector()
     );
-    let log_path = std::env::temp_dir().join("kumaco-demo.log");
-    let log = std::fs::File::create(&log_path)?;
-    tokio::process::Command::new(kumaco_bin)
+    let log = std::env::temp_dir().join("kumaco-demo.log");
+    let _ = std::fs::remove_file(&log);
+    let mut command = std::process::Command::new(kumaco_bin);
+    command
         .args([
             "run",
             "--namespace",
@@ -420,11 +418,9 @@ fn start_process(
         ])
         .arg("--kubeconfig")
         .arg(server.kubeconfig())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {kumaco_bin} (run `cargo build` first)"))
+        .stdin(Stdio::null());
+    Owned::spawn("kumaco", command, Some(&log))
+        .with_context(|| format!("run `cargo build` first? ({kumaco_bin})"))
 }
 
 /// The real-node mode: the real node joins the demo's nodes (zone-a, needing a reboot),

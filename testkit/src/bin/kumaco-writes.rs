@@ -35,7 +35,8 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use testkit::fleet::{self, load_average, process_cpu_seconds};
+use testkit::fleet::{self, load_average};
+use testkit::process::cpu_seconds;
 use testkit::{ApiServer, Scope};
 
 const PROBE: &str = "bench.kumaco.dev/Probe";
@@ -129,11 +130,11 @@ async fn main() -> Result<()> {
             methods.rotate_left(turn);
             for method in methods {
                 status = if status == "True" { "False" } else { "True" };
-                let cpu_before = process_cpu_seconds(pid)?;
+                let cpu_before = cpu_seconds(pid)?;
                 let started = Instant::now();
                 let mut latencies = burst(&api, method, &mut targets, concurrency, status).await?;
                 let wall = started.elapsed().as_secs_f64();
-                let cpu = process_cpu_seconds(pid)? - cpu_before;
+                let cpu = cpu_seconds(pid)? - cpu_before;
                 check(&api, &targets, method, status).await?;
                 latencies.sort_by(f64::total_cmp);
                 let p = |q: f64| latencies[((latencies.len() - 1) as f64 * q).round() as usize];

@@ -12,6 +12,11 @@
 //! `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set, no arguments); its whole output is
 //! printed when it ends, so outputs never interleave. All run, even after a failure; the
 //! exit status is 1 if any failed, and a table of the times ends the output.
+//!
+//! Then the leftover check: every process a test started must have stopped with its
+//! test binary (testkit::process). The runner reaps its descendants' orphans (a child
+//! subreaper), so whatever is still running below it once the last binary has ended was
+//! left by a test: each is named, killed, and the run fails.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
@@ -21,6 +26,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use testkit::process::{STARTED_BY, become_subreaper, kill_leftovers};
+
+/// How long the processes a finished test binary started get to exit before they count
+/// as left behind: the kernel kills them as the binary dies, but their exit takes a moment.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(10);
 
 /// One test binary `cargo test --no-run` built.
 #[derive(Clone, Debug)]
@@ -74,6 +84,7 @@ fn run() -> Result<bool> {
         let t = |x: &TestBinary| previous.get(&x.name).copied().unwrap_or(f64::MAX);
         t(b).total_cmp(&t(a)).then_with(|| a.name.cmp(&b.name))
     });
+    become_subreaper()?;
     eprintln!("run-tests: {} test binaries, {jobs} at a time", queue.len());
     let started = Instant::now();
     let queue = Arc::new(Mutex::new(queue.into_iter()));
@@ -131,11 +142,25 @@ fn run() -> Result<bool> {
         started.elapsed().as_secs_f64()
     );
     write_times(&times_file, &results);
-    if failed.is_empty() {
+    let left = kill_leftovers(LEFTOVER_GRACE);
+    if left.is_empty() {
+        println!("run-tests: no process left running");
+    } else {
+        println!(
+            "run-tests: FAILED: {} process(es) left running by the tests (killed now):",
+            left.len()
+        );
+        for leftover in &left {
+            println!("  {leftover}");
+        }
+    }
+    if failed.is_empty() && left.is_empty() {
         println!("run-tests: all passed");
         Ok(true)
     } else {
-        println!("run-tests: FAILED: {}", failed.join(", "));
+        if !failed.is_empty() {
+            println!("run-tests: FAILED: {}", failed.join(", "));
+        }
         Ok(false)
     }
 }
@@ -185,25 +210,34 @@ fn build(
 }
 
 /// Runs one test binary as cargo would; whether it passed, and everything it printed.
+/// Its output goes to a file, not a pipe: a process it leaves behind holding a pipe would
+/// keep the runner waiting for the pipe to close.
 fn run_one(binary: &TestBinary, cargo: &str) -> (bool, String) {
-    let output = Command::new(&binary.executable)
-        .current_dir(&binary.manifest_dir)
-        .env("CARGO", cargo)
-        .env("CARGO_MANIFEST_DIR", &binary.manifest_dir)
-        .env("CARGO_PKG_NAME", &binary.package)
-        .stdin(Stdio::null())
-        .output();
-    match output {
-        Ok(o) => {
-            let mut text = String::from_utf8_lossy(&o.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&o.stderr));
-            (o.status.success(), text)
-        }
-        Err(e) => (
-            false,
-            format!("cannot run {}: {e}", binary.executable.display()),
-        ),
-    }
+    let run = || -> Result<(bool, String)> {
+        let log = std::env::temp_dir().join(format!(
+            "run-tests-{}-{}.log",
+            std::process::id(),
+            binary.name.replace('/', "-")
+        ));
+        let out = std::fs::File::create(&log)?;
+        let status = Command::new(&binary.executable)
+            .current_dir(&binary.manifest_dir)
+            .env("CARGO", cargo)
+            .env("CARGO_MANIFEST_DIR", &binary.manifest_dir)
+            .env("CARGO_PKG_NAME", &binary.package)
+            .env(STARTED_BY, &binary.name)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .status()?;
+        let text = String::from_utf8_lossy(&std::fs::read(&log)?).into_owned();
+        let _ = std::fs::remove_file(&log);
+        Ok((status.success(), text))
+    };
+    run().unwrap_or_else(|e| {
+        let what = format!("cannot run {}: {e:#}", binary.executable.display());
+        (false, what)
+    })
 }
 
 /// The target directory, and the workspace's package names by manifest path.

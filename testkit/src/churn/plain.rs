@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -16,7 +16,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 
 use crate::apiserver::client_from_kubeconfig;
-use crate::fleet::process_cpu_seconds;
+use crate::process::Owned;
 
 /// What the child prints once its first list is in: the churn may start.
 const LISTED: &str = "listed";
@@ -42,21 +42,22 @@ pub async fn watch(kubeconfig: &Path) -> Result<()> {
 
 /// The plain client's process, killed on drop.
 pub struct PlainWatch {
-    child: Child,
+    process: Owned,
 }
 
 impl PlainWatch {
     /// Starts `bench --plain-watch kubeconfig` and waits for its first list.
     pub fn start(bench: &Path, kubeconfig: &Path) -> Result<PlainWatch> {
-        let mut child = Command::new(bench)
+        let mut command = Command::new(bench);
+        command
             .arg("--plain-watch")
             .arg(kubeconfig)
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting {} --plain-watch", bench.display()))?;
-        let stdout = child.stdout.take().context("the plain client's stdout")?;
-        let watch = PlainWatch { child };
+            .stderr(Stdio::inherit());
+        let mut process = Owned::spawn("the plain client", command, None)?;
+        let stdout = process.take_stdout().context("the plain client's stdout")?;
+        let watch = PlainWatch { process };
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
@@ -74,23 +75,11 @@ impl PlainWatch {
 
     /// Its CPU so far (user + system), in seconds.
     pub fn cpu_seconds(&self) -> Result<f64> {
-        process_cpu_seconds(self.child.id())
+        self.process.cpu_seconds()
     }
 
     /// Its RSS now and at its peak, in KiB.
     pub fn status_kib(&self, field: &str) -> Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{field}:")))
-            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-            .with_context(|| format!("no {field} in the plain client's status"))
-    }
-}
-
-impl Drop for PlainWatch {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.status_kib(field)
     }
 }

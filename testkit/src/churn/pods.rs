@@ -9,14 +9,11 @@
 //!   selector tells them apart) are on distinct nodes, spread over the fleet.
 //! - [`create_budgets`]: PodDisruptionBudgets over them, as the disruption controller
 //!   would show them (none runs here).
-//! - [`Paced`]: changes at a set rate, at most [`IN_FLIGHT`] in flight, as
-//!   [`super::Churn`] paces its own; what a change is, the caller says
-//!   ([`non_matching_change`], [`matching_change`], [`heartbeat`], [`availability_change`]).
+//! - changes to pods and nodes for [`super::Paced`] ([`non_matching_change`],
+//!   [`matching_change`], [`heartbeat`], [`availability_change`]), at most
+//!   [`IN_FLIGHT`] in flight.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use futures::future::BoxFuture;
@@ -25,11 +22,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::time::Instant;
-
-use super::{ChurnSpec, REQUEST_TIMEOUT};
 
 /// The label kumaco's `--block-pod-selector` reads.
 pub const APP_LABEL: &str = "bench.kumaco.dev/app";
@@ -362,133 +355,6 @@ pub fn availability_change(
         result.map(|_| kind).map_err(|e| e.to_string())
     }
     .boxed()
-}
-
-/// Counts of a paced run so far.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct PacedCounts {
-    pub planned: u64,
-    pub sent: u64,
-    pub accepted: u64,
-    /// Accepted changes by kind (`label`, `status`, `delete`, ...).
-    pub by_kind: BTreeMap<String, u64>,
-    pub failed: u64,
-    pub first_error: Option<String>,
-    /// The furthest a change was sent behind its due time, in milliseconds.
-    pub max_lag_ms: u64,
-    /// Seconds from the start to the last answer (or to now, while running).
-    pub seconds: f64,
-}
-
-#[derive(Default)]
-struct Counters {
-    sent: AtomicU64,
-    failed: AtomicU64,
-    max_lag_ms: AtomicU64,
-    by_kind: Mutex<BTreeMap<String, u64>>,
-    first_error: Mutex<Option<String>>,
-}
-
-/// Changes at a set rate in the background: change `k` (from 0) is due `k / rate`
-/// seconds after the start, at most [`IN_FLIGHT`] in flight, none started after the
-/// duration, each given up after [`REQUEST_TIMEOUT`].
-pub struct Paced {
-    spec: ChurnSpec,
-    counters: Arc<Counters>,
-    started: Instant,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Paced {
-    pub fn start(
-        spec: ChurnSpec,
-        change: impl Fn(u64) -> BoxFuture<'static, Result<&'static str, String>> + Send + Sync + 'static,
-    ) -> Paced {
-        let counters = Arc::new(Counters::default());
-        let started = Instant::now();
-        let period = Duration::from_secs_f64(1.0 / spec.rate);
-        let deadline = started + spec.duration;
-        let task = tokio::spawn({
-            let counters = counters.clone();
-            async move {
-                let counters = &counters;
-                let change = &change;
-                futures::stream::iter(0..spec.planned())
-                    .then(|k| async move {
-                        let due = started + period.mul_f64(k as f64);
-                        tokio::time::sleep_until(due).await;
-                        (k, due)
-                    })
-                    .take_while(|_| std::future::ready(Instant::now() < deadline))
-                    .map(|(k, due)| {
-                        let lag = Instant::now().saturating_duration_since(due).as_millis() as u64;
-                        counters.max_lag_ms.fetch_max(lag, Ordering::Relaxed);
-                        counters.sent.fetch_add(1, Ordering::Relaxed);
-                        let request = change(k);
-                        async move {
-                            match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
-                                Ok(Ok(kind)) => {
-                                    *counters
-                                        .by_kind
-                                        .lock()
-                                        .unwrap()
-                                        .entry(kind.to_string())
-                                        .or_default() += 1;
-                                }
-                                failure => {
-                                    counters.failed.fetch_add(1, Ordering::Relaxed);
-                                    let error = match failure {
-                                        Ok(Err(e)) => e,
-                                        _ => format!("no answer in {REQUEST_TIMEOUT:?}"),
-                                    };
-                                    counters.first_error.lock().unwrap().get_or_insert(error);
-                                }
-                            }
-                        }
-                    })
-                    .buffer_unordered(IN_FLIGHT)
-                    .collect::<()>()
-                    .await;
-            }
-        });
-        Paced {
-            spec,
-            counters,
-            started,
-            task: Some(task),
-        }
-    }
-
-    pub fn progress(&self) -> PacedCounts {
-        let c = &self.counters;
-        let by_kind = c.by_kind.lock().unwrap().clone();
-        PacedCounts {
-            planned: self.spec.planned(),
-            sent: c.sent.load(Ordering::Relaxed),
-            accepted: by_kind.values().sum(),
-            by_kind,
-            failed: c.failed.load(Ordering::Relaxed),
-            first_error: c.first_error.lock().unwrap().clone(),
-            max_lag_ms: c.max_lag_ms.load(Ordering::Relaxed),
-            seconds: self.started.elapsed().as_secs_f64(),
-        }
-    }
-
-    /// Waits for the run to end by itself and returns its counts.
-    pub async fn finish(mut self) -> PacedCounts {
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
-        self.progress()
-    }
-}
-
-impl Drop for Paced {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! containerd's shims, the bridge and NAT rules) a start cleans and a stop removes.
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -346,14 +345,4 @@ pub(super) fn xtables(program: &str, args: &[&str]) -> Result<()> {
         );
     }
     Ok(())
-}
-
-pub(super) fn free_port() -> Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-pub(super) fn tail(path: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
 }

@@ -54,13 +54,15 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 
 use crate::ApiServer;
+use crate::http::free_port;
 use crate::nodebins::{self, Containerd, KubeNode, run};
+use crate::process::tail;
 use component::Component;
 use config::{AUDIT_POLICY, containerd_config, kubelet_config};
 use host::{
-    cgroup_v2, check_prerequisites, clean_stale, create_cgroup_root, find_program, free_port,
+    cgroup_v2, check_prerequisites, clean_stale, create_cgroup_root, find_program,
     has_cap_sys_resource, iptables, kill_cgroup_processes, kill_shims, remove, remove_shim_sockets,
-    reset_host, shim_sockets, tail, unmount_under,
+    reset_host, shim_sockets, unmount_under,
 };
 
 /// The real node's name (it is the cluster's only kubelet).

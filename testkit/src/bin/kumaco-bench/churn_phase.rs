@@ -4,9 +4,9 @@
 use std::time::{Duration, Instant};
 
 use crate::measure::{
-    EdgeWatch, kumaco_writes, kumaco_writes_in, settle, sleep_until, wait_for_writes,
+    EdgeSpec, EdgeWatch, kumaco_writes, kumaco_writes_in, latency_summary, settle, sleep_until,
+    wait_for_writes,
 };
-use crate::scale::{EdgeSpec, latency_summary};
 use crate::{CHURN_DRAIN, CHURN_EDGE_LEAD, CONCURRENCY, MANAGER, NAMESPACE, TRANSITION_TIMEOUT};
 use anyhow::{Context, Result, bail};
 use futures::{StreamExt, TryStreamExt};
@@ -15,9 +15,10 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use testkit::churn::plain::PlainWatch;
-use testkit::churn::{self, Churn, ChurnSpec};
-use testkit::fleet::{self, Kumaco};
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::churn::{self, ChurnSpec};
+use testkit::fleet;
+use testkit::kumaco::KumacoProcess;
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::{ApiServer, Scope};
 
 /// What the churn phase works with.
@@ -25,7 +26,7 @@ pub(crate) struct ChurnPhase<'a> {
     pub(crate) server: &'a ApiServer,
     pub(crate) client: &'a kube::Client,
     pub(crate) scope: &'a Scope,
-    pub(crate) kumaco: &'a Kumaco,
+    pub(crate) kumaco: &'a KumacoProcess,
 }
 
 /// kumaco's and the API server's counters at one moment of the churn phase.
@@ -49,9 +50,9 @@ impl ChurnPhase<'_> {
         let cpu = self.kumaco.cpu_seconds()?;
         let plain_cpu = plain.cpu_seconds()?;
         let server = apiserver_metrics(self.client).await?;
-        let ours = self.kumaco.metrics().await?;
+        let ours = self.kumaco.metrics_text().await?;
         let reconcile = |suffix: &str| {
-            metric_sum(
+            metric(
                 &ours,
                 &format!("kumaco_reconcile_duration_seconds_{suffix}"),
                 &[],
@@ -61,14 +62,14 @@ impl ChurnPhase<'_> {
             at,
             cpu,
             plain_cpu,
-            writes: kumaco_writes_in(&server),
-            foreign: metric_sum(
+            writes: kumaco_writes_in(&server)?,
+            foreign: metric(
                 &server,
                 "apiserver_request_total",
                 &[("verb", "PATCH"), ("resource", "nodes"), ("code", "200")],
-            ) as u64,
-            passes: reconcile("count"),
-            pass_seconds: reconcile("sum"),
+            )? as u64,
+            passes: reconcile("count")?,
+            pass_seconds: reconcile("sum")?,
         })
     }
 
@@ -125,7 +126,7 @@ impl ChurnPhase<'_> {
         )?;
         sleep_until(churn_start).await;
         let start = self.snapshot(&plain).await?;
-        let churn = Churn::start(kubelet, labeler, names, spec);
+        let churn = churn::start(kubelet, labeler, names, spec);
         sleep_until(edge - SignedDuration::from_secs(1)).await;
         let before_edge = self.snapshot(&plain).await?;
         let before_edge_changes = churn.progress();
@@ -255,7 +256,7 @@ pub(crate) async fn plain_client_burst_under_churn(
         duration: Duration::from_secs(120),
         ..spec
     };
-    let churn = Churn::start(kubelet, labeler, names, spec);
+    let churn = churn::start(kubelet, labeler, names, spec);
     tokio::time::sleep(CHURN_DRAIN).await;
     let secs = plain_client_burst(client, nodes).await?;
     let progress = churn.progress();

@@ -1,5 +1,6 @@
 //! Measuring: kumaco's node writes as the API server counts them, settling, and an
-//! independent watch of when each node turned `UnderMaintenance=True`.
+//! independent watch of when each node turned `UnderMaintenance=True` and how long after
+//! the edge.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -12,23 +13,26 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::watcher;
+use serde_json::{Value, json};
 use testkit::Scope;
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::fleet::percentile;
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::nodes::condition;
 
 /// kumaco's node writes as the API server counts them: server-side applies to nodes
 /// (`nodes/status` and any other), which only kumaco sends once setup is done (nodes are
 /// created with a POST and a merge patch; the churn's changes are patches too).
 pub(crate) async fn kumaco_writes(client: &kube::Client) -> Result<u64> {
-    Ok(kumaco_writes_in(&apiserver_metrics(client).await?))
+    kumaco_writes_in(&apiserver_metrics(client).await?)
 }
 
-pub(crate) fn kumaco_writes_in(apiserver_metrics: &str) -> u64 {
-    metric_sum(
+pub(crate) fn kumaco_writes_in(apiserver_metrics: &str) -> Result<u64> {
+    let writes = metric(
         apiserver_metrics,
         "apiserver_request_total",
         &[("verb", "APPLY"), ("resource", "nodes")],
-    ) as u64
+    )?;
+    Ok(writes as u64)
 }
 
 /// Waits until kumaco's node writes reach `target` (bounded by `TRANSITION_TIMEOUT`).
@@ -148,4 +152,27 @@ impl Drop for EdgeWatch {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// p50, p99, max and min of the times `seen` after `edge`, in milliseconds.
+pub(crate) fn latency_summary(seen: &[Timestamp], edge: Timestamp) -> Value {
+    let mut ms: Vec<f64> = seen
+        .iter()
+        .map(|t| t.duration_since(edge).as_secs_f64() * 1000.0)
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    json!({
+        "p50": percentile(&ms, 0.50),
+        "p99": percentile(&ms, 0.99),
+        "max": ms.last().copied(),
+        "min": ms.first().copied(),
+    })
+}
+
+/// The edge window's selector, the number of nodes it selects, and how many of them the
+/// first edge turned True.
+pub(crate) struct EdgeSpec<'a> {
+    pub(crate) selector: &'a str,
+    pub(crate) count: usize,
+    pub(crate) true_now: usize,
 }

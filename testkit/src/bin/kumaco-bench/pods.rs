@@ -17,10 +17,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use serde_json::{Value, json};
 use testkit::agent::REBOOT_REQUIRED;
-use testkit::churn::ChurnSpec;
-use testkit::churn::pods::{self as podchurn, Paced, PodFleet};
-use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::churn::pods::{self as podchurn, PodFleet};
+use testkit::churn::{ChurnSpec, Paced, PacedCounts};
+use testkit::fleet::{self, BATCH, KumacoOptions, load_average};
+use testkit::kumaco::KumacoProcess;
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::nodes::{condition, set_condition};
 use testkit::{ApiServer, Scope};
 
@@ -91,38 +92,38 @@ fn socket_bytes_received(pid: u32) -> Result<HashMap<String, u64>> {
 }
 
 /// The pod watch events the API server has sent, to every watch.
-fn pod_watch_events_in(apiserver_metrics: &str) -> f64 {
+fn pod_watch_events_in(apiserver_metrics: &str) -> Result<f64> {
     // Labelled by kind in older API servers, by resource in newer ones.
-    let by = |label| metric_sum(apiserver_metrics, "apiserver_watch_events_total", &[label]);
-    by(("kind", "Pod")).max(by(("resource", "pods")))
+    let by = |label| metric(apiserver_metrics, "apiserver_watch_events_total", &[label]);
+    Ok(by(("kind", "Pod"))?.max(by(("resource", "pods"))?))
 }
 
-async fn pod_snapshot(kumaco: &Kumaco, client: &kube::Client) -> Result<PodSnapshot> {
+async fn pod_snapshot(kumaco: &KumacoProcess, client: &kube::Client) -> Result<PodSnapshot> {
     let at = Instant::now();
     let cpu = kumaco.cpu_seconds()?;
     // Before the scrape below, which kumaco receives too.
-    let received = socket_bytes_received(kumaco.pid()?)?;
-    let ours = kumaco.metrics().await?;
+    let received = socket_bytes_received(kumaco.pid())?;
+    let ours = kumaco.metrics_text().await?;
     let server = apiserver_metrics(client).await?;
     let reconcile = |suffix: &str| {
-        metric_sum(
+        metric(
             &ours,
             &format!("kumaco_reconcile_duration_seconds_{suffix}"),
             &[],
         )
     };
     let node_events =
-        |relevant: &str| metric_sum(&ours, "kumaco_node_events_total", &[("relevant", relevant)]);
+        |relevant: &str| metric(&ours, "kumaco_node_events_total", &[("relevant", relevant)]);
     Ok(PodSnapshot {
         at,
         cpu,
-        passes: reconcile("count"),
-        pass_seconds: reconcile("sum"),
-        relevant_node_events: node_events("true"),
-        other_node_events: node_events("false"),
-        pod_watch_events: pod_watch_events_in(&server),
+        passes: reconcile("count")?,
+        pass_seconds: reconcile("sum")?,
+        relevant_node_events: node_events("true")?,
+        other_node_events: node_events("false")?,
+        pod_watch_events: pod_watch_events_in(&server)?,
         received,
-        writes: kumaco_writes_in(&server),
+        writes: kumaco_writes_in(&server)?,
     })
 }
 
@@ -163,7 +164,7 @@ pub(crate) async fn waiting_nodes(
 /// Each such change decides what the node's `MaintenanceInProgress` says (`Blocked`, or
 /// `WaitingForSlot` while its pod is gone): a pass and a write each.
 async fn waiting_phase(
-    kumaco: &Kumaco,
+    kumaco: &KumacoProcess,
     client: &kube::Client,
     waiting: &[String],
     spec: ChurnSpec,
@@ -192,7 +193,7 @@ async fn waiting_phase(
         Api::namespaced(client.clone(), WAITING_NAMESPACE);
     let pods = Arc::new(fleet.matching_pods());
     let before = pod_snapshot(kumaco, client).await?;
-    let counts = Paced::start(spec, move |k| {
+    let counts = Paced::start(spec, podchurn::IN_FLIGHT, move |k| {
         podchurn::matching_change(&api, &fleet, &pods, Some(2), k)
     })
     .finish()
@@ -219,7 +220,7 @@ fn pod_phase(
     name: &str,
     what: &str,
     (from, to): (&PodSnapshot, &PodSnapshot),
-    changes: Option<&podchurn::PacedCounts>,
+    changes: Option<&PacedCounts>,
     baseline_cpu_per_second: Option<f64>,
 ) -> Value {
     let seconds = to.at.duration_since(from.at).as_secs_f64();
@@ -338,8 +339,11 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         name: MANAGER,
         extra_args: brain_args(),
     };
-    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options).await?;
-    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
+    let mut kumaco = fleet::start_kumaco(&args.kumaco, &server, &scope, &options).await?;
+    let ready_secs = kumaco
+        .ready_within("/readyz", READY_TIMEOUT)
+        .await?
+        .as_secs_f64();
     println!("   kumaco ready in {ready_secs:.2}s");
     settle(&client).await?;
     let startup_writes = kumaco_writes(&client).await? - writes_at_spawn;
@@ -429,7 +433,9 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
     for (name, what, rate, change) in plan {
         println!("   {name}: {rate}/s for {}s...", args.phase_seconds);
         let before = pod_snapshot(&kumaco, &client).await?;
-        let counts = Paced::start(spec(rate), change).finish().await;
+        let counts = Paced::start(spec(rate), podchurn::IN_FLIGHT, change)
+            .finish()
+            .await;
         tokio::time::sleep(CHURN_DRAIN).await;
         let after = pod_snapshot(&kumaco, &client).await?;
         if counts.failed > 0 {
@@ -460,13 +466,13 @@ pub(crate) async fn run_pods(args: &Args, n: usize, run: u64) -> Result<Value> {
         );
     }
     let rss = kumaco.status_kib("VmHWM")? * 1024;
-    let budgets_seen = metric_sum(
-        &kumaco.metrics().await?,
+    let budgets_seen = metric(
+        &kumaco.metrics_text().await?,
         "kumaco_gate_pod_disruption_budgets",
         &[],
-    );
+    )?;
     let log = kumaco.log_path().to_path_buf();
-    kumaco.stop();
+    kumaco.kill();
     drop(server);
     Ok(json!({
         "mode": "pods",

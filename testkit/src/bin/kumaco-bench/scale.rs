@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::churn_phase::{ChurnPhase, plain_client_burst, plain_client_burst_under_churn};
-use crate::measure::{EdgeWatch, kumaco_writes, settle, sleep_until};
+use crate::measure::{EdgeSpec, EdgeWatch, kumaco_writes, latency_summary, settle, sleep_until};
 use crate::windows::create_windows;
 use crate::{
     Args, EDGE_AHEAD_SECS, MANAGER, NAMESPACE, RACKS, READY_TIMEOUT, TRANSITION_TIMEOUT, WINDOWS,
@@ -12,8 +12,7 @@ use crate::{
 use anyhow::Result;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use testkit::fleet::percentile;
-use testkit::fleet::{self, BATCH, Kumaco, KumacoOptions, load_average};
+use testkit::fleet::{self, BATCH, KumacoOptions, load_average};
 use testkit::receiver::{Answer, Receiver};
 use testkit::{ApiServer, Scope};
 
@@ -82,8 +81,11 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         name: MANAGER,
         extra_args,
     };
-    let mut kumaco = Kumaco::spawn(&args.kumaco, &server, &scope, &options).await?;
-    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
+    let mut kumaco = fleet::start_kumaco(&args.kumaco, &server, &scope, &options).await?;
+    let ready_secs = kumaco
+        .ready_within("/readyz", READY_TIMEOUT)
+        .await?
+        .as_secs_f64();
     let cpu_at_ready = kumaco.cpu_seconds()?;
     println!("   ready in {ready_secs:.2}s");
     // The few windows active from the start make kumaco write once at startup; the edge
@@ -164,7 +166,7 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         None => Value::Null,
     };
     let log = kumaco.log_path().to_path_buf();
-    kumaco.stop();
+    kumaco.kill();
 
     // (f): the same nodes, the same number of writes, without kumaco.
     let ceiling_secs = plain_client_burst(&client, &edge_nodes).await?;
@@ -213,27 +215,4 @@ pub(crate) async fn run_one(args: &Args, n: usize, run: u64) -> Result<Value> {
         "notifications": notified,
         "kumaco_log": log,
     }))
-}
-
-/// p50, p99, max and min of the times `seen` after `edge`, in milliseconds.
-pub(crate) fn latency_summary(seen: &[Timestamp], edge: Timestamp) -> Value {
-    let mut ms: Vec<f64> = seen
-        .iter()
-        .map(|t| t.duration_since(edge).as_secs_f64() * 1000.0)
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    json!({
-        "p50": percentile(&ms, 0.50),
-        "p99": percentile(&ms, 0.99),
-        "max": ms.last().copied(),
-        "min": ms.first().copied(),
-    })
-}
-
-/// The edge window's selector, the number of nodes it selects, and how many of them the
-/// first edge turned True.
-pub(crate) struct EdgeSpec<'a> {
-    pub(crate) selector: &'a str,
-    pub(crate) count: usize,
-    pub(crate) true_now: usize,
 }

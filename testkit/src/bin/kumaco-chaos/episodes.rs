@@ -115,7 +115,7 @@ impl Driver<'_> {
                     self.tally.api_crashes_across_edge += 1;
                 }
                 let id = self.checker.fault_started("API server crash");
-                tokio::task::block_in_place(|| self.server.kill())?;
+                tokio::task::block_in_place(|| self.server.kill());
                 tokio::time::sleep(down).await;
                 tokio::task::block_in_place(|| self.server.restart())?;
                 self.tally.api_crashes += 1;

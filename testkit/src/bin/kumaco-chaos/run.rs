@@ -336,7 +336,7 @@ impl Drop for Driver<'_> {
         }
         for replica in &mut self.replicas {
             if let Some(mut process) = replica.process.take() {
-                let _ = process.kill();
+                process.kill();
             }
         }
         self.replicas.clear();
@@ -410,13 +410,13 @@ impl Driver<'_> {
         };
         match signal {
             Signal::Kill => {
-                process.kill()?;
+                process.kill();
                 self.tally.sigkill += 1;
             }
             Signal::Term => {
                 if let Err(e) = process.terminate(GRACE).await {
                     self.say(&format!("{identity} ignored SIGTERM: {e:#}"));
-                    process.kill()?;
+                    process.kill();
                 }
                 self.tally.sigterm += 1;
             }

@@ -45,7 +45,7 @@ impl Driver<'_> {
         while Instant::now() < deadline {
             if self.checker.quiescent(Duration::from_secs(2)) {
                 let metrics = apiserver_metrics(&self.client).await?;
-                let (all, failed) = node_status_requests(&metrics, "APPLY");
+                let (all, failed) = node_status_requests(&metrics, "APPLY")?;
                 let changes = self.checker.counts().kumaco_changes;
                 // Still nothing moved while the metrics were read.
                 if self.checker.quiescent(Duration::from_secs(2)) {

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use crate::args::parse_duration;
 use crate::recorder::{Real, Seen, What};
-use crate::rollout::{Setup, secs};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use testkit::fleet::{ZONES, percentile};
+use testkit::kured::Draws;
 
 pub(crate) struct Measured {
     /// The window ConfigMap's name, and its duration.
@@ -56,7 +56,9 @@ pub(crate) fn placed(p: &Value, name: &str) -> Option<(Timestamp, Option<Timesta
     Some((time(&p["start"])?, time(&p["end"])))
 }
 
-pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
+/// `m` against its forecast, for the fleet of `names` whose reboots `draws` drew, under
+/// the ceiling `ceiling`.
+pub(crate) fn analyse(m: &Measured, names: &[String], draws: &Draws, ceiling: usize) -> Value {
     let window_name = &m.name;
     let f = &m.forecast;
     let fnodes: BTreeMap<String, &Value> = f["nodes"]
@@ -76,7 +78,7 @@ pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
     let mut fit90 = BTreeMap::<(bool, bool), usize>::new();
     let mut last_real: Option<Timestamp> = None;
     let mut last_fc: Option<Timestamp> = None;
-    for (i, node) in s.names.iter().enumerate() {
+    for (i, node) in names.iter().enumerate() {
         let real = m.reals.get(node).cloned().unwrap_or_default();
         let fc = fnodes.get(node);
         let med = fc.and_then(|v| placed(&v["median"], window_name));
@@ -97,16 +99,16 @@ pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
             .as_deref()
             .and_then(|b| b.rsplit_once("-boot-"))
             .and_then(|(_, k)| k.parse::<u32>().ok());
-        let drawn_reboot = boot_k.map(|k| s.draws.reboot(node, k).as_secs_f64());
-        let drawn_delay = boot_k.map(|k| s.draws.daemon_delay(node, k + 1).as_secs_f64());
+        let drawn_reboot = boot_k.map(|k| draws.reboot(node, k).as_secs_f64());
+        let drawn_delay = boot_k.map(|k| draws.daemon_delay(node, k + 1).as_secs_f64());
         let dur = real
             .start
             .zip(real.end)
-            .map(|(a, b)| secs(b.duration_since(a)));
+            .map(|(a, b)| b.duration_since(a).as_secs_f64());
         let rec = real
             .end
             .zip(real.back)
-            .map(|(a, b)| secs(b.duration_since(a)));
+            .map(|(a, b)| b.duration_since(a).as_secs_f64());
         real_dur.extend(dur);
         real_rec.extend(rec);
         if let (Some(d), Some(r)) = (dur, drawn_reboot) {
@@ -131,8 +133,8 @@ pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
             "reboots": m.reboots.get(node),
         });
         if let (Some((fs, Some(fe))), Some(rs), Some(re)) = (med, real.start, real.end) {
-            let e = secs(re.duration_since(fe));
-            let es = secs(rs.duration_since(fs));
+            let e = re.duration_since(fe).as_secs_f64();
+            let es = rs.duration_since(fs).as_secs_f64();
             end_err.push(e);
             abs_end.push(e.abs());
             start_err.push(es);
@@ -148,7 +150,7 @@ pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
         }
         rows.push(row);
     }
-    let length = last_real.map_or(f64::NAN, |l| secs(l.duration_since(m.start)));
+    let length = last_real.map_or(f64::NAN, |l| l.duration_since(m.start).as_secs_f64());
     let frac = |v: Option<f64>| v.map(|x| x / length);
     let mut abs_sorted = abs_end.clone();
     abs_sorted.sort_by(f64::total_cmp);
@@ -160,11 +162,11 @@ pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
     let fc_last = expected.or(completion).or(last_fc);
     let comp_err = fc_last
         .zip(last_real)
-        .map(|(fc, r)| secs(r.duration_since(fc)));
+        .map(|(fc, r)| r.duration_since(fc).as_secs_f64());
     let median_err = completion
         .or(last_fc)
         .zip(last_real)
-        .map(|(fc, r)| secs(r.duration_since(fc)));
+        .map(|(fc, r)| r.duration_since(fc).as_secs_f64());
     let bound = (0.1 * length).max(learned_m);
     let count = |a: bool, b: bool| fit.get(&(a, b)).map_or(0, Vec::len);
     let disagree: Vec<&String> = fit
@@ -191,7 +193,7 @@ pub(crate) fn analyse(s: &Setup<'_>, m: &Measured) -> Value {
             "maintenance_minus_drawn_reboot_s": stats(&overhead),
             "recovery_minus_drawn_daemon_delay_s": stats(&rec_overhead),
             "most_in_progress": most,
-            "ceiling": s.ceiling,
+            "ceiling": ceiling,
             "nodes_rebooted_more_than_once": extra_reboots.len(),
         },
         "forecast": {

@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use testkit::agent::{MAINTENANCE_IN_PROGRESS, REBOOT_REQUIRED};
 use testkit::fleet::{
-    self, Kumaco, KumacoOptions, create_namespace, create_nodes, load_average, node_name,
+    self, KumacoOptions, LogScan, create_namespace, create_nodes, load_average, node_name,
     put_window,
 };
 use testkit::kured::{Draws, Happened, Kured, KuredSpec, Spread};
@@ -103,7 +103,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
         "setup: {n} nodes with kured's daemons in {:.1}s",
         t0.elapsed().as_secs_f64()
     );
-    let mut kumaco = Kumaco::spawn(
+    let mut kumaco = fleet::start_kumaco(
         &args.kumaco,
         &server,
         &scope,
@@ -114,7 +114,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
         },
     )
     .await?;
-    kumaco.wait_ready(READY_TIMEOUT).await?;
+    kumaco.ready_within("/readyz", READY_TIMEOUT).await?;
     println!("kumaco ready; log {}", kumaco.log_path().display());
 
     // Each slot turns over in about a p90 reboot plus a p90 recovery and latencies;
@@ -158,7 +158,7 @@ pub(crate) async fn run(args: &Args) -> Result<Value> {
             bail!("kumaco died; log {}", kumaco.log_path().display());
         }
     }
-    let logs = kumaco.log_levels()?.clone();
+    let logs = LogScan::default().levels(kumaco.log_path())?.clone();
     let relists = setup.recorder.with(|r| r.relists);
     Ok(json!({
         "nodes": n,
@@ -264,10 +264,6 @@ pub(crate) fn whole_second_in(secs: i64) -> Timestamp {
     Timestamp::from_second(Timestamp::now().as_second() + secs + 1).expect("a valid time")
 }
 
-pub(crate) fn secs(d: SignedDuration) -> f64 {
-    d.as_secs_f64()
-}
-
 /// One measured rollout: every node needing a reboot again, a one-shot window of length
 /// `window`, the forecast taken before it opens, the real rollout to its end.
 pub(crate) async fn measure(s: &Setup<'_>, k: usize, window: &str, last: bool) -> Result<Value> {
@@ -350,7 +346,6 @@ pub(crate) async fn measure(s: &Setup<'_>, k: usize, window: &str, last: bool) -
         *reboots.entry(node).or_default() -= before;
     }
     Ok(analyse(
-        s,
         &Measured {
             name: name.clone(),
             window: window.to_string(),
@@ -363,6 +358,9 @@ pub(crate) async fn measure(s: &Setup<'_>, k: usize, window: &str, last: bool) -
             events: recorded.1,
             reboots,
         },
+        &s.names,
+        &s.draws,
+        s.ceiling,
     ))
 }
 

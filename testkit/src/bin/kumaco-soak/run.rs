@@ -10,9 +10,9 @@ use crate::{Args, NAME, NAMESPACE, READY_TIMEOUT, REBOOT_PAUSE, REPORTER_SPEC};
 use anyhow::{Result, bail};
 use serde_json::Value;
 use testkit::agent::{Observer, REBOOT_REQUIRED, RebootAgent};
-use testkit::churn::{Churn, ChurnSpec};
+use testkit::churn::{self, ChurnSpec};
 use testkit::fleet::{
-    self, Kumaco, KumacoOptions, ZONES, create_namespace, create_nodes, load_average, node_name,
+    self, KumacoOptions, LogScan, ZONES, create_namespace, create_nodes, load_average, node_name,
     node_status_requests, put_window,
 };
 use testkit::kumaco::apiserver_metrics;
@@ -55,10 +55,10 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
     // far are the nodes' creation.
     let baseline = apiserver_metrics(&client).await?;
     let baseline = Baseline {
-        applies: node_status_requests(&baseline, "APPLY").0,
-        patches: node_status_requests(&baseline, "PATCH").0,
+        applies: node_status_requests(&baseline, "APPLY")?.0,
+        patches: node_status_requests(&baseline, "PATCH")?.0,
     };
-    let mut kumaco = Kumaco::spawn(
+    let mut kumaco = fleet::start_kumaco(
         &args.kumaco,
         &server,
         &scope,
@@ -73,7 +73,10 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
         },
     )
     .await?;
-    let ready_secs = kumaco.wait_ready(READY_TIMEOUT).await?;
+    let ready_secs = kumaco
+        .ready_within("/readyz", READY_TIMEOUT)
+        .await?
+        .as_secs_f64();
     println!(
         "kumaco ready in {ready_secs:.2}s; log {}",
         kumaco.log_path().display()
@@ -87,7 +90,7 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
             rate: args.churn_rate,
             duration: length,
         };
-        Some(Churn::start(kubelet, labeler, names.clone(), spec))
+        Some(churn::start(kubelet, labeler, names.clone(), spec))
     } else {
         None
     };
@@ -102,7 +105,8 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
         started: Instant::now(),
     };
     let period = Duration::from_secs(args.sample_secs);
-    let sampled = sample_until(&probe, &mut kumaco, period, length).await;
+    let mut log_scan = LogScan::default();
+    let sampled = sample_until(&probe, &mut kumaco, &mut log_scan, period, length).await;
     // No mark may land after the figures are taken.
     source.stop(&agent).await;
     // The churn's counts so far (it ends by itself about now; dropping it stops it).
@@ -134,7 +138,10 @@ pub(crate) async fn run(args: &Args) -> Result<Outcome> {
         logs: if sampled.interrupted {
             sampled.logs.clone()
         } else {
-            kumaco.log_levels().cloned().unwrap_or(sampled.logs.clone())
+            log_scan
+                .levels(kumaco.log_path())
+                .cloned()
+                .unwrap_or(sampled.logs.clone())
         },
         log_path: kumaco.log_path(),
         observed_max: observed.max_in_progress,

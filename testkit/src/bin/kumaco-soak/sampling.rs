@@ -7,8 +7,9 @@ use anyhow::Result;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use testkit::agent::{Observer, RebootAgent};
-use testkit::fleet::{Kumaco, LogLevels, load_average, node_status_requests};
-use testkit::kumaco::{apiserver_metrics, metric_sum};
+use testkit::fleet::{LogLevels, LogScan, load_average, node_status_requests};
+use testkit::kumaco::KumacoProcess;
+use testkit::kumaco::{apiserver_metrics, metric};
 use testkit::reporter::RebootSource;
 
 /// The API server's counts before kumaco started.
@@ -94,18 +95,24 @@ impl Probe<'_> {
     }
 
     /// A sample, and the kumaco metrics text and log levels it was taken from.
-    pub(crate) async fn sample(&self, kumaco: &mut Kumaco) -> Result<(Sample, String, LogLevels)> {
+    pub(crate) async fn sample(
+        &self,
+        kumaco: &KumacoProcess,
+        log_scan: &mut LogScan,
+    ) -> Result<(Sample, String, LogLevels)> {
         let t = self.elapsed();
         let mib = |kib: u64| kib as f64 / 1024.0;
         let rss_mib = mib(kumaco.status_kib("VmRSS")?);
         let hwm_mib = mib(kumaco.status_kib("VmHWM")?);
         let cpu_seconds = kumaco.cpu_seconds()?;
-        let logs = kumaco.log_levels()?.clone();
-        let metrics = kumaco.metrics().await?;
+        let logs = log_scan.levels(kumaco.log_path())?.clone();
+        let metrics = kumaco.metrics_text().await?;
         let server = apiserver_metrics(self.client).await?;
-        let (applies, applies_failed) = node_status_requests(&server, "APPLY");
+        let (applies, applies_failed) = node_status_requests(&server, "APPLY")?;
         let observed = self.observer.observed();
-        let ours = |name: &str, labels: &[(&str, &str)]| metric_sum(&metrics, name, labels) as u64;
+        let ours = |name: &str, labels: &[(&str, &str)]| {
+            anyhow::Ok(metric(&metrics, name, labels)? as u64)
+        };
         let sample = Sample {
             t,
             at: Timestamp::now().to_string(),
@@ -114,12 +121,12 @@ impl Probe<'_> {
             cpu_seconds,
             applies: applies - self.baseline.applies,
             applies_failed,
-            helper_patches: node_status_requests(&server, "PATCH").0 - self.baseline.patches,
-            kumaco_writes: ours("kumaco_api_writes_total", &[("verb", "patch")]),
-            write_errors: ours("kumaco_api_writes_total", &[("result", "error")]),
-            transitions: ours("kumaco_transitions_total", &[]),
-            under_maintenance: ours("kumaco_nodes_under_maintenance", &[]),
-            in_progress: ours("kumaco_nodes_in_progress", &[]),
+            helper_patches: node_status_requests(&server, "PATCH")?.0 - self.baseline.patches,
+            kumaco_writes: ours("kumaco_api_writes_total", &[("verb", "patch")])?,
+            write_errors: ours("kumaco_api_writes_total", &[("result", "error")])?,
+            transitions: ours("kumaco_transitions_total", &[])?,
+            under_maintenance: ours("kumaco_nodes_under_maintenance", &[])?,
+            in_progress: ours("kumaco_nodes_in_progress", &[])?,
             observed_in_progress: observed.in_progress.len(),
             observed_max_in_progress: observed.max_in_progress,
             reboots: self.agent.reboots(),
@@ -153,7 +160,8 @@ pub(crate) struct Sampled {
 /// Ctrl-C, or kumaco's death.
 pub(crate) async fn sample_until(
     probe: &Probe<'_>,
-    kumaco: &mut Kumaco,
+    kumaco: &mut KumacoProcess,
+    log_scan: &mut LogScan,
     period: Duration,
     length: Duration,
 ) -> Sampled {
@@ -186,7 +194,7 @@ pub(crate) async fn sample_until(
         tokio::select! {
             biased;
             _ = &mut ctrl_c => { out.interrupted = true; break; }
-            sampled = probe.sample(kumaco) => match sampled {
+            sampled = probe.sample(kumaco, log_scan) => match sampled {
                 Ok((sample, metrics, logs)) => {
                     println!("{}", sample.line());
                     out.samples.push(sample);

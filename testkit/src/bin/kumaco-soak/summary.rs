@@ -5,9 +5,9 @@ use crate::sampling::{Sample, Sampled};
 use crate::{Args, STEADY_AFTER, UNDER_MAINTENANCE};
 use serde_json::{Value, json};
 use testkit::agent::MAINTENANCE_IN_PROGRESS;
-use testkit::churn::ChurnCounts;
+use testkit::churn::PacedCounts;
 use testkit::fleet::{self, LogLevels, load_average};
-use testkit::kumaco::metric_sum;
+use testkit::kumaco::metric;
 use testkit::reporter::SourceState;
 
 pub(crate) struct SummaryInput<'a> {
@@ -19,7 +19,7 @@ pub(crate) struct SummaryInput<'a> {
     pub(crate) observed_max: usize,
     pub(crate) observer_relists: usize,
     pub(crate) source: &'a SourceState,
-    pub(crate) churn: Option<&'a ChurnCounts>,
+    pub(crate) churn: Option<&'a PacedCounts>,
     pub(crate) ready_secs: f64,
     pub(crate) load_start: String,
 }
@@ -35,12 +35,15 @@ pub(crate) fn summarize(input: &SummaryInput) -> Value {
         .filter(|s| last.t > s.t);
     let per_minute =
         |f: fn(&Sample) -> f64| steady.map(|s| (f(last) - f(s)) / ((last.t - s.t) / 60.0));
+    // null in the summary if kumaco's last metrics did not say.
     let transitions_of = |condition: &str, status: &str| {
-        metric_sum(
+        metric(
             &input.sampled.kumaco_metrics,
             "kumaco_transitions_total",
             &[("condition", condition), ("status", status)],
-        ) as u64
+        )
+        .ok()
+        .map(|n| n as u64)
     };
     let mut waits = input.source.waits.clone();
     waits.sort_by(f64::total_cmp);

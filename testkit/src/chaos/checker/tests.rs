@@ -43,6 +43,35 @@ impl V<'_> {
     }
 }
 
+impl<'a> V<'a> {
+    fn mip(self, status: &'a str) -> Self {
+        V {
+            mip: Some(status),
+            ..self
+        }
+    }
+
+    fn ready(self, status: &'a str) -> Self {
+        V {
+            ready: status,
+            ..self
+        }
+    }
+
+    fn cordoned(self) -> Self {
+        V {
+            cordoned: true,
+            ..self
+        }
+    }
+
+    fn no_reboot_required(self) -> Self {
+        V { rr: false, ..self }
+    }
+}
+
+/// Node `name` at revision `rv` in `zone`: needing a reboot, under maintenance, waiting
+/// (`MaintenanceInProgress=False`), Ready and schedulable.
 fn v<'a>(name: &'a str, rv: u64, zone: &'a str) -> V<'a> {
     V {
         name,
@@ -99,10 +128,7 @@ fn cluster(ctx: &Ctx) {
     list(
         ctx,
         &[
-            V {
-                mip: Some("True"),
-                ..v("a", 1, "z1")
-            },
+            v("a", 1, "z1").mip("True"),
             v("b", 2, "z1"),
             v("x", 3, "z1"),
             v("y", 4, "z2"),
@@ -114,38 +140,13 @@ fn cluster(ctx: &Ctx) {
 fn a_start_while_a_node_kumaco_saw_down_fills_the_ceiling_is_a_violation() {
     let ctx = ctx(2, 5);
     cluster(&ctx);
-    apply(
-        &ctx,
-        V {
-            ready: "False",
-            ..v("b", 10, "z1")
-        },
-    );
-    apply(
-        &ctx,
-        V {
-            ready: "True",
-            cordoned: true,
-            ..v("y", 12, "z2")
-        },
-    );
+    apply(&ctx, v("b", 10, "z1").ready("False"));
+    apply(&ctx, v("y", 12, "z2").ready("True").cordoned());
     // Somebody else changes x after b and y went down (cordoned and back): kumaco's
     // cache had them when it derived the start.
-    apply(
-        &ctx,
-        V {
-            cordoned: true,
-            ..v("x", 13, "z1")
-        },
-    );
+    apply(&ctx, v("x", 13, "z1").cordoned());
     apply(&ctx, v("x", 14, "z1"));
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 15, "z1")
-        },
-    );
+    apply(&ctx, v("x", 15, "z1").mip("True"));
     let found = violations(&ctx);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
@@ -161,28 +162,10 @@ fn a_node_down_after_the_version_kumaco_decided_on_is_no_violation() {
     let ctx = ctx(2, 5);
     cluster(&ctx);
     // x's last foreign version, then b goes down, then kumaco's start of x.
-    apply(
-        &ctx,
-        V {
-            cordoned: true,
-            ..v("x", 10, "z1")
-        },
-    );
+    apply(&ctx, v("x", 10, "z1").cordoned());
     apply(&ctx, v("x", 11, "z1"));
-    apply(
-        &ctx,
-        V {
-            ready: "Unknown",
-            ..v("b", 12, "z1")
-        },
-    );
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 13, "z1")
-        },
-    );
+    apply(&ctx, v("b", 12, "z1").ready("Unknown"));
+    apply(&ctx, v("x", 13, "z1").mip("True"));
     assert_eq!(violations(&ctx), Vec::<String>::new());
     let c = counts(&ctx);
     assert_eq!((c.starts_checked, c.starts_raced), (1, 1));
@@ -194,37 +177,13 @@ fn a_node_down_after_the_version_kumaco_decided_on_is_no_violation() {
 fn kumacos_own_writes_do_not_advance_what_it_must_have_seen() {
     let ctx = ctx(2, 5);
     cluster(&ctx);
-    apply(
-        &ctx,
-        V {
-            rr: false,
-            ..v("x", 10, "z1")
-        },
-    );
+    apply(&ctx, v("x", 10, "z1").no_reboot_required());
     apply(&ctx, v("x", 11, "z1"));
-    apply(
-        &ctx,
-        V {
-            ready: "False",
-            ..v("b", 12, "z1")
-        },
-    );
+    apply(&ctx, v("b", 12, "z1").ready("False"));
     // kumaco writes x twice (its reason, then the start): derived, maybe, from a
     // cache still at revision 11.
-    apply(
-        &ctx,
-        V {
-            mip: Some("Unknown"),
-            ..v("x", 13, "z1")
-        },
-    );
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 14, "z1")
-        },
-    );
+    apply(&ctx, v("x", 13, "z1").mip("Unknown"));
+    apply(&ctx, v("x", 14, "z1").mip("True"));
     assert_eq!(violations(&ctx), Vec::<String>::new());
     assert_eq!(counts(&ctx).starts_raced, 1);
 }
@@ -234,20 +193,8 @@ fn a_full_zone_is_a_ceiling_of_its_own() {
     let ctx = ctx(8, 1);
     cluster(&ctx);
     // y, in another zone, in progress: no matter for x's zone.
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("y", 10, "z2")
-        },
-    );
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 11, "z1")
-        },
-    );
+    apply(&ctx, v("y", 10, "z2").mip("True"));
+    apply(&ctx, v("x", 11, "z1").mip("True"));
     let found = violations(&ctx);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
@@ -266,22 +213,10 @@ fn a_second_start_for_one_requirement_is_a_violation() {
     cluster(&ctx);
     let second = "a second maintenance started";
     apply(&ctx, v("x", 10, "z1"));
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 11, "z1")
-        },
-    );
+    apply(&ctx, v("x", 11, "z1").mip("True"));
     assert!(!violations(&ctx).iter().any(|f| f.contains(second)));
     apply(&ctx, v("x", 12, "z1"));
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 13, "z1")
-        },
-    );
+    apply(&ctx, v("x", 13, "z1").mip("True"));
     let found = violations(&ctx);
     assert!(found.iter().any(|f| f.contains(second)), "{found:?}");
 }
@@ -290,21 +225,8 @@ fn a_second_start_for_one_requirement_is_a_violation() {
 fn a_start_on_an_unavailable_node_is_a_violation() {
     let ctx = ctx(8, 8);
     cluster(&ctx);
-    apply(
-        &ctx,
-        V {
-            cordoned: true,
-            ..v("x", 10, "z1")
-        },
-    );
-    apply(
-        &ctx,
-        V {
-            cordoned: true,
-            mip: Some("True"),
-            ..v("x", 11, "z1")
-        },
-    );
+    apply(&ctx, v("x", 10, "z1").cordoned());
+    apply(&ctx, v("x", 11, "z1").cordoned().mip("True"));
     let found = violations(&ctx);
     assert!(
         found
@@ -318,37 +240,19 @@ fn a_start_on_an_unavailable_node_is_a_violation() {
 fn after_a_relist_a_node_down_counts_from_its_listed_version() {
     let ctx = ctx(2, 5);
     cluster(&ctx);
-    apply(
-        &ctx,
-        V {
-            ready: "False",
-            ..v("b", 10, "z1")
-        },
-    );
+    apply(&ctx, v("b", 10, "z1").ready("False"));
     // A gap: the list shows b still down (it may have come back and gone down again
     // at 20), x changed by somebody at 15, or by kumaco: unknown.
     list(
         &ctx,
         &[
-            V {
-                mip: Some("True"),
-                ..v("a", 1, "z1")
-            },
-            V {
-                ready: "False",
-                ..v("b", 20, "z1")
-            },
+            v("a", 1, "z1").mip("True"),
+            v("b", 20, "z1").ready("False"),
             v("x", 15, "z1"),
             v("y", 4, "z2"),
         ],
     );
-    apply(
-        &ctx,
-        V {
-            mip: Some("True"),
-            ..v("x", 21, "z1")
-        },
-    );
+    apply(&ctx, v("x", 21, "z1").mip("True"));
     // x's foreign revision is still 3 (from the first list): b's 20 is after it.
     assert_eq!(violations(&ctx), Vec::<String>::new());
     assert_eq!(counts(&ctx).starts_raced, 1);
@@ -398,10 +302,7 @@ fn a_node_under_a_budget_may_wait_while_a_slot_is_free() {
         list(
             &c,
             &[
-                V {
-                    mip: Some("True"),
-                    ..v("a", 1, "z1")
-                },
+                v("a", 1, "z1").mip("True"),
                 v("b", 2, "z1"),
                 v("x", 3, "z2"),
                 v("y", 4, "z2"),
