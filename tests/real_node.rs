@@ -701,6 +701,17 @@ impl Exits {
         Exits { seen, task }
     }
 
+    /// Waits until at least `n` exits are seen (the kubelet reports the last one a
+    /// moment after the replacement leads), for at most `timeout`.
+    async fn wait_for(&self, n: usize, timeout: Duration) {
+        let seen = self.seen.clone();
+        poll_until(&format!("{n} container exits"), timeout, || {
+            let seen = seen.clone();
+            async move { seen.lock().unwrap().len() >= n }
+        })
+        .await;
+    }
+
     fn stop(self) -> BTreeMap<String, (i32, String)> {
         self.task.abort();
         self.seen.lock().unwrap().clone()
@@ -1042,9 +1053,9 @@ async fn helm_upgrade_rolls_across_edges_with_one_writer_and_the_pdb_holds() {
     assert_writes_under_the_lease(&writes, &lease_writes(&cluster));
     // Every Pod stopped on the way (2 by the upgrade, 2 evicted, 1 scaled down, the only
     // replica evicted) ended as the kubelet's SIGTERM asks: kumaco exited 0.
+    exits.wait_for(6, Duration::from_secs(60)).await;
     let exits = exits.stop();
     eprintln!("container exits: {exits:?}");
-    assert!(exits.len() >= 6, "{exits:?}");
     for (pod, (code, reason)) in &exits {
         assert_eq!(*code, 0, "{pod} exited {code} ({reason})");
     }
