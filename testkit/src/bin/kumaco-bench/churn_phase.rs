@@ -1,6 +1,7 @@
 //! The churn phase: foreign changes to the nodes at a set rate, kumaco's CPU and
 //! passes over them, and the plain client's as the floor.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::measure::{
@@ -119,11 +120,11 @@ impl ChurnPhase<'_> {
         )
         .await?;
 
-        // The floor, measured over the same window (its first list done before).
-        let plain = PlainWatch::start(
-            &std::env::current_exe().context("kumaco-bench's own path")?,
-            self.server.kubeconfig(),
-        )?;
+        // The floor, measured over the same window (its first list done before). The
+        // child is this very program through /proc/self/exe, not its path: a cargo build
+        // beside the bench (CI runs `make smoke` beside `make test`) may replace the file
+        // under it, and the old path then names nothing ("(deleted)").
+        let plain = PlainWatch::start(Path::new("/proc/self/exe"), self.server.kubeconfig())?;
         sleep_until(churn_start).await;
         let start = self.snapshot(&plain).await?;
         let churn = churn::start(kubelet, labeler, names, spec);
