@@ -30,7 +30,7 @@ use testkit::alertmanager::Alertmanager;
 use testkit::cluster::Cluster;
 use testkit::faultproxy::{Fault, FaultProxy};
 use testkit::kumaco::{KumacoProcess, metric};
-use testkit::nodes::{condition, wait_for_condition};
+use testkit::nodes::{condition, wait_for_condition, wait_for_status};
 use testkit::prometheus::{Prometheus, Target};
 use testkit::time::poll_showing;
 
@@ -91,14 +91,7 @@ async fn mip(c: &Cluster, node: &str) -> NodeCondition {
 
 /// Waits until the node's `MaintenanceInProgress` is `status` (with `reason`, if given).
 async fn wait_mip(c: &Cluster, node: &str, status: &str, reason: Option<&str>) -> NodeCondition {
-    let found = wait_for_condition(&c.client, node, MIP, PROMPT, |cond| {
-        cond.is_some_and(|cond| {
-            cond.status == status && reason.is_none_or(|r| cond.reason.as_deref() == Some(r))
-        })
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{node}: {MIP}={status} {reason:?}: {e:#}"));
-    condition(&found, MIP).unwrap().clone()
+    wait_mip_within(c, node, status, reason, PROMPT).await
 }
 
 /// Waits until the node waits with `AlertFiring` and this message.
@@ -758,14 +751,9 @@ async fn wait_mip_within(
     reason: Option<&str>,
     within: Duration,
 ) -> NodeCondition {
-    let found = wait_for_condition(&c.client, node, MIP, within, |cond| {
-        cond.is_some_and(|cond| {
-            cond.status == status && reason.is_none_or(|r| cond.reason.as_deref() == Some(r))
-        })
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{node}: {MIP}={status} {reason:?}: {e:#}"));
-    condition(&found, MIP).unwrap().clone()
+    wait_for_status(&c.client, node, MIP, status, reason, within)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// `--block-alerts-matcher` reaches Alertmanager as the list's filter: an alert that

@@ -23,7 +23,7 @@ use serde_json::json;
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, Observed, REBOOT_REQUIRED};
 use testkit::kumaco::SHORT_LEASE;
-use testkit::nodes::{condition, set_condition, wait_for_condition};
+use testkit::nodes::{condition, set_condition, wait_for_status};
 
 /// How soon kumaco must react to a node or pod change (a watch event, then a pass), on a
 /// loaded 2-core machine.
@@ -362,14 +362,9 @@ impl Cluster {
         reason: Option<&str>,
         timeout: Duration,
     ) -> NodeCondition {
-        let found = wait_for_condition(&self.client, node, MIP, timeout, |c| {
-            c.is_some_and(|c| {
-                c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
-            })
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        condition(&found, MIP).cloned().unwrap()
+        wait_for_status(&self.client, node, MIP, status, reason, timeout)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Checks for `period` that `node` does not start.

@@ -29,7 +29,7 @@ use testkit::agent::MAINTENANCE_IN_PROGRESS as MIP;
 use testkit::cluster::{Cluster, REPLICA_LEASE};
 use testkit::kumaco::{KumacoProcess, SHORT_LEASE, metric, one_leader};
 use testkit::kured::{Kured, KuredSpec};
-use testkit::nodes::{condition, wait_for_condition};
+use testkit::nodes::{condition, wait_for_status};
 
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 /// How long a stand-in reboot keeps a node down: long enough to restart kumaco while the
@@ -90,14 +90,9 @@ async fn wait_mip(
     reason: Option<&str>,
     within: Duration,
 ) -> NodeCondition {
-    let found = wait_for_condition(&c.client, node, MIP, within, |c| {
-        c.is_some_and(|c| {
-            c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
-        })
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e:#}"));
-    condition(&found, MIP).cloned().unwrap()
+    wait_for_status(&c.client, node, MIP, status, reason, within)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Checks for [`STAYS`] that `node` does not start.

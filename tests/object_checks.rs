@@ -28,7 +28,7 @@ use serde_json::json;
 use testkit::ApiServer;
 use testkit::agent::{MAINTENANCE_IN_PROGRESS as MIP, REBOOT_REQUIRED};
 use testkit::kumaco::{LISTEN_ANYWHERE, metric};
-use testkit::nodes::{condition, wait_for_condition};
+use testkit::nodes::{condition, wait_for_condition, wait_for_status};
 
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
 /// How soon kumaco must react to an object or node change (a watch event, an evaluation,
@@ -486,14 +486,9 @@ impl Cluster {
 
     /// Waits until `MaintenanceInProgress` on `node` has `status` (and `reason`).
     async fn wait_mip(&self, node: &str, status: &str, reason: Option<&str>) -> NodeCondition {
-        let found = wait_for_condition(&self.client, node, MIP, PROMPT, |c| {
-            c.is_some_and(|c| {
-                c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
-            })
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        condition(&found, MIP).cloned().unwrap()
+        wait_for_status(&self.client, node, MIP, status, reason, PROMPT)
+            .await
+            .unwrap_or_else(|e| panic!("{e:#}"))
     }
 
     /// Checks for `period` that none of `nodes` starts.

@@ -16,7 +16,7 @@ use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
 use testkit::cluster::Cluster;
 use testkit::kumaco::{KumacoProcess, metric};
-use testkit::nodes::{condition, wait_for_condition};
+use testkit::nodes::{wait_for_condition, wait_for_status};
 use testkit::time::{poll_showing, ts};
 
 const KUMACO: &str = env!("CARGO_BIN_EXE_kumaco");
@@ -60,12 +60,9 @@ async fn wait_in_progress(
     node: &str,
     status: &str,
 ) -> k8s_openapi::api::core::v1::NodeCondition {
-    let found = wait_for_condition(&c.client, node, IN_PROGRESS, WAIT, |cond| {
-        cond.is_some_and(|cond| cond.status == status)
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{node}: {IN_PROGRESS}={status}: {e:#}"));
-    condition(&found, IN_PROGRESS).unwrap().clone()
+    wait_for_status(&c.client, node, IN_PROGRESS, status, None, WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Polls /metrics until `name{labels}` is there and reaches `at_least`.

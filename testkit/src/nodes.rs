@@ -169,6 +169,28 @@ pub async fn wait_for_condition(
     }
 }
 
+/// Waits (as [`wait_for_condition`]) until the condition of `type_` on `node` has
+/// `status`, and `reason` if one is given; that condition.
+pub async fn wait_for_status(
+    client: &kube::Client,
+    node: &str,
+    type_: &str,
+    status: &str,
+    reason: Option<&str>,
+    timeout: Duration,
+) -> Result<NodeCondition> {
+    let found = wait_for_condition(client, node, type_, timeout, |c| {
+        c.is_some_and(|c| {
+            c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
+        })
+    })
+    .await
+    .with_context(|| format!("waiting for {type_}={status} (reason {reason:?}) on node {node}"))?;
+    Ok(condition(&found, type_)
+        .cloned()
+        .expect("the check saw the condition"))
+}
+
 /// `status` is the condition's status ("True"/"False"/...), `None` absent.
 pub fn has_status(c: Option<&NodeCondition>, status: Option<&str>) -> bool {
     c.map(|c| c.status.as_str()) == status
