@@ -101,6 +101,7 @@ fn run_controller(args: RunArgs, tzdata: Tzdata) -> Result<()> {
 
 async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
     telemetry::init(args.log_format);
+    let shutdown = controller::Shutdown::listen().context("listening for SIGTERM and SIGINT")?;
     let settings = Settings::from_args(
         &args,
         std::env::var("POD_NAMESPACE").ok(),
@@ -143,7 +144,7 @@ async fn run(args: RunArgs, tzdata: Tzdata) -> Result<()> {
     // on a connection the network swallowed.
     let read_timeout = Duration::from_secs(u64::from(settings.watch_timeout_secs) + 10);
     let connect: controller::Connect = Arc::new(move || connection.new_client(Some(read_timeout)));
-    let exit = controller::run(connect, settings, metrics, leadership).await;
+    let exit = controller::run(connect, settings, metrics, leadership, shutdown).await;
     // The loop has returned: nothing writes any more, so a standby may take over now.
     if let Some(campaign) = campaign {
         campaign.release().await;

@@ -784,6 +784,34 @@ async fn sigterm_hands_the_lease_over_and_an_edge_in_the_gap_lands_on_time() {
     assert_eq!(follower.leader_gauge().await, Some(1.0));
 }
 
+/// A SIGTERM while kumaco starts (the Lease taken, a gate's first read still pending)
+/// ends it as a later one does: exit 0, the Lease released for a standby at once. Before
+/// the signals were listened for from the process's start, such a SIGTERM met the
+/// default action: killed, the Lease held until it expired.
+#[tokio::test]
+async fn a_sigterm_while_starting_releases_the_lease() {
+    let c = cluster("young").await;
+    let _node = c.node("n", &[]).await;
+    // Takes connections (the kernel's backlog does) and never answers: the alert gate's
+    // first read waits out its timeout, and the start waits for that read.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("--alertmanager-url=http://{}", silent.local_addr().unwrap());
+    let flags = [url.as_str(), "--block-alerts", "--block-alerts-warm-up=0s"];
+    let mut replica = c.replica("young-0", &flags).await;
+    poll_until("the replica to hold the Lease", SOON, || async {
+        lease_holder(&c).await.as_deref() == Some("young-0")
+    })
+    .await;
+    let status = replica.terminate().await;
+    let log = replica.process.log_tail(30);
+    assert!(status.success(), "exited with {status}; log:\n{log}");
+    assert!(
+        replica.log_has("signal received while starting, stopping"),
+        "the signal did not come while starting; log:\n{log}"
+    );
+    assert_eq!(lease_holder(&c).await, None, "the Lease was not released");
+}
+
 #[tokio::test]
 async fn two_replicas_elect_one_leader_and_fail_over_without_overlap() {
     let c = cluster("leader").await;

@@ -53,7 +53,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
-pub use run::run;
+pub use run::{Shutdown, run};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {

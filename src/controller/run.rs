@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::reconcile::Step;
@@ -25,14 +26,22 @@ pub async fn run(
     settings: Settings,
     metrics: Arc<Metrics>,
     leadership: Leadership,
+    mut shutdown: Shutdown,
 ) -> Result<Exit, ControllerError> {
-    let (mut shell, wake) = start::start(connect, settings, metrics, leadership).await?;
+    // Nothing is written before the first pass: a signal while the lists come in ends
+    // the start at once.
+    let (mut shell, wake) = tokio::select! {
+        started = start::start(connect, settings, metrics, leadership) => started?,
+        () = shutdown.requested() => {
+            info!("signal received while starting, stopping");
+            return Ok(Exit::Signal);
+        }
+    };
     let (mut clock, no_timerfd) = ClockSteps::new();
     if let Some(e) = no_timerfd {
         warn!(error = %e, "no timerfd on the realtime clock: steps of the wall clock are \
                            noticed within a second, by sampling");
     }
-    let mut shutdown = std::pin::pin!(shutdown_signal());
     let mut first = true;
     // Counted from 1 in each process: every line a pass logs (its writes, events,
     // contests, pod lists) carries its number, which tells one pass's lines from the next.
@@ -73,7 +82,7 @@ pub async fn run(
                       "the wall clock was stepped: re-deriving the conditions now");
                 shell.metrics.clock_steps.inc();
             }
-            _ = &mut shutdown => {
+            () = shutdown.requested() => {
                 info!("signal received, stopping");
                 shell.stop().await;
                 return Ok(Exit::Signal);
@@ -87,20 +96,30 @@ fn until(t: Timestamp) -> Duration {
     Duration::try_from(d).unwrap_or(Duration::ZERO)
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return ctrl_c.await.unwrap_or(()),
-            };
+/// SIGTERM (the kubelet stopping the pod) and SIGINT, listened for from the moment it is
+/// made: a signal that comes while kumaco starts, or while a burst of wake-ups keeps the
+/// loop busy, is kept until the loop asks. Without it the first SIGTERM of a young
+/// process met the default action: an exit with the Lease held, the standby waiting out
+/// its duration (tests/instances.rs met it about one run in six).
+pub struct Shutdown {
+    term: Signal,
+    interrupt: Signal,
+}
+
+impl Shutdown {
+    /// Listens from now on; main makes it first, before connecting.
+    pub fn listen() -> std::io::Result<Shutdown> {
+        Ok(Shutdown {
+            term: signal(SignalKind::terminate())?,
+            interrupt: signal(SignalKind::interrupt())?,
+        })
+    }
+
+    /// Until a signal has come (at once if one came already).
+    async fn requested(&mut self) {
         tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
         }
     }
-    #[cfg(not(unix))]
-    ctrl_c.await.unwrap_or(());
 }
