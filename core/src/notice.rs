@@ -220,6 +220,27 @@ pub struct Notice {
 }
 
 impl Notice {
+    /// A notice of `kind` at `at` that says nothing more yet: no node, no window, no
+    /// reason; the caller fills in what its kind carries.
+    pub fn new(id: String, kind: Kind, cluster: String, at: Timestamp) -> Notice {
+        Notice {
+            id,
+            kind,
+            cluster,
+            at,
+            node: None,
+            window: None,
+            reason: String::new(),
+            message: String::new(),
+            duration: None,
+            rebooted: None,
+            selected: None,
+            done: None,
+            left: Vec::new(),
+            forecast: None,
+        }
+    }
+
     /// What the notice is about, as a digest names it: the node's name, or the window's
     /// `namespace/name`; the cluster's name when neither is given.
     pub fn subject_name(&self) -> String {

@@ -166,10 +166,6 @@ fn node_notice(
     c: &Condition,
 ) -> Notice {
     Notice {
-        id: id(rules, kind, node.uid, at),
-        kind,
-        cluster: rules.cluster.clone(),
-        at,
         node: Some(NodeInfo {
             name: node.name.to_string(),
             zone: label(node.labels, &rules.zone_label),
@@ -181,12 +177,12 @@ fn node_notice(
         window: node_window(inputs, node.conditions),
         reason: c.reason.clone(),
         message: crate::conditions::bounded(c.message.clone(), MAX_MESSAGE_BYTES),
-        duration: None,
-        rebooted: None,
-        selected: None,
-        done: None,
-        left: Vec::new(),
-        forecast: None,
+        ..Notice::new(
+            id(rules, kind, node.uid, at),
+            kind,
+            rules.cluster.clone(),
+            at,
+        )
     }
 }
 
@@ -378,20 +374,13 @@ fn window_info(source: &WindowSource) -> WindowInfo {
 /// A notice about `source` of `kind` at `at`, with nothing of a node.
 fn window_notice_at(rules: &Rules, source: &WindowSource, kind: Kind, at: Timestamp) -> Notice {
     Notice {
-        id: id(rules, kind, &source.uid, at),
-        kind,
-        cluster: rules.cluster.clone(),
-        at,
-        node: None,
         window: Some(window_info(source)),
-        reason: String::new(),
-        message: String::new(),
-        duration: None,
-        rebooted: None,
-        selected: None,
-        done: None,
-        left: Vec::new(),
-        forecast: None,
+        ..Notice::new(
+            id(rules, kind, &source.uid, at),
+            kind,
+            rules.cluster.clone(),
+            at,
+        )
     }
 }
 

@@ -23,20 +23,14 @@ fn weekly(description: Option<&str>) -> WindowInfo {
 /// A notice of `kind` about node-3 in zone-a, at 13:00:05 on 7 December 2026.
 fn notice(kind: Kind) -> Notice {
     Notice {
-        id: "0a1b2c".into(),
-        kind,
-        cluster: "prod-eu".into(),
-        at: ts("2026-12-07T13:00:05Z"),
         node: Some(node("node-3", Some("zone-a"), None)),
         window: Some(weekly(None)),
-        reason: String::new(),
-        message: String::new(),
-        duration: None,
-        rebooted: None,
-        selected: None,
-        done: None,
-        left: Vec::new(),
-        forecast: None,
+        ..Notice::new(
+            "0a1b2c".into(),
+            kind,
+            "prod-eu".into(),
+            ts("2026-12-07T13:00:05Z"),
+        )
     }
 }
 

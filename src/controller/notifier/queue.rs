@@ -162,22 +162,7 @@ mod tests {
     use kumaco_core::testing::ts;
 
     fn notice(id: &str, at: &str) -> Notice {
-        Notice {
-            id: id.into(),
-            kind: Kind::Started,
-            cluster: "c".into(),
-            at: ts(at),
-            node: None,
-            window: None,
-            reason: String::new(),
-            message: String::new(),
-            duration: None,
-            rebooted: None,
-            selected: None,
-            done: None,
-            left: Vec::new(),
-            forecast: None,
-        }
+        Notice::new(id.into(), Kind::Started, "c".into(), ts(at))
     }
 
     #[test]

@@ -335,22 +335,8 @@ fn an_empty_text_leaves_no_blank_line() {
 #[test]
 fn a_notice_is_a_message_in_its_default_words() {
     use crate::notice::{Kind, Notice};
-    let notice = Notice {
-        id: "1".into(),
-        kind: Kind::Started,
-        cluster: "c".into(),
-        at: kumaco_core::testing::ts("2026-12-07T13:00:05Z"),
-        node: None,
-        window: None,
-        reason: String::new(),
-        message: String::new(),
-        duration: None,
-        rebooted: None,
-        selected: None,
-        done: None,
-        left: Vec::new(),
-        forecast: None,
-    };
+    let at = kumaco_core::testing::ts("2026-12-07T13:00:05Z");
+    let notice = Notice::new("1".into(), Kind::Started, "c".into(), at);
     assert_eq!(
         Message::of(&notice),
         Message {
