@@ -29,6 +29,7 @@ use testkit::ApiServer;
 use testkit::alertmanager::Alertmanager;
 use testkit::cluster::Cluster;
 use testkit::faultproxy::{Fault, FaultProxy};
+use testkit::history::History;
 use testkit::kumaco::{KumacoProcess, metric};
 use testkit::nodes::{condition, wait_for_condition, wait_for_status};
 use testkit::prometheus::{Prometheus, Target};
@@ -733,7 +734,16 @@ async fn a_wrong_path_holds_even_when_outages_are_allowed() {
         "{}",
         message(&held)
     );
+    // Every path answers 404, the list and the status alike: the message names the same
+    // one at each read, so the node is not rewritten read after read.
+    let history = History::start(&c.client, &a, MIP).await;
     stays_waiting(&c, &a).await;
+    assert_eq!(
+        history.changes(),
+        0,
+        "{a} rewritten: {:?}",
+        history.states()
+    );
     wait_metric(
         &k,
         "kumaco_gate_unavailable",

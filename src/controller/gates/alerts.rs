@@ -197,10 +197,15 @@ async fn read_peer(
     filters: &AlertFilters,
     created_by: &str,
 ) -> Result<PeerAnswer, AlertmanagerError> {
-    let (listed, started) = futures::try_join!(
+    // Both answers awaited, the list's error first: with `try_join!` the error that came
+    // first named the URL, which then changed from read to read (a 404 on every path
+    // named the alerts or the status by chance), and with it the waiting nodes' message,
+    // rewritten at each change.
+    let (listed, started) = futures::join!(
         client.alerts_from(peer, &filters.matchers),
         client.started_at(peer)
-    )?;
+    );
+    let (listed, started) = (listed?, started?);
     let silenced = listed.iter().any(|a| {
         !a.silenced_by.is_empty()
             && filters
