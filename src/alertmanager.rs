@@ -61,10 +61,7 @@ impl Alertmanager {
                 json::<Vec<WireSilence>>,
             )
             .await?;
-        Ok(wire
-            .into_iter()
-            .filter_map(WireSilence::into_silence)
-            .collect())
+        Ok(readable(wire))
     }
 
     /// Every silence, as peer `peer` lists it.
@@ -79,10 +76,7 @@ impl Alertmanager {
                 json::<Vec<WireSilence>>,
             )
             .await?;
-        Ok(wire
-            .into_iter()
-            .filter_map(WireSilence::into_silence)
-            .collect())
+        Ok(readable(wire))
     }
 
     /// The alerts firing now that no inhibition mutes, silenced or not, each matching
@@ -292,6 +286,13 @@ struct PostSilence<'a> {
     ends_at: Timestamp,
     created_by: &'a str,
     comment: &'a str,
+}
+
+/// The silences of a list, those in a state kumaco knows (active, pending, expired).
+fn readable(wire: Vec<WireSilence>) -> Vec<Silence> {
+    wire.into_iter()
+        .filter_map(WireSilence::into_silence)
+        .collect()
 }
 
 #[cfg(test)]
